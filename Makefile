@@ -1,0 +1,80 @@
+# microingest: `make demo` to see it work, `make test` to run the suite. Both set up everything they need.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON  ?= python3
+VENV    := .venv
+STATE   ?= .state
+MVN     ?= mvn
+MVN_SETTINGS ?= build/maven/settings.xml
+BIN     := $(VENV)/bin
+export MICROINGEST_STATE := $(abspath $(STATE))
+export PATH := $(abspath $(BIN)):$(PATH)
+
+STAMP_PY    := $(VENV)/.installed
+STAMP_KAFKA := $(STATE)/kafka/libs/.resolved
+STAMP_SPARK := $(STATE)/spark/jars/.resolved
+PLATFORM    := $(BIN)/python scripts/services.py
+WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
+
+.PHONY: help install up down status demo test test-unit lint clean
+
+help:
+	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
+	@echo "make test    set up and run the whole test suite (what CI runs)"
+	@echo "make up | down | status    start / stop / show the local platform"
+	@echo "make test-unit             pure-logic tests only (no services)"
+
+install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) postgres-binaries
+
+$(STAMP_PY): constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	@# pyspark and pyspark-client (a dependency of the Spark provider) ship the same modules; whichever was
+	@# installed last wins, so put the full pyspark back on top and check it imports.
+	$(BIN)/pip install -q --no-deps --force-reinstall "$$(grep -i '^pyspark==' constraints.txt)"
+	$(BIN)/python -c "import pyspark.core.status, pyspark.sql, airflow.sdk, kafka, psycopg2"
+	touch $@
+
+$(STAMP_KAFKA): build/maven/kafka-broker/pom.xml
+	rm -rf $(dir $@) && mkdir -p $(dir $@)
+	$(MVN) -q -B -s $(MVN_SETTINGS) -f build/maven/kafka-broker/pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(abspath $(dir $@))
+	touch $@
+
+$(STAMP_SPARK): build/maven/spark-kafka/pom.xml
+	rm -rf $(dir $@) && mkdir -p $(dir $@)
+	$(MVN) -q -B -s $(MVN_SETTINGS) -f build/maven/spark-kafka/pom.xml dependency:copy-dependencies \
+	  -DoutputDirectory=$(abspath $(dir $@))
+	touch $@
+
+.PHONY: postgres-binaries
+postgres-binaries:
+	@if [ -z "$$AIRFLOW_CONN_MICROINGEST_POSTGRES" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "installing Debian's PostgreSQL server binaries"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+up: install
+	$(PLATFORM) up
+
+down:
+	$(PLATFORM) down
+
+status:
+	$(PLATFORM) status
+
+demo: install
+	$(PLATFORM) up
+	$(WITH_ENV) $(BIN)/python -m microingest.demo
+
+test: install
+	$(PLATFORM) up --no-airflow-services
+	$(WITH_ENV) $(BIN)/pytest -q tests
+
+test-unit: $(STAMP_PY)
+	$(BIN)/pytest -q tests/unit
+
+clean: down
+	rm -rf $(STATE) $(VENV)

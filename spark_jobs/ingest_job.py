@@ -1,0 +1,50 @@
+"""Spark job: ingest planned Kafka offset ranges of one pipeline into Postgres, exactly once.
+
+Submitted by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator); all logic lives in
+the microingest package. Connections come from AIRFLOW_CONN_* environment variables set for this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from pyspark.sql import SparkSession
+
+from microingest.connections import get_connection, postgres_params, spark_kafka_options
+from microingest.declarations import get_pipeline
+from microingest.ledger import LedgerError, RunInfo
+from microingest.planning import OffsetRange
+from microingest.spark_batch import run_batch
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--ranges", required=True, help="JSON list of {topic, partition, from, until, ledger}")
+    parser.add_argument("--run", default="{}", help="JSON {dag_id, run_id, task_try, kind} for the batch history")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    pipeline = get_pipeline(args.pipeline)
+    ranges = [OffsetRange.from_dict(d) for d in json.loads(args.ranges)]
+    pg = postgres_params(get_connection(pipeline.postgres_conn_id))
+    kafka = spark_kafka_options(get_connection(pipeline.kafka_conn_id))
+
+    spark = SparkSession.builder.appName(f"microingest-{pipeline.name}").getOrCreate()
+    try:
+        result = run_batch(spark, pipeline, ranges, pg, kafka, RunInfo.from_dict(json.loads(args.run)))
+    except LedgerError as exc:
+        print(f"microingest: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        spark.stop()
+    print("MICROINGEST_RESULT " + json.dumps({"batch_id": result.batch_id, "records_read": result.records_read,
+                                              "rows_written": result.rows_written}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,98 @@
+"""Kafka access through kafka-python: partition bounds for planning, topic admin and producing (demo, tests).
+
+Bounds are read with isolation_level=read_committed, so 'latest' is the last stable offset: a batch never plans
+past records of a transaction that may still abort.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Iterable
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, NoBrokersAvailable, TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+
+class KafkaAccessError(RuntimeError):
+    pass
+
+
+def _unreachable(config: dict[str, Any], exc: Exception) -> KafkaAccessError:
+    return KafkaAccessError(f"Kafka at {','.join(config['bootstrap_servers'])} is unreachable: {exc!r}")
+
+
+def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> tuple[dict[int, int], dict[int, int]]:
+    """(earliest, latest) offset per partition of `topic`."""
+    try:
+        consumer = KafkaConsumer(
+            **config, isolation_level="read_committed", enable_auto_commit=False,
+            request_timeout_ms=max(timeout_ms, 5000) + 1000, bootstrap_timeout_ms=timeout_ms,
+        )
+    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    try:
+        partitions = _partitions(consumer, topic, timeout_ms)
+        tps = [TopicPartition(topic, p) for p in partitions]
+        earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
+        latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
+    except KafkaError as exc:
+        raise KafkaAccessError(f"could not read offsets of topic '{topic}': {exc!r}") from exc
+    finally:
+        consumer.close()
+    return ({tp.partition: o for tp, o in earliest.items()}, {tp.partition: o for tp, o in latest.items()})
+
+
+def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:
+    # Metadata may need a refresh round trip before a topic is known; partitions_for_topic alone can say None.
+    topics = consumer.topics()
+    if topic not in topics:
+        raise KafkaAccessError(f"topic '{topic}' does not exist on the cluster")
+    partitions = consumer.partitions_for_topic(topic)
+    if not partitions:
+        raise KafkaAccessError(f"topic '{topic}' has no partitions in the cluster metadata")
+    return sorted(partitions)
+
+
+def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = 1) -> bool:
+    """Create the topic; returns False when it already existed. Grows its partition count if it has fewer."""
+    try:
+        admin = KafkaAdminClient(**config)
+    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication)])
+        return True
+    except TopicAlreadyExistsError:
+        return False
+    finally:
+        admin.close()
+
+
+def produce(config: dict[str, Any], topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+            partition_of=None) -> int:
+    """Send (key, value) pairs and wait for every acknowledgement; returns how many were sent."""
+    try:
+        producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True)
+    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    sent = 0
+    try:
+        futures = []
+        for i, (key, value) in enumerate(records):
+            partition = partition_of(i, key) if partition_of else None
+            futures.append(producer.send(topic, key=key, value=value, partition=partition))
+            sent += 1
+        producer.flush()
+        for future in futures:
+            future.get(timeout=30)
+    finally:
+        producer.close()
+    return sent
+
+
+def json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()

@@ -1,0 +1,37 @@
+"""Where things live. Every path can be overridden by environment so a deployment need not mirror this repo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def repo_root() -> Path:
+    return Path(os.environ.get("MICROINGEST_HOME", _REPO))
+
+
+def pipelines_dir() -> Path:
+    return Path(os.environ.get("MICROINGEST_PIPELINES_DIR", repo_root() / "pipelines"))
+
+
+def sql_dir() -> Path:
+    return Path(os.environ.get("MICROINGEST_SQL_DIR", repo_root() / "sql"))
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("MICROINGEST_STATE", repo_root() / ".state"))
+
+
+def spark_job_path() -> Path:
+    return Path(os.environ.get("MICROINGEST_SPARK_JOB", repo_root() / "spark_jobs" / "ingest_job.py"))
+
+
+def spark_jars() -> list[str]:
+    """Spark's Kafka source and its dependencies, resolved from Maven Central by `make install`."""
+    folder = Path(os.environ.get("MICROINGEST_SPARK_JARS_DIR", state_dir() / "spark" / "jars"))
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not jars:
+        raise FileNotFoundError(f"no Spark Kafka jars in {folder}; run `make install` (or set MICROINGEST_SPARK_JARS_DIR)")
+    return jars

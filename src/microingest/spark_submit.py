@@ -1,0 +1,45 @@
+"""The contract between the Airflow side and the Spark job: arguments, Spark conf and the child environment.
+
+Offset ranges travel as arguments (they are not secret); connections travel as AIRFLOW_CONN_* variables in the
+spark-submit process environment, never on its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Sequence
+
+from microingest import settings
+from microingest.connections import env_name, get_connection, to_env_value
+from microingest.declarations import Pipeline
+from microingest.ledger import RunInfo
+from microingest.planning import OffsetRange
+
+JOB_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",
+    # The executors' Python must be the one that has the microingest package (the project's virtualenv).
+    "spark.pyspark.python": sys.executable,
+}
+
+
+def job_args(pipeline: str, ranges: Sequence[OffsetRange], run: RunInfo) -> list[str]:
+    return ["--pipeline", pipeline, "--ranges", json.dumps([r.to_dict() for r in ranges]),
+            "--run", json.dumps(run.to_dict())]
+
+
+def connection_env(pipeline: Pipeline) -> dict[str, str]:
+    """Resolved Kafka and Postgres connections of the pipeline, as environment for the Spark job."""
+    return {env_name(c): to_env_value(get_connection(c)) for c in (pipeline.kafka_conn_id, pipeline.postgres_conn_id)}
+
+
+def command(pipeline: Pipeline, ranges: Sequence[OffsetRange], run: RunInfo, master: str = "local[2]",
+            extra_conf: dict[str, str] | None = None) -> list[str]:
+    """A spark-submit command line for running the job outside Airflow (tests, debugging)."""
+    conf = {**JOB_CONF, **(extra_conf or {})}
+    argv = ["spark-submit", "--master", master, "--name", f"microingest-{pipeline.name}",
+            "--jars", ",".join(settings.spark_jars())]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    return argv + [str(settings.spark_job_path()), *job_args(pipeline.name, ranges, run)]
