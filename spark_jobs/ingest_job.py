@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from pyspark.sql import SparkSession
@@ -38,12 +39,23 @@ def main(argv: list[str]) -> int:
         result = run_batch(spark, pipeline, ranges, pg, kafka, RunInfo.from_dict(json.loads(args.run)))
     except LedgerError as exc:
         print(f"microingest: {exc}", file=sys.stderr)
+        write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc)})
         return 3
     finally:
         spark.stop()
-    print("MICROINGEST_RESULT " + json.dumps({"batch_id": result.batch_id, "records_read": result.records_read,
-                                              "rows_written": result.rows_written}))
+    outcome = {"status": "committed", "batch_id": result.batch_id, "records_read": result.records_read,
+               "rows_written": result.rows_written}
+    write_outcome(outcome)
+    print("microingest: " + json.dumps(outcome))
     return 0
+
+
+def write_outcome(outcome: dict) -> None:
+    """For the submitting operator (client deploy mode: same machine), which turns it into XCom or a clear error."""
+    path = os.environ.get("MICROINGEST_OUTCOME_FILE")
+    if path:
+        with open(path, "w") as f:
+            json.dump(outcome, f)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError, NoBrokersAvailable, TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000
             **config, isolation_level="read_committed", enable_auto_commit=False,
             request_timeout_ms=max(timeout_ms, 5000) + 1000, bootstrap_timeout_ms=timeout_ms,
         )
-    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+    except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
         partitions = _partitions(consumer, topic, timeout_ms)
@@ -60,8 +60,8 @@ def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[in
 def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = 1) -> bool:
     """Create the topic; returns False when it already existed. Grows its partition count if it has fewer."""
     try:
-        admin = KafkaAdminClient(**config)
-    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
+    except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication)])
@@ -76,8 +76,9 @@ def produce(config: dict[str, Any], topic: str, records: Iterable[tuple[bytes | 
             partition_of=None) -> int:
     """Send (key, value) pairs and wait for every acknowledgement; returns how many were sent."""
     try:
-        producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True)
-    except (NoBrokersAvailable, KafkaError, OSError) as exc:
+        producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True,
+                                 bootstrap_timeout_ms=15000)
+    except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     sent = 0
     try:

@@ -22,6 +22,9 @@ def build_dag(pipeline: Pipeline) -> DAG:
         schedule=pipeline.schedule,
         start_date=START_DATE,
         catchup=False,
+        # Runs of one pipeline queue behind each other; the ledger fence still guards every other path (backfills,
+        # manual job runs) against committing a range twice.
+        max_active_runs=1,
         tags=["microingest", f"topic:{pipeline.topic}"],
         doc_md=doc,
         default_args={"owner": "microingest", "retries": 0},

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -29,7 +32,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         self.pipeline = pipeline
         self.plan_task_id = plan_task_id
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> dict:
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=self.plan_task_id)
         if not plan or not plan.get("ranges"):
@@ -38,6 +41,34 @@ class SparkIngestOperator(SparkSubmitOperator):
         run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number, kind=plan.get("kind", "ingest"))
         self.application_args = spark_submit.job_args(self.pipeline.name, ranges, run)
         self.jars = ",".join(settings.spark_jars())
-        self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline)}
+        fd, outcome_file = tempfile.mkstemp(prefix="microingest-outcome-", suffix=".json")
+        os.close(fd)
+        self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
+                         "MICROINGEST_OUTCOME_FILE": outcome_file}
         self._hook = None  # the hook captures its arguments when built; build it from the values set above
-        super().execute(context)
+        try:
+            try:
+                super().execute(context)
+            except Exception:
+                outcome = _read_outcome(outcome_file)
+                if outcome.get("status") == "failed":
+                    raise BatchFailedError(f"{outcome['error_class']}: {outcome['error']}") from None
+                raise
+            outcome = _read_outcome(outcome_file)
+        finally:
+            os.unlink(outcome_file)
+        self.log.info("batch %s committed: %s records read, %s rows written", outcome.get("batch_id"),
+                      outcome.get("records_read"), outcome.get("rows_written"))
+        return outcome
+
+
+class BatchFailedError(RuntimeError):
+    """The Spark job ran and refused to commit (fenced, staging mismatch, ...); nothing of the batch was written."""
+
+
+def _read_outcome(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.loads(f.read() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return {}

@@ -1,0 +1,73 @@
+import pytest
+
+from microingest.declarations import DeclarationError, load_pipeline_file, load_pipelines, parse_pipeline
+
+VALID = {
+    "name": "orders",
+    "topic": "shop.orders-v1",
+    "target_table": "analytics.orders",
+    "schema": {"order_id": {"type": "string", "required": True}, "total": "double"},
+}
+
+
+def test_minimal_declaration_gets_defaults():
+    p = parse_pipeline(dict(VALID))
+    assert p.dag_id == "microingest_orders"
+    assert p.kafka_conn_id == "microingest_kafka" and p.start_from == "earliest" and p.schedule is None
+    assert p.value_columns == ("order_id", "total")
+    assert p.target_columns[:3] == ("source_topic", "source_partition", "source_offset")
+
+
+def test_table_without_schema_defaults_to_public():
+    assert parse_pipeline({**VALID, "target_table": "orders"}).target_table == "public.orders"
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"name": None}, "name"),
+        ({"topic": "bad topic!"}, "topic"),
+        ({"target_table": "orders; DROP TABLE x"}, "target_table"),
+        ({"target_table": 'a.b.c'}, "target_table"),
+        ({"schema": {}}, "schema"),
+        ({"schema": {"Bad-Name": "string"}}, "schema.Bad-Name"),
+        ({"schema": {"x": "varchar"}}, "schema.x.type"),
+        ({"schema": {"x": {"type": "string", "required": "yes"}}}, "schema.x.required"),
+        ({"schema": {"source_offset": "integer"}}, "schema.source_offset"),
+        ({"max_records_per_batch": 0}, "max_records_per_batch"),
+        ({"max_records_per_batch": "100"}, "max_records_per_batch"),
+        ({"max_records_per_batch": True}, "max_records_per_batch"),
+        ({"start_from": "beginning"}, "start_from"),
+        ({"schedule": "every minute"}, "schedule"),
+        ({"sink_mode": "merge"}, "sink_mode"),
+        ({"kafka_conn_id": "x y"}, "kafka_conn_id"),
+        ({"topik": "typo"}, "topik"),
+    ],
+)
+def test_malformed_declaration_names_the_field(change, field):
+    with pytest.raises(DeclarationError) as err:
+        parse_pipeline({**VALID, **change}, "orders.yaml")
+    assert err.value.field == field
+    assert f"field '{field}'" in str(err.value) and "orders.yaml" in str(err.value)
+
+
+def test_non_mapping_is_rejected():
+    with pytest.raises(DeclarationError, match="<root>"):
+        parse_pipeline(["not", "a", "mapping"])
+
+
+def test_file_name_must_match_pipeline_name(tmp_path):
+    (tmp_path / "other.yaml").write_text("name: orders\ntopic: t\ntarget_table: t\nschema: {a: string}\n")
+    with pytest.raises(DeclarationError, match="field 'name'.*must match the file name"):
+        load_pipeline_file(tmp_path / "other.yaml")
+
+
+def test_invalid_yaml_is_reported_with_the_file(tmp_path):
+    (tmp_path / "x.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(DeclarationError, match="x.yaml.*not valid YAML"):
+        load_pipelines(tmp_path)
+
+
+def test_repository_declarations_are_valid():
+    pipelines = load_pipelines()
+    assert "demo_events" in {p.name for p in pipelines}
