@@ -149,7 +149,7 @@ def main() -> int:
     if create_topic(kafka, pipeline.topic, PARTITIONS):
         print(f"created topic {pipeline.topic} with {PARTITIONS} partitions")
     started = time.time()
-    produced = produce(kafka, pipeline.topic, sample_events(EVENTS, seed=time.time_ns()))
+    produced = len(produce(kafka, pipeline.topic, sample_events(EVENTS, seed=time.time_ns())))
     _, latest = partition_bounds(kafka, pipeline.topic)
     print(f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
           f"offsets across {len(latest)} partitions")

@@ -73,26 +73,21 @@ def create_topic(config: dict[str, Any], topic: str, partitions: int, replicatio
 
 
 def produce(config: dict[str, Any], topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
-            partition_of=None) -> int:
-    """Send (key, value) pairs and wait for every acknowledgement; returns how many were sent."""
+            partition_of=None) -> list[tuple[int, int]]:
+    """Send (key, value) pairs, wait for every acknowledgement; returns each record's (partition, offset)."""
     try:
         producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True,
                                  bootstrap_timeout_ms=15000)
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
-    sent = 0
     try:
-        futures = []
-        for i, (key, value) in enumerate(records):
-            partition = partition_of(i, key) if partition_of else None
-            futures.append(producer.send(topic, key=key, value=value, partition=partition))
-            sent += 1
+        futures = [producer.send(topic, key=key, value=value, partition=partition_of(i, key) if partition_of else None)
+                   for i, (key, value) in enumerate(records)]
         producer.flush()
-        for future in futures:
-            future.get(timeout=30)
+        metadata = [f.get(timeout=30) for f in futures]
     finally:
         producer.close()
-    return sent
+    return [(m.partition, m.offset) for m in metadata]
 
 
 def json_bytes(value: Any) -> bytes:

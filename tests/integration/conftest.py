@@ -1,0 +1,140 @@
+"""Fixtures for tests against the real platform started by `make test` (Kafka, Postgres, Spark, Airflow's DB).
+
+Every test gets its own topic, target table and pipeline declaration, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from psycopg2 import sql
+
+from microingest import spark_submit
+from microingest.connections import get_connection, kafka_python_config, postgres_params
+from microingest.declarations import Pipeline, load_pipeline_file
+from microingest.identifiers import split_table_name
+from microingest.kafka_access import create_topic, json_bytes, produce
+from microingest.ledger import RunInfo, connection
+from microingest.planning import OffsetRange
+
+REPO = Path(__file__).resolve().parents[2]
+REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "integration" in item.nodeid:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def platform_env():
+    missing = [k for k in REQUIRED_ENV if not os.environ.get(k)]
+    if missing:
+        pytest.fail(f"integration tests need the platform: run them through `make test` (missing {missing})")
+
+
+@pytest.fixture(scope="session")
+def pg():
+    return postgres_params(get_connection("microingest_postgres"))
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    return kafka_python_config(get_connection("microingest_kafka"))
+
+
+@dataclass
+class Env:
+    """One test's pipeline: its declaration, topic and target table, plus helpers to drive and inspect it."""
+
+    pipeline: Pipeline
+    pg: dict
+    kafka: dict
+    pipelines_dir: Path
+
+    @property
+    def table(self) -> sql.Identifier:
+        return sql.Identifier(*split_table_name(self.pipeline.target_table))
+
+    def produce(self, n: int, start: int = 0) -> list[tuple[int, int, str]]:
+        """n events with ids ev-<start>..; returns (partition, offset, event_id) of each as Kafka acknowledged it."""
+        ids = [f"ev-{i}" for i in range(start, start + n)]
+        records = [(i.encode(), json_bytes({"event_id": i, "user_id": f"u{k % 17}", "event_type": "click",
+                                            "amount": k * 0.25, "event_time": 1_700_000_000_000 + k}))
+                   for k, i in enumerate(ids, start)]
+        positions = produce(self.kafka, self.pipeline.topic, records)
+        return [(p, o, i) for (p, o), i in zip(positions, ids)]
+
+    def query(self, statement, args=()):
+        with connection(self.pg) as conn, conn.cursor() as cur:
+            cur.execute(statement, args)
+            return cur.fetchall()
+
+    def target_rows(self) -> list[tuple[int, int, str]]:
+        return sorted(self.query(sql.SQL("SELECT source_partition, source_offset, event_id FROM {}").format(self.table)))
+
+    def ledger(self) -> dict[int, int]:
+        return dict(self.query("SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s",
+                               (self.pipeline.name,)))
+
+    def batches(self) -> list[tuple]:
+        return self.query("SELECT batch_id::text, kind, records_read, rows_written, dag_id, run_id FROM "
+                          "microingest.batches WHERE pipeline = %s ORDER BY committed_at", (self.pipeline.name,))
+
+    def staged_rows(self) -> int:
+        return self.query(sql.SQL("SELECT count(*) FROM {}").format(
+            sql.Identifier("microingest_staging", self.pipeline.name)))[0][0]
+
+    def staging_batches(self) -> int:
+        return self.query("SELECT count(*) FROM microingest.staging_batches WHERE pipeline = %s",
+                          (self.pipeline.name,))[0][0]
+
+    def spark_job(self, ranges: list[OffsetRange], fault: str | None = None, wait: bool = True):
+        """Run the Spark job outside Airflow, the way the operator does (connections in the environment).
+
+        spark-submit forwards the Python driver's stdout and stderr both to its stdout."""
+        env = {**os.environ, **spark_submit.connection_env(self.pipeline),
+               "MICROINGEST_PIPELINES_DIR": str(self.pipelines_dir)}
+        if fault:
+            env["MICROINGEST_FAULT"] = fault
+        cmd = spark_submit.command(self.pipeline, ranges, RunInfo(kind="ingest"), extra_conf={"spark.ui.enabled": "false"})
+        proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        return _finish(proc) if wait else proc
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture
+def finish():
+    return _finish
+
+
+@pytest.fixture
+def env(pg, kafka, tmp_path, monkeypatch) -> Env:
+    suffix = uuid.uuid4().hex[:10]
+    name, topic, table = f"it_{suffix}", f"it-{suffix}", f"public.it_{suffix}"
+    create_topic(kafka, topic, 3)
+    with connection(pg) as conn, conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(
+            sql.Identifier(*split_table_name(table))))
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps({
+        "name": name, "topic": topic, "target_table": table, "max_records_per_batch": 100_000,
+        "schema": {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
+                   "amount": "double", "event_time": "timestamp"},
+    }))
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
+    return Env(load_pipeline_file(path), pg, kafka, folder)

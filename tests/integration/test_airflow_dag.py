@@ -1,0 +1,96 @@
+"""Pipelines through Airflow: DAG import, and the ingest DAG end to end with `airflow dags test`."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_dag(env) -> subprocess.CompletedProcess:
+    return subprocess.run(["airflow", "dags", "test", env.pipeline.dag_id], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
+
+
+def task_states(dag_id: str) -> list[dict]:
+    """Task states per run, oldest run first, read from Airflow's metadata database."""
+    engine = create_engine(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT dr.run_id, ti.task_id, ti.state FROM task_instance ti JOIN dag_run dr "
+                                 "ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id WHERE ti.dag_id = :d "
+                                 "ORDER BY dr.id"), {"d": dag_id}).all()
+    engine.dispose()
+    runs: dict[str, dict] = {}
+    for run_id, task_id, state in rows:
+        runs.setdefault(run_id, {})[task_id] = state
+    return list(runs.values())
+
+
+def test_ingest_dag_end_to_end(env):
+    first = env.produce(2500)
+    result = run_dag(env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert env.target_rows() == sorted(first)
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success"}
+    [(_, _, _, written, dag_id, run_id)] = env.batches()
+    assert (written, dag_id) == (2500, env.pipeline.dag_id) and run_id.startswith("manual__")
+
+    result = run_dag(env)  # nothing new: plan short-circuits, Spark never starts, nothing is committed
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped"}
+    assert len(env.batches()) == 1 and env.target_rows() == sorted(first)
+
+    more = env.produce(700, start=2500)
+    result = run_dag(env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert env.target_rows() == sorted(first + more)
+    batches = env.batches()
+    assert [b[3] for b in batches] == [2500, 700]
+    latest = {}
+    for p, o, _ in first + more:
+        latest[p] = max(latest.get(p, 0), o + 1)
+    assert env.ledger() == latest
+
+
+def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkeypatch):
+    env.produce(50)
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", '{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}')
+    result = run_dag(env)
+    assert result.returncode != 0
+    assert "Kafka at 127.0.0.1:9 is unreachable" in result.stdout + result.stderr
+    assert task_states(env.pipeline.dag_id)[-1]["plan"] == "failed"
+    assert env.batches() == [] and env.target_rows() == []
+
+
+def test_dags_import_cleanly_with_task_sdk_imports_only():
+    from airflow.dag_processing.dagbag import DagBag
+
+    from microingest.declarations import load_pipelines
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    expected = {p.dag_id for p in load_pipelines()}
+    assert expected and expected <= set(bag.dags)
+    for dag_id in expected:
+        dag = bag.dags[dag_id]
+        assert {t.task_id for t in dag.tasks} == {"plan", "ingest"}
+        assert dag.get_task("plan").downstream_task_ids == {"ingest"}
+        assert dag.max_active_runs == 1
+
+    airflow_imports = re.compile(r"^\s*(?:from|import)\s+(airflow[\w.]*)", re.M)
+    for path in [*REPO.glob("dags/*.py"), *REPO.glob("src/microingest/airflow/*.py"), *REPO.glob("plugins/*.py")]:
+        for module in airflow_imports.findall(path.read_text()):
+            assert module.startswith(("airflow.sdk", "airflow.providers")), f"{path}: imports {module}"
+
+
+def test_malformed_declaration_is_an_import_error_naming_the_field(tmp_path):
+    (tmp_path / "broken.yaml").write_text("name: broken\ntopic: t\ntarget_table: t\nschema: {a: string}\n"
+                                          "max_records_per_batch: -5\n")
+    result = subprocess.run(
+        ["python", "-c", "from airflow.dag_processing.dagbag import DagBag; "
+                         f"print(list(DagBag(dag_folder='{REPO / 'dags'}').import_errors.values()))"],
+        capture_output=True, text=True, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(tmp_path)}, timeout=120)
+    assert "field 'max_records_per_batch': must be a positive integer, got -5" in result.stdout, result.stderr[-2000:]
