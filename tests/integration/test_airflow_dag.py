@@ -15,9 +15,13 @@ def run_dag(env) -> subprocess.CompletedProcess:
                           timeout=600, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
 
 
+def airflow_db():
+    return create_engine(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+
+
 def task_states(dag_id: str) -> list[dict]:
     """Task states per run, oldest run first, read from Airflow's metadata database."""
-    engine = create_engine(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    engine = airflow_db()
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT dr.run_id, ti.task_id, ti.state FROM task_instance ti JOIN dag_run dr "
                                  "ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id WHERE ti.dag_id = :d "
@@ -43,6 +47,8 @@ def test_ingest_dag_end_to_end(env):
     assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped"}
     assert len(env.batches()) == 1 and env.target_rows() == sorted(first)
 
+    assert_no_credentials_leaked(env, result.stdout + result.stderr)
+
     more = env.produce(700, start=2500)
     result = run_dag(env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -53,6 +59,23 @@ def test_ingest_dag_end_to_end(env):
     for p, o, _ in first + more:
         latest[p] = max(latest.get(p, 0), o + 1)
     assert env.ledger() == latest
+
+
+def assert_no_credentials_leaked(env, output: str) -> None:
+    """The Postgres password reached the Spark job, yet is in no task log, rendered template or XCom.
+
+    `airflow dags test` prints the task logs (spark-submit's command and output included) to its output."""
+    password = env.pg["password"]
+    engine = airflow_db()
+    with engine.connect() as conn:
+        rendered = conn.execute(text("SELECT rendered_fields::text FROM rendered_task_instance_fields "
+                                     "WHERE dag_id = :d"), {"d": env.pipeline.dag_id}).scalars().all()
+        xcoms = conn.execute(text("SELECT value::text FROM xcom WHERE dag_id = :d"),
+                             {"d": env.pipeline.dag_id}).scalars().all()
+    engine.dispose()
+    assert rendered and xcoms and "Spark-Submit cmd" in output
+    for where, texts in (("task logs", [output]), ("rendered templates", rendered), ("XCom", xcoms)):
+        assert not any(password in t for t in texts), f"the Postgres password leaked into {where}"
 
 
 def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkeypatch):

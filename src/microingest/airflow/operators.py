@@ -10,15 +10,20 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from microingest import settings, spark_submit
+from microingest.connections import env_name, get_connection
 from microingest.declarations import Pipeline
 from microingest.ledger import RunInfo
 from microingest.planning import OffsetRange
 
 
+LOCAL_MASTER = "local[*]"
+
+
 class SparkIngestOperator(SparkSubmitOperator):
     """Submit the ingest Spark job for the ranges planned by an upstream task (XCom of `plan_task_id`).
 
-    The Spark master comes from the pipeline's Spark connection. Kafka and Postgres connections are resolved here and
+    The Spark master comes from the pipeline's Spark connection, `local[*]` when that connection is not defined (the
+    provider on its own would fall back to YARN). Kafka and Postgres connections are resolved here and
     handed to spark-submit as environment variables after templates are rendered, so credentials appear neither in
     rendered templates nor on the command line.
     """
@@ -45,6 +50,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         os.close(fd)
         self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
                          "MICROINGEST_OUTCOME_FILE": outcome_file}
+        _default_spark_connection(self._conn_id)
         self._hook = None  # the hook captures its arguments when built; build it from the values set above
         try:
             try:
@@ -60,6 +66,14 @@ class SparkIngestOperator(SparkSubmitOperator):
         self.log.info("batch %s committed: %s records read, %s rows written", outcome.get("batch_id"),
                       outcome.get("records_read"), outcome.get("rows_written"))
         return outcome
+
+
+def _default_spark_connection(conn_id: str) -> None:
+    try:
+        get_connection(conn_id)
+    except Exception:
+        # Environment connections are what Airflow consults first; this one only lives in this task's process.
+        os.environ[env_name(conn_id)] = json.dumps({"conn_type": "spark", "host": LOCAL_MASTER})
 
 
 class BatchFailedError(RuntimeError):
