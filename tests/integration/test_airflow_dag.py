@@ -41,13 +41,12 @@ def test_ingest_dag_end_to_end(env):
     assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success"}
     [(_, _, _, written, dag_id, run_id)] = env.batches()
     assert (written, dag_id) == (2500, env.pipeline.dag_id) and run_id.startswith("manual__")
+    assert_no_credentials_leaked(env, result.stdout + result.stderr)
 
     result = run_dag(env)  # nothing new: plan short-circuits, Spark never starts, nothing is committed
     assert result.returncode == 0, result.stdout[-4000:]
     assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped"}
     assert len(env.batches()) == 1 and env.target_rows() == sorted(first)
-
-    assert_no_credentials_leaked(env, result.stdout + result.stderr)
 
     more = env.produce(700, start=2500)
     result = run_dag(env)
