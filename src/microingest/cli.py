@@ -13,11 +13,11 @@ import json
 import logging
 import sys
 
-from microingest.connections import ConnectionConfigError, get_connection, kafka_python_config, postgres_params
+from microingest.connections import ConnectionConfigError, get_connection, postgres_params
 from microingest.declarations import DeclarationError, get_pipeline, load_pipelines
-from microingest.kafka_access import KafkaAccessError, partition_bounds
-from microingest.ledger import LedgerError, connection, read_ledger
-from microingest.planning import PlanningError, plan_ranges
+from microingest.kafka_access import KafkaAccessError
+from microingest.ledger import LedgerError
+from microingest.planning import PlanningError
 
 EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError)
 
@@ -30,11 +30,9 @@ def cmd_validate(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    p = get_pipeline(args.pipeline)
-    with connection(postgres_params(get_connection(p.postgres_conn_id))) as conn:
-        ledger = read_ledger(conn, p.name, p.topic)
-    earliest, latest = partition_bounds(kafka_python_config(get_connection(p.kafka_conn_id)), p.topic)
-    plan = plan_ranges(p.topic, ledger, earliest, latest, p.max_records_per_batch, p.start_from)
+    from microingest.next_batch import plan_next_batch
+
+    plan = plan_next_batch(get_pipeline(args.pipeline), record_pins=False)
     print(json.dumps({"ranges": [r.to_dict() for r in plan.ranges], "pins": [r.to_dict() for r in plan.pins],
                       "records": plan.total_records}, indent=2))
 

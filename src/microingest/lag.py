@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import Pipeline
-from microingest.kafka_access import partition_bounds
-from microingest.ledger import connection, read_ledger
+from microingest.next_batch import observe
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,5 @@ class PartitionLag:
 
 
 def partition_lags(pipeline: Pipeline) -> list[PartitionLag]:
-    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.topic)
+    ledger, earliest, latest = observe(pipeline)
     return [PartitionLag(pipeline.topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]

@@ -59,6 +59,12 @@ class Env:
     kafka: dict
     pipelines_dir: Path
 
+    def redeclare(self, **changes) -> None:
+        """Rewrite this test's declaration with some fields changed (name, topic and table stay)."""
+        path = self.pipelines_dir / f"{self.pipeline.name}.yaml"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+        self.pipeline = load_pipeline_file(path)
+
     @property
     def table(self) -> sql.Identifier:
         return sql.Identifier(*split_table_name(self.pipeline.target_table))

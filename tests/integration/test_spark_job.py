@@ -94,3 +94,31 @@ def test_unreachable_postgres_fails_clearly_and_commits_nothing(env, monkeypatch
     assert "wrong-but-secret" not in result.stderr + result.stdout
     monkeypatch.undo()
     assert env.target_rows() == [] and env.ledger() == {}
+
+
+def test_start_from_latest_records_the_position_then_reads_only_later_records(env):
+    env.redeclare(start_from="latest")
+    env.produce(100)
+    first = plan_next_batch(env.pipeline)
+    assert first.ranges == () and len(first.pins) == 3
+    pinned = env.ledger()
+    assert sum(pinned.values()) == 100 and [b[1] for b in env.batches()] == ["pin"]
+
+    later = env.produce(40, start=100)
+    plan = plan_next_batch(env.pipeline)
+    assert plan.pins == () and plan.total_records == 40
+    assert all(r.ledger_offset == pinned[r.partition] for r in plan.ranges)
+
+    assert env.spark_job(list(plan.ranges)).returncode == 0
+    assert env.target_rows() == sorted(later)
+
+
+def test_capped_batches_cover_a_backlog_exactly_once(env):
+    env.redeclare(max_records_per_batch=700)
+    produced = env.produce(1600)
+    sizes = []
+    while (plan := plan_next_batch(env.pipeline)).ranges:
+        sizes.append(plan.total_records)
+        assert env.spark_job(list(plan.ranges)).returncode == 0
+    assert sizes == [700, 700, 200]
+    assert env.target_rows() == sorted(produced)
