@@ -18,6 +18,7 @@ from microingest.connections import get_connection, postgres_params, spark_kafka
 from microingest.declarations import get_pipeline
 from microingest.ledger import LedgerError, RunInfo
 from microingest.planning import OffsetRange
+from microingest.sinks import TargetError
 from microingest.spark_batch import run_batch
 
 
@@ -37,14 +38,14 @@ def main(argv: list[str]) -> int:
     spark = SparkSession.builder.appName(f"microingest-{pipeline.name}").getOrCreate()
     try:
         result = run_batch(spark, pipeline, ranges, pg, kafka, RunInfo.from_dict(json.loads(args.run)))
-    except LedgerError as exc:
+    except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose to commit nothing
         print(f"microingest: {exc}", file=sys.stderr)
         write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc)})
         return 3
     finally:
         spark.stop()
     outcome = {"status": "committed", "batch_id": result.batch_id, "records_read": result.records_read,
-               "rows_written": result.rows_written}
+               "rows_written": result.rows_written, "dead_letters": result.dead_letters}
     write_outcome(outcome)
     print("microingest: " + json.dumps(outcome))
     return 0

@@ -15,22 +15,34 @@ from microingest.declarations import Field
 
 
 class DecodeError(ValueError):
-    pass
+    """`error_class` is a stable short name for the kind of problem (a column of the dead-letter table)."""
+
+    def __init__(self, error_class: str, message: str):
+        self.error_class = error_class
+        super().__init__(message)
 
 
 def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]:
     if value is None:
-        raise DecodeError("value is null (tombstone)")
+        raise DecodeError("tombstone", "value is null (tombstone)")
     try:
         text = bytes(value).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DecodeError(f"value is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+        raise DecodeError("invalid_utf8", f"value is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DecodeError(f"value is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise DecodeError("invalid_json", f"value is not valid JSON: {exc.msg} at line {exc.lineno} column "
+                                          f"{exc.colno}") from None
+    except RecursionError:
+        raise DecodeError("invalid_json", "value is JSON nested too deeply to decode") from None
     if not isinstance(doc, dict):
-        raise DecodeError(f"value must be a JSON object, got {type(doc).__name__}")
+        raise DecodeError("not_an_object", f"value must be a JSON object, got {type(doc).__name__}")
+    return fields_from_object(doc, schema)
+
+
+def fields_from_object(doc: dict, schema: Sequence[Field]) -> tuple[Any, ...]:
+    """The schema's fields of a decoded object, typed, in schema order; extra fields are ignored."""
     return tuple(_field(doc, f) for f in schema)
 
 
@@ -38,12 +50,13 @@ def _field(doc: dict, field: Field) -> Any:
     raw = doc.get(field.name)
     if raw is None:
         if field.required:
-            raise DecodeError(f"field '{field.name}' is required but {'null' if field.name in doc else 'missing'}")
+            raise DecodeError("missing_field",
+                              f"field '{field.name}' is required but {'null' if field.name in doc else 'missing'}")
         return None
     try:
         return _CONVERTERS[field.type](raw)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise DecodeError(f"field '{field.name}' ({field.type}): {exc}") from None
+        raise DecodeError("wrong_type", f"field '{field.name}' ({field.type}): {exc}") from None
 
 
 def _string(v: Any) -> str:
@@ -99,7 +112,7 @@ PG_TYPES = {"string": "text", "integer": "bigint", "double": "double precision",
 
 
 def copy_text_row(values: Sequence[Any]) -> str:
-    """One line of Postgres COPY text format."""
+    """One line of Postgres COPY text format (bytes become bytea hex, dicts and lists jsonb)."""
     return "\t".join(_copy_text(v) for v in values) + "\n"
 
 
@@ -112,5 +125,7 @@ def _copy_text(v: Any) -> str:
         return v.isoformat()
     if isinstance(v, float):
         return repr(v)
-    s = str(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "\\\\x" + bytes(v).hex()
+    s = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
     return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")

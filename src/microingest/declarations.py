@@ -19,7 +19,11 @@ from microingest.identifiers import IdentifierError, check_identifier, check_top
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
 VALUE_FORMATS = ("json",)
-SINK_MODES = ("append",)
+SINK_MODES = ("append", "upsert_latest", "aggregate")
+GAP_POLICIES = ("fail", "skip")
+MEASURES = ("count", "sum")
+_TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
 _CRON_OR_PRESET = re.compile(r"^(@(once|hourly|daily|weekly|monthly|yearly)|(\S+\s+){4}\S+)$")
 # Columns every target row carries besides the declared value fields.
 SOURCE_COLUMNS = ("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id")
@@ -41,6 +45,42 @@ class Field:
 
 
 @dataclass(frozen=True)
+class DeadLetterPolicy:
+    """A batch fails (commits nothing) when its bad records exceed either limit; None means no limit."""
+
+    max_records: int | None = None
+    max_fraction: float | None = 0.1
+
+    def exceeded(self, bad: int, total: int) -> str | None:
+        if self.max_records is not None and bad > self.max_records:
+            return f"{bad} bad records exceed dead_letter.max_records {self.max_records}"
+        if self.max_fraction is not None and total and bad / total > self.max_fraction:
+            return f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+        return None
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    function: str  # count | sum
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Additive aggregate: per group (and time bucket) counts and sums, added onto the target's existing rows."""
+
+    group_by: tuple[str, ...]
+    measures: tuple[Measure, ...]
+    bucket_field: str | None = None
+    bucket_width: str | None = None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.group_by + (("bucket_start",) if self.bucket_field else ())
+
+
+@dataclass(frozen=True)
 class Pipeline:
     name: str
     topic: str
@@ -55,6 +95,14 @@ class Pipeline:
     schedule: str | None = None
     start_from: str = "earliest"
     description: str = ""
+    max_value_bytes: int = 1_048_576
+    transform: str | None = None
+    dead_letter: DeadLetterPolicy = DeadLetterPolicy()
+    aggregate: Aggregate | None = None
+    on_retention_gap: str = "fail"
+    retries: int = 3
+    retry_delay_seconds: int = 30
+    max_active_runs: int = 1
 
     @property
     def dag_id(self) -> str:
@@ -64,26 +112,8 @@ class Pipeline:
     def value_columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.schema)
 
-    @property
-    def target_columns(self) -> tuple[str, ...]:
-        return SOURCE_COLUMNS + self.value_columns
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "topic": self.topic,
-            "target_table": self.target_table,
-            "schema": {f.name: {"type": f.type, "required": f.required} for f in self.schema},
-            "kafka_conn_id": self.kafka_conn_id,
-            "postgres_conn_id": self.postgres_conn_id,
-            "spark_conn_id": self.spark_conn_id,
-            "value_format": self.value_format,
-            "sink_mode": self.sink_mode,
-            "max_records_per_batch": self.max_records_per_batch,
-            "schedule": self.schedule,
-            "start_from": self.start_from,
-            "description": self.description,
-        }
+    def field(self, name: str) -> Field:
+        return next(f for f in self.schema if f.name == name)
 
 
 _REQUIRED = ("name", "topic", "target_table", "schema")
@@ -146,7 +176,91 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         fields["schedule"] = schedule
     if "description" in raw:
         fields["description"] = text("description")
+    if "on_retention_gap" in raw:
+        fields["on_retention_gap"] = choice("on_retention_gap", GAP_POLICIES)
+    for key, minimum in (("max_value_bytes", 1), ("retries", 0), ("retry_delay_seconds", 0), ("max_active_runs", 1)):
+        if key in raw:
+            fields[key] = _integer(source, key, raw[key], minimum)
+    if raw.get("transform") is not None:
+        if not _TRANSFORM.match(text("transform")):
+            raise DeclarationError(source, "transform", f"must be 'package.module:function', got {raw['transform']!r}")
+        fields["transform"] = raw["transform"]
+    if raw.get("dead_letter") is not None:
+        fields["dead_letter"] = _parse_dead_letter(raw["dead_letter"], source)
+    mode = fields.get("sink_mode", "append")
+    if mode == "aggregate":
+        if raw.get("aggregate") is None:
+            raise DeclarationError(source, "aggregate", "is required when sink_mode is aggregate")
+        fields["aggregate"] = _parse_aggregate(raw["aggregate"], fields["schema"], source)
+    elif raw.get("aggregate") is not None:
+        raise DeclarationError(source, "aggregate", f"only applies to sink_mode aggregate, not {mode}")
     return Pipeline(**fields)
+
+
+def _integer(source: str, where: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DeclarationError(source, where, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _parse_dead_letter(raw: Any, source: str) -> DeadLetterPolicy:
+    if not isinstance(raw, dict) or set(raw) - {"max_records", "max_fraction"}:
+        raise DeclarationError(source, "dead_letter", "must be a mapping with max_records and/or max_fraction")
+    max_records = raw.get("max_records")
+    if max_records is not None:
+        max_records = _integer(source, "dead_letter.max_records", max_records, 0)
+    max_fraction = raw.get("max_fraction", DeadLetterPolicy.max_fraction)
+    if max_fraction is not None and (isinstance(max_fraction, bool) or not isinstance(max_fraction, (int, float))
+                                     or not 0 <= max_fraction <= 1):
+        raise DeclarationError(source, "dead_letter.max_fraction", f"must be a number from 0 to 1, got {max_fraction!r}")
+    return DeadLetterPolicy(max_records, None if max_fraction is None else float(max_fraction))
+
+
+def _parse_aggregate(raw: Any, schema: tuple[Field, ...], source: str) -> Aggregate:
+    if not isinstance(raw, dict) or set(raw) - {"group_by", "time_bucket", "measures"}:
+        raise DeclarationError(source, "aggregate", "must be a mapping with group_by, measures and optional time_bucket")
+    by_name = {f.name: f for f in schema}
+    group_by = raw.get("group_by") or []
+    if not isinstance(group_by, list) or not all(isinstance(g, str) for g in group_by):
+        raise DeclarationError(source, "aggregate.group_by", "must be a list of schema field names")
+    for g in group_by:
+        if g not in by_name or not by_name[g].required:
+            raise DeclarationError(source, "aggregate.group_by", f"'{g}' must be a required field of the schema")
+    bucket_field = bucket_width = None
+    if raw.get("time_bucket") is not None:
+        tb = raw["time_bucket"]
+        if not isinstance(tb, dict) or set(tb) != {"field", "width"}:
+            raise DeclarationError(source, "aggregate.time_bucket", "must be a mapping with field and width")
+        f = by_name.get(tb["field"])
+        if f is None or f.type != "timestamp" or not f.required:
+            raise DeclarationError(source, "aggregate.time_bucket.field",
+                                   f"{tb['field']!r} must be a required timestamp field of the schema")
+        if not isinstance(tb["width"], str) or not _INTERVAL.match(tb["width"]):
+            raise DeclarationError(source, "aggregate.time_bucket.width",
+                                   f"must look like '15 minutes' or '1 hour', got {tb['width']!r}")
+        bucket_field, bucket_width = tb["field"], tb["width"]
+    if not group_by and not bucket_field:
+        raise DeclarationError(source, "aggregate.group_by", "give group_by fields, a time_bucket, or both")
+    measures_raw = raw.get("measures")
+    if not isinstance(measures_raw, dict) or not measures_raw:
+        raise DeclarationError(source, "aggregate.measures", "must map measure column names to count or {sum: field}")
+    measures = []
+    for name, spec in measures_raw.items():
+        where = f"aggregate.measures.{name}"
+        try:
+            check_identifier(str(name))
+        except IdentifierError as exc:
+            raise DeclarationError(source, where, str(exc)) from None
+        if name in group_by or name == "bucket_start":
+            raise DeclarationError(source, where, "clashes with a group column")
+        if spec == "count":
+            measures.append(Measure(name, "count"))
+        elif isinstance(spec, dict) and list(spec) == ["sum"] and spec["sum"] in by_name \
+                and by_name[spec["sum"]].type in ("integer", "double"):
+            measures.append(Measure(name, "sum", spec["sum"]))
+        else:
+            raise DeclarationError(source, where, f"must be count or {{sum: <numeric field>}}, got {spec!r}")
+    return Aggregate(tuple(group_by), tuple(measures), bucket_field, bucket_width)
 
 
 def _parse_schema(raw: Any, source: str) -> tuple[Field, ...]:

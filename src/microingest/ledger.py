@@ -15,7 +15,6 @@ A crash anywhere before step 3 commits leaves the target and the ledger untouche
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -24,7 +23,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 import psycopg2
 from psycopg2 import sql
@@ -71,11 +70,6 @@ def connection(params: dict[str, Any]) -> Iterator[Any]:
         conn.close()
 
 
-def _lock_key(cur, text: str) -> int:
-    cur.execute("SELECT hashtextextended(%s, 0)", (text,))
-    return cur.fetchone()[0]
-
-
 def read_ledger(conn, pipeline: str, topic: str) -> dict[int, int]:
     with conn.cursor() as cur:
         cur.execute("SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s AND topic = %s",
@@ -105,6 +99,7 @@ class CommitResult:
     batch_id: str
     rows_written: int
     records_read: int
+    dead_letters: int
     ranges: tuple[OffsetRange, ...]
 
 
@@ -132,12 +127,19 @@ def _fence_and_advance(cur, pipeline: str, ranges: Sequence[OffsetRange], batch_
 
 def _record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange], run: RunInfo, *,
                   records_read: int, rows_written: int, started_at: datetime, staged_at: datetime | None,
-                  spark_app_id: str | None = None) -> None:
+                  dead_letters: int = 0, spark_app_id: str | None = None) -> None:
     cur.execute(
-        "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, started_at, "
-        "staged_at, dag_id, run_id, task_try, spark_app_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
+        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (batch_id, pipeline, run.kind, json.dumps([r.to_dict() for r in ranges]), records_read, rows_written,
-         started_at, staged_at, run.dag_id, run.run_id, run.task_try, spark_app_id))
+         dead_letters, _gaps_json(ranges), started_at, staged_at, run.dag_id, run.run_id, run.task_try, spark_app_id))
+
+
+def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
+    """Offsets lost to retention that this batch skips (on_retention_gap: skip): audited, never silent."""
+    gaps = [{"topic": r.topic, "partition": r.partition, "from": r.gap[0], "until": r.gap[1]} for r in ranges if r.gap]
+    return json.dumps(gaps) if gaps else None
 
 
 def pin_positions(params: dict[str, Any], pipeline: str, pins: Sequence[OffsetRange], run: RunInfo) -> str | None:
@@ -151,6 +153,29 @@ def pin_positions(params: dict[str, Any], pipeline: str, pins: Sequence[OffsetRa
         _record_batch(cur, pipeline, batch_id, pins, RunInfo(run.dag_id, run.run_id, run.task_try, "pin"),
                       records_read=0, rows_written=0, started_at=started, staged_at=None)
     return batch_id
+
+
+DEAD_LETTER_COLUMNS = ("batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
+                       "headers", "error_class", "error_message")
+_STAGED_DEAD = sql.Identifier("microingest_staging", "dead_letters")
+
+
+def _delete_staged(cur, staging: sql.Identifier, batch_id: str) -> None:
+    cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(staging), (batch_id,))
+    cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(_STAGED_DEAD), (batch_id,))
+    cur.execute("DELETE FROM microingest.staging_batches WHERE batch_id = %s", (batch_id,))
+
+
+@dataclass(frozen=True)
+class StagedCounts:
+    """What the executors report having staged: rows for the target, and dead letters."""
+
+    rows: int
+    dead: int
+
+    @property
+    def records(self) -> int:
+        return self.rows + self.dead
 
 
 class BatchAttempt:
@@ -199,42 +224,54 @@ class BatchAttempt:
                 try:
                     cur.execute("BEGIN")
                     cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR UPDATE", (other,))
-                    cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(self.sink.staging), (other,))
-                    cur.execute("DELETE FROM microingest.staging_batches WHERE batch_id = %s", (other,))
+                    _delete_staged(cur, self.sink.staging, other)
                     cur.execute("COMMIT")
                     removed.append(other)
                 finally:
                     cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (other,))
         return removed
 
-    def publish(self, ranges: Sequence[OffsetRange], records_read: int, run: RunInfo,
+    def publish(self, ranges: Sequence[OffsetRange], staged: StagedCounts, run: RunInfo,
                 staged_at: datetime | None = None, spark_app_id: str | None = None) -> CommitResult:
-        """The single transaction: fence, publish staged rows, advance the ledger, record history, clean staging."""
+        """The single transaction: fence, publish staged rows and dead letters, advance the ledger, record history,
+        clean staging."""
         conn = self.conn
         conn.autocommit = False
         try:
             with conn.cursor() as cur:
                 _fence_and_advance(cur, self.pipeline.name, ranges, self.batch_id)
-                cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(self.sink.staging),
-                            (self.batch_id,))
-                staged = cur.fetchone()[0]
-                if staged != records_read:
+                found = StagedCounts(self._count(cur, self.sink.staging), self._count(cur, _STAGED_DEAD))
+                if found != staged:
                     raise StagingMismatchError(
-                        f"batch {self.batch_id}: executors reported {records_read} records but {staged} are staged; "
-                        "nothing was committed")
+                        f"batch {self.batch_id}: executors reported {staged.rows} rows and {staged.dead} dead letters "
+                        f"but {found.rows} and {found.dead} are staged; nothing was committed")
                 written = self.sink.publish(cur, self.batch_id)
-                _record_batch(cur, self.pipeline.name, self.batch_id, ranges, run, records_read=records_read,
-                              rows_written=written, started_at=self.started_at, staged_at=staged_at,
-                              spark_app_id=spark_app_id)
-                cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(self.sink.staging), (self.batch_id,))
-                cur.execute("DELETE FROM microingest.staging_batches WHERE batch_id = %s", (self.batch_id,))
+                columns = sql.SQL(", ").join(map(sql.Identifier, DEAD_LETTER_COLUMNS))
+                cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
+                                    "WHERE batch_id = %s").format(columns, columns, _STAGED_DEAD),
+                            (self.pipeline.name, self.batch_id))
+                _record_batch(cur, self.pipeline.name, self.batch_id, ranges, run, records_read=staged.records,
+                              rows_written=written, dead_letters=staged.dead, started_at=self.started_at,
+                              staged_at=staged_at, spark_app_id=spark_app_id)
+                _delete_staged(cur, self.sink.staging, self.batch_id)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
         finally:
             conn.autocommit = True
-        return CommitResult(self.batch_id, written, records_read, tuple(ranges))
+        return CommitResult(self.batch_id, written, staged.records, staged.dead, tuple(ranges))
+
+    def sample_dead_letters(self, limit: int = 3) -> list[str]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql.SQL("SELECT topic, partition, \"offset\", error_class, error_message FROM {} "
+                                "WHERE batch_id = %s ORDER BY partition, \"offset\" LIMIT %s").format(_STAGED_DEAD),
+                        (self.batch_id, limit))
+            return [f"{t}[{p}]@{o} {c}: {m}" for t, p, o, c, m in cur.fetchall()]
+
+    def _count(self, cur, table: sql.Identifier) -> int:
+        cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (self.batch_id,))
+        return cur.fetchone()[0]
 
     def discard(self) -> None:
         """Best effort removal of this attempt's staging after a failure (a later attempt would do it anyway)."""
@@ -243,8 +280,7 @@ class BatchAttempt:
         try:
             with self.conn.cursor() as cur:
                 cur.execute("BEGIN")
-                cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(self.sink.staging), (self.batch_id,))
-                cur.execute("DELETE FROM microingest.staging_batches WHERE batch_id = %s", (self.batch_id,))
+                _delete_staged(cur, self.sink.staging, self.batch_id)
                 cur.execute("COMMIT")
         except psycopg2.Error:
             log.warning("could not remove staging of batch %s; the next attempt will", self.batch_id)
@@ -254,24 +290,25 @@ class BatchAttempt:
             self.conn.close()  # ends the session, which releases the attempt's advisory lock
 
 
-def stage_rows(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: Iterable[Sequence[Any]]) -> int:
-    """Executor side: stage rows (already in target column order) in one transaction; returns the row count."""
-    from microingest.codec import copy_text_row
-
+def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: IO[str], dead: IO[str],
+               counts: StagedCounts) -> StagedCounts:
+    """Executor side: stage one Spark partition's rows and dead letters (COPY text buffers) in one transaction."""
     sink = sink_for(pipeline)
-    buffer = io.StringIO()
-    count = 0
-    for row in rows:
-        buffer.write(copy_text_row(row))
-        count += 1
-    buffer.seek(0)
     with connection(params) as conn, conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (batch_id,))
         if cur.fetchone() is None:
             raise LedgerError(f"batch {batch_id} is no longer registered (its attempt was abandoned); not staging")
-        tmp = sql.Identifier("microingest_stage_rows")
-        cur.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DROP").format(tmp, sink.staging))
-        cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
-            tmp, sql.SQL(", ").join(map(sql.Identifier, sink.columns))).as_string(cur), buffer)
-        sink.stage_from(cur, tmp)
-    return count
+        if counts.rows:
+            _copy_idempotently(cur, sink.staging, sink.staging_columns, rows)
+        if counts.dead:
+            _copy_idempotently(cur, _STAGED_DEAD, DEAD_LETTER_COLUMNS, dead)
+    return counts
+
+
+def _copy_idempotently(cur, table: sql.Identifier, columns: Sequence[str], buffer: IO[str]) -> None:
+    """COPY into a temporary twin, then insert what is not staged yet (a retried Spark task re-sends its rows)."""
+    tmp = sql.Identifier(f"microingest_copy_{table.strings[-1]}")
+    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+    cur.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DROP").format(tmp, table))
+    cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(tmp, cols).as_string(cur), buffer)
+    cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT DO NOTHING").format(table, cols, cols, tmp))

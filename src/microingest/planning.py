@@ -41,6 +41,13 @@ class OffsetRange:
     def size(self) -> int:
         return self.until_offset - self.from_offset
 
+    @property
+    def gap(self) -> tuple[int, int] | None:
+        """[ledger, from) when the range skips offsets lost to retention, else None."""
+        if self.ledger_offset is not None and self.ledger_offset < self.from_offset:
+            return self.ledger_offset, self.from_offset
+        return None
+
     def to_dict(self) -> dict:
         return {
             "topic": self.topic,
@@ -76,12 +83,17 @@ def plan_ranges(
     latest: Mapping[int, int],
     max_records: int,
     start_from: str = "earliest",
+    on_retention_gap: str = "fail",
 ) -> Plan:
     """Plan the next batch for one topic.
 
     Partitions are discovered from `latest` (every partition Kafka reports), so partitions added since the last
     run are picked up and start at `start_from`. The cap is shared fairly: partitions with little pending data get
     all of it, the rest split what is left evenly.
+
+    A retention gap (ledger below the earliest offset) raises RetentionGapError, or with on_retention_gap="skip"
+    starts at the earliest offset; the range then keeps the old ledger value, so [ledger, from) is the gap the
+    commit records in the batch history.
     """
     if max_records < 1:
         raise PlanningError(f"max_records must be positive, got {max_records}")
@@ -102,14 +114,17 @@ def plan_ranges(
                 continue
             start = low
         else:
-            if committed < low:
-                raise RetentionGapError(topic, partition, committed, low)
             if committed > high:
                 raise PlanningError(
                     f"{topic}[{partition}]: the ledger's next offset {committed} is beyond the latest offset {high}; "
                     "was the topic deleted and recreated?"
                 )
-            start = committed
+            if committed >= low:
+                start = committed
+            elif on_retention_gap == "skip":
+                start = low
+            else:
+                raise RetentionGapError(topic, partition, committed, low)
         if high > start:
             pending.append((high - start, partition, start, committed))
 

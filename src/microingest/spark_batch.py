@@ -1,28 +1,33 @@
 """The body of the Spark ingest job: read exactly the planned Kafka ranges, decode, stage, publish.
 
-Executors decode and stage their Spark partitions in parallel (`Stager`); the driver then commits the whole batch in
-one Postgres transaction (`ledger.BatchAttempt.publish`).
+Executors decode and stage their Spark partitions in parallel (`Stager`): good records into the pipeline's staging
+table, bad ones (see `records`) into the staged dead letters. The driver checks the dead-letter guard and commits the
+whole batch in one Postgres transaction (`ledger.BatchAttempt.publish`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import tempfile
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Sequence
 
 from microingest import faults
-from microingest.codec import DecodeError, decode_json
+from microingest.codec import copy_text_row
 from microingest.declarations import Pipeline
-from microingest.ledger import BatchAttempt, CommitResult, RunInfo, stage_rows
+from microingest.ledger import BatchAttempt, CommitResult, LedgerError, RunInfo, StagedCounts, stage_part
 from microingest.planning import OffsetRange
+from microingest.records import BadRecord, RecordProcessor
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_SPILL_BYTES = 64 * 1024 * 1024  # a partition's COPY buffer stays in memory up to this size, then spills to disk
 
 
-class RecordError(RuntimeError):
-    pass
+class DeadLetterLimitError(LedgerError):
+    """Too many bad records in one batch: probably a broken producer. Nothing was committed."""
 
 
 def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
@@ -41,27 +46,52 @@ def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
         # A missing offset inside a planned range means data loss: fail rather than skip silently.
         "failOnDataLoss": "true",
         "kafka.isolation.level": "read_committed",
+        "includeHeaders": "true",
     }
 
 
+def headers_json(headers) -> list[dict] | None:
+    """Kafka headers as JSON: values as UTF-8 text where they are, else base64."""
+    if not headers:
+        return None
+    out = []
+    for key, value in headers:
+        entry: dict[str, Any] = {"key": key}
+        if value is not None:
+            try:
+                entry["value"] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                entry["value_base64"] = base64.b64encode(bytes(value)).decode()
+        out.append(entry)
+    return out
+
+
 class Stager:
-    """Runs on executors, once per Spark partition: decode each record and stage the rows in one transaction."""
+    """Runs on executors, once per Spark partition: process each record and stage the results in one transaction."""
 
     def __init__(self, params: dict[str, Any], pipeline: Pipeline, batch_id: str):
         self.params, self.pipeline, self.batch_id = params, pipeline, batch_id
 
-    def __call__(self, records: Iterator[Any]) -> Iterator[int]:
-        yield stage_rows(self.params, self.pipeline, self.batch_id, self._rows(records))
-
-    def _rows(self, records: Iterator[Any]) -> Iterator[tuple]:
-        schema = self.pipeline.schema
-        for topic, partition, offset, ts_micros, value in records:
-            try:
-                values = decode_json(value, schema)
-            except DecodeError as exc:
-                raise RecordError(f"{topic}[{partition}]@{offset}: {exc}") from None
-            ts = None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
-            yield (topic, partition, offset, ts, self.batch_id, *values)
+    def __call__(self, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
+        processor = RecordProcessor(self.pipeline)
+        with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as rows, \
+                tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
+            good = bad = 0
+            for topic, partition, offset, ts_micros, key, value, headers in records:
+                ts = None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
+                try:
+                    staged = processor.process(key, value)
+                except BadRecord as exc:
+                    dead.write(copy_text_row((self.batch_id, topic, partition, offset, ts, key, value,
+                                              headers_json(headers), exc.error_class, str(exc))))
+                    bad += 1
+                    continue
+                rows.write(copy_text_row((topic, partition, offset, ts, self.batch_id) + staged))
+                good += 1
+            rows.seek(0)
+            dead.seek(0)
+            counts = stage_part(self.params, self.pipeline, self.batch_id, rows, dead, StagedCounts(good, bad))
+        yield counts.rows, counts.dead
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],
@@ -73,16 +103,24 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
              ", ".join(f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset})" for r in ranges))
     try:
         frame = (spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(ranges)).load()
-                 .selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "value"))
-        staged = frame.rdd.mapPartitions(Stager(pg_params, pipeline, attempt.batch_id)).collect()
+                 .selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "key", "value",
+                             "headers"))
+        parts = frame.rdd.mapPartitions(Stager(pg_params, pipeline, attempt.batch_id)).collect()
+        staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
         staged_at = datetime.now(timezone.utc)
+        log.info("batch %s staged: %d rows, %d dead letters", attempt.batch_id, staged.rows, staged.dead)
+        too_many = pipeline.dead_letter.exceeded(staged.dead, staged.records)
+        if too_many:
+            raise DeadLetterLimitError(
+                f"batch {attempt.batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
+                f"first reasons: {'; '.join(attempt.sample_dead_letters())}")
         faults.crash_point("after_stage")
-        result = attempt.publish(ranges, sum(staged), run, staged_at, spark.sparkContext.applicationId)
+        result = attempt.publish(ranges, staged, run, staged_at, spark.sparkContext.applicationId)
     except BaseException:
         attempt.discard()
         raise
     finally:
         attempt.close()
-    log.info("batch %s committed: %d records read, %d rows written", result.batch_id, result.records_read,
-             result.rows_written)
+    log.info("batch %s committed: %d records read, %d rows written, %d dead letters", result.batch_id,
+             result.records_read, result.rows_written, result.dead_letters)
     return result

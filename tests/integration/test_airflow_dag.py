@@ -78,6 +78,7 @@ def assert_no_credentials_leaked(env, output: str) -> None:
 
 
 def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkeypatch):
+    env.redeclare(retries=0)  # `airflow dags test` would sit out every retry delay
     env.produce(50)
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", '{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}')
     result = run_dag(env)

@@ -15,7 +15,8 @@ def test_minimal_declaration_gets_defaults():
     assert p.dag_id == "microingest_orders"
     assert p.kafka_conn_id == "microingest_kafka" and p.start_from == "earliest" and p.schedule is None
     assert p.value_columns == ("order_id", "total")
-    assert p.target_columns[:3] == ("source_topic", "source_partition", "source_offset")
+    assert (p.sink_mode, p.on_retention_gap, p.max_active_runs, p.retries) == ("append", "fail", 1, 3)
+    assert p.dead_letter.exceeded(1, 100) is None and "max_fraction" in p.dead_letter.exceeded(11, 100)
 
 
 def test_table_without_schema_defaults_to_public():

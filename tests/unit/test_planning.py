@@ -89,3 +89,14 @@ def test_offset_range_round_trips_through_dict():
     r = OffsetRange("t", 2, 5, 9, None)
     assert OffsetRange.from_dict(r.to_dict()) == r
     assert r.size == 4
+
+
+def test_retention_gap_can_be_skipped_and_the_range_remembers_the_gap():
+    plan = plan_ranges("t", {0: 5}, {0: 20}, {0: 30}, max_records=100, on_retention_gap="skip")
+    [r] = plan.ranges
+    assert (r.from_offset, r.until_offset, r.ledger_offset, r.gap) == (20, 30, 5, (5, 20))
+
+
+def test_ranges_without_a_gap_report_none():
+    plan = plan_ranges("t", {0: 5}, {0: 0}, {0: 30}, max_records=100, on_retention_gap="skip")
+    assert plan.ranges[0].gap is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, task
 
@@ -22,12 +22,16 @@ def build_dag(pipeline: Pipeline) -> DAG:
         schedule=pipeline.schedule,
         start_date=START_DATE,
         catchup=False,
-        # Runs of one pipeline queue behind each other; the ledger fence still guards every other path (backfills,
-        # manual job runs) against committing a range twice.
-        max_active_runs=1,
+        # By default runs of one pipeline queue behind each other; whatever races anyway (more active runs,
+        # backfills, manual job runs) is settled by the ledger fence.
+        max_active_runs=pipeline.max_active_runs,
         tags=["microingest", f"topic:{pipeline.topic}"],
         doc_md=doc,
-        default_args={"owner": "microingest", "retries": 0},
+        # Transient trouble (broker, Postgres, a lost executor) fails a task with nothing committed; the retry
+        # re-runs the same plan. Refusals that would repeat (fenced, too many dead letters) skip the retries.
+        default_args={"owner": "microingest", "retries": pipeline.retries,
+                      "retry_delay": timedelta(seconds=pipeline.retry_delay_seconds),
+                      "retry_exponential_backoff": 2.0, "max_retry_delay": timedelta(minutes=10)},
     ) as dag:
 
         @task.short_circuit(task_id="plan", doc_md="Plan offset ranges from the ledger and Kafka; skip Spark when "

@@ -8,6 +8,7 @@ import tempfile
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from microingest import settings, spark_submit
 from microingest.connections import env_name, get_connection
@@ -17,6 +18,8 @@ from microingest.planning import OffsetRange
 
 
 LOCAL_MASTER = "local[*]"
+# Refusals of the job that the same plan would meet again: fail the task without spending its retries.
+DETERMINISTIC_REFUSALS = {"FencedError", "DeadLetterLimitError", "StagingMismatchError", "TargetError"}
 
 
 class SparkIngestOperator(SparkSubmitOperator):
@@ -57,14 +60,18 @@ class SparkIngestOperator(SparkSubmitOperator):
                 super().execute(context)
             except Exception:
                 outcome = _read_outcome(outcome_file)
-                if outcome.get("status") == "failed":
-                    raise BatchFailedError(f"{outcome['error_class']}: {outcome['error']}") from None
-                raise
+                if outcome.get("status") != "failed":
+                    raise  # Spark, Kafka or Postgres trouble: nothing was committed and a retry may pass
+                message = f"{outcome['error_class']}: {outcome['error']}"
+                if outcome["error_class"] in DETERMINISTIC_REFUSALS:
+                    raise AirflowFailException(message) from None  # a retry would be refused the same way
+                raise BatchFailedError(message) from None
             outcome = _read_outcome(outcome_file)
         finally:
             os.unlink(outcome_file)
-        self.log.info("batch %s committed: %s records read, %s rows written", outcome.get("batch_id"),
-                      outcome.get("records_read"), outcome.get("rows_written"))
+        self.log.info("batch %s committed: %s records read, %s rows written, %s dead letters",
+                      outcome.get("batch_id"), outcome.get("records_read"), outcome.get("rows_written"),
+                      outcome.get("dead_letters"))
         return outcome
 
 
