@@ -72,17 +72,18 @@ def create_topic(config: dict[str, Any], topic: str, partitions: int, replicatio
         admin.close()
 
 
-def produce(config: dict[str, Any], topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
-            partition_of=None) -> list[tuple[int, int]]:
-    """Send (key, value) pairs, wait for every acknowledgement; returns each record's (partition, offset)."""
+def produce(config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None) -> list[tuple[int, int]]:
+    """Send (key, value) or (key, value, headers) records, wait for every acknowledgement; returns each record's
+    (partition, offset)."""
     try:
         producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True,
                                  bootstrap_timeout_ms=15000)
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
-        futures = [producer.send(topic, key=key, value=value, partition=partition_of(i, key) if partition_of else None)
-                   for i, (key, value) in enumerate(records)]
+        futures = [producer.send(topic, key=r[0], value=r[1], headers=r[2] if len(r) > 2 else None,
+                                 partition=partition_of(i, r[0]) if partition_of else None)
+                   for i, r in enumerate(records)]
         producer.flush()
         metadata = [f.get(timeout=30) for f in futures]
     finally:

@@ -69,6 +69,31 @@ class Env:
     def table(self) -> sql.Identifier:
         return sql.Identifier(*split_table_name(self.pipeline.target_table))
 
+    def send(self, records: list[tuple]) -> list[tuple[int, int]]:
+        """Raw (key, value[, headers]) records; returns their (partition, offset)."""
+        return produce(self.kafka, self.pipeline.topic, records)
+
+    def replace_target(self, columns: str) -> None:
+        """Give this test's pipeline a target table of another shape (for the upsert and aggregate sinks)."""
+        with connection(self.pg) as conn, conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("DROP TABLE {}").format(self.table))
+            cur.execute(sql.SQL("CREATE TABLE {} ({})").format(self.table, sql.SQL(columns)))
+
+    def ingest_all(self) -> list:
+        """Plan and run batches until nothing is left; returns each job's completed process."""
+        from microingest.next_batch import plan_next_batch
+
+        results = []
+        while (plan := plan_next_batch(self.pipeline)).ranges:
+            results.append(self.spark_job(list(plan.ranges)))
+            assert results[-1].returncode == 0, results[-1].stdout[-3000:]
+        return results
+
+    def dead_letters(self) -> list[tuple]:
+        return self.query('SELECT partition, "offset", error_class, error_message, record_key, record_value, '
+                          'headers FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1, 2',
+                          (self.pipeline.name,))
+
     def produce(self, n: int, start: int = 0) -> list[tuple[int, int, str]]:
         """n events with ids ev-<start>..; returns (partition, offset, event_id) of each as Kafka acknowledged it."""
         ids = [f"ev-{i}" for i in range(start, start + n)]

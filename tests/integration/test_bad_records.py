@@ -1,0 +1,79 @@
+"""Bad records end in the dead-letter table in the same transaction as their batch; too many refuse the batch."""
+
+import json
+
+from microingest.next_batch import plan_next_batch
+
+
+def good(i, amount=1.0):
+    return json.dumps({"event_id": f"ok-{i}", "user_id": "u", "amount": amount}).encode()
+
+
+BAD = [  # (key, value, headers, expected error_class)
+    (b"k1", b"\xff\xfe\xfd", None, "invalid_utf8"),
+    (b"k2", b'{"event_id": "trunc', None, "invalid_json"),
+    (b"k3", b'{"event_id": "x", "amount": "a lot"}', None, "wrong_type"),
+    (b"k4", b'{"user_id": "no id"}', None, "missing_field"),
+    (b"k5", b'{"event_id": "big", "pad": "' + b"x" * 5000 + b'"}', None, "value_too_large"),
+    (b"k6", None, None, "tombstone"),
+    (b"k7", b'{"event_id": "neg", "amount": -5}', None, "transform_failed"),
+    (b"k8", b"[1, 2, 3]", None, "not_an_object"),
+    (b"k9", b'{"event_id": 42}', [("trace", b"\x00\xff")], "wrong_type"),
+]
+HANDLED = [  # records that look odd but are valid for the append sink: they land in the target
+    (None, good("null-key"), None),                                   # null key
+    (b"\xff\xfe", good("binary-key"), None),                          # key that is not UTF-8
+    (b"k", good("headers"), [("x-odd", b"\xff\x00"), ("x-odd", b"")]),  # unexpected, repeated, binary headers
+    (b"dup", good("dup-1"), None),                                    # duplicate keys in one batch:
+    (b"dup", good("dup-2"), None),                                    # both are records, both land
+]
+
+
+def test_every_bad_record_is_dead_lettered_once_and_the_rest_lands(env):
+    env.redeclare(max_value_bytes=1000, transform="microingest.transforms:require_positive_amount",
+                  dead_letter={"max_fraction": 0.9})
+    goods = [(f"g{i}".encode(), good(i)) for i in range(40)]
+    records = goods[:20] + [b[:3] for b in BAD] + HANDLED + goods[20:]
+    positions = env.send(records)
+    bad_positions = positions[20:20 + len(BAD)]
+
+    env.ingest_all()
+
+    landed = {(p, o) for p, o, _ in env.target_rows()}
+    dead = env.dead_letters()
+    dead_positions = {(p, o) for p, o, *_ in dead}
+    assert landed | dead_positions == set(positions), "every produced record is in the target or the DLQ"
+    assert not landed & dead_positions and len(landed) + len(dead) == len(positions), "and in only one of them"
+    assert dead_positions == set(bad_positions)
+    by_position = {(p, o): (cls, msg, key, value, headers) for p, o, cls, msg, key, value, headers in dead}
+    for (key, value, headers, error_class), position in zip(BAD, bad_positions):
+        cls, msg, stored_key, stored_value, stored_headers = by_position[position]
+        assert cls == error_class and msg, (position, cls, msg)
+        assert (bytes(stored_key), None if stored_value is None else bytes(stored_value)) == (key, value)
+    assert by_position[bad_positions[-1]][4] == [{"key": "trace", "value_base64": "AP8="}]
+    [(_, _, read, written, _, _)] = env.batches()
+    assert (read, written) == (len(positions), len(landed))
+    assert env.query("SELECT dead_letters FROM microingest.batches WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [(len(BAD),)]
+
+
+def test_too_many_bad_records_refuse_the_whole_batch(env):
+    env.redeclare(dead_letter={"max_fraction": 0.2})
+    env.send([(b"k", good(i)) for i in range(6)] + [(b"k", b"not json")] * 4)
+    plan = plan_next_batch(env.pipeline)
+
+    result = env.spark_job(list(plan.ranges))
+
+    assert result.returncode == 3
+    assert "4 of 10 records bad (40.0%) exceeds dead_letter.max_fraction 0.2" in result.stdout
+    assert "invalid_json: value is not valid JSON" in result.stdout
+    assert env.target_rows() == [] and env.dead_letters() == [] and env.ledger() == {} and env.batches() == []
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_dead_letter_count_limit(env):
+    env.redeclare(dead_letter={"max_records": 2, "max_fraction": None})
+    env.send([(b"k", good(i)) for i in range(50)] + [(b"k", b"{")] * 3)
+    result = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
+    assert result.returncode == 3 and "3 bad records exceed dead_letter.max_records 2" in result.stdout
+    assert env.target_rows() == [] and env.ledger() == {}
