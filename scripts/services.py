@@ -421,6 +421,27 @@ def status() -> None:
     print(f"Connection settings: source {ENV_FILE}")
 
 
+def control(action: str, service: str) -> None:
+    """Stop, start or restart one local service (the chaos tests break them on purpose)."""
+    if service == "kafka":
+        if action in ("stop", "restart"):
+            stop("kafka")
+        if action in ("start", "restart"):
+            start_local_kafka()
+    elif service == "postgres":
+        data = STATE / "postgres" / "data"
+        if not (data / "PG_VERSION").exists():
+            raise SystemExit("[platform] Postgres is not a local cluster of this platform; not touching it")
+        pg_ctl = [str(pg_bindir() / "pg_ctl"), "-D", str(data), "-w", "-t", "60"]
+        if action == "stop":
+            stop_local_postgres()
+        elif action == "restart":
+            subprocess.run(as_pg_user([*pg_ctl, "-m", "fast", "restart"]), check=True, stdout=subprocess.DEVNULL)
+            say("restarted Postgres")
+        else:
+            start_local_postgres()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -429,11 +450,16 @@ def main() -> None:
                         help="prepare Airflow's database but start no Airflow process (the test suite's mode)")
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where")
+    for action in ("stop", "start", "restart"):
+        cmd = sub.add_parser(action, help=f"{action} one local service")
+        cmd.add_argument("service", choices=("kafka", "postgres"))
     args = parser.parse_args()
     if args.command == "up":
         up(not args.no_airflow_services)
     elif args.command == "down":
         down()
+    elif args.command in ("stop", "start", "restart"):
+        control(args.command, args.service)
     else:
         status()
 

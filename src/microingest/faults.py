@@ -1,17 +1,38 @@
-"""Named crash points for fault-injection tests.
+"""Named fault points for fault-injection tests (the chaos suite). Unset, as in production, they do nothing.
 
-`MICROINGEST_FAULT=<point>` makes the process that reaches that point kill itself with SIGKILL: no cleanup, no
-exception handlers, exactly like an OOM kill or a lost machine. Unset (always, in production) it does nothing.
+MICROINGEST_FAULT=<point>                the process reaching that point kills itself with SIGKILL: no cleanup, no
+                                         exception handlers, like an OOM kill or a lost machine.
+MICROINGEST_FAULT=<point>:pause:<file>   the process creates <file> and waits (up to 120 s) until it is removed,
+                                         so a test can break something (restart Postgres, stop the broker) right there.
+MICROINGEST_FAULT_ONCE=<file>            arm the fault only while <file> does not exist, and create it when firing,
+                                         so a retried attempt runs clean.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
-POINTS = ("after_stage",)
+POINTS = ("after_open", "after_stage", "before_commit")
 
 
 def crash_point(name: str) -> None:
-    if os.environ.get("MICROINGEST_FAULT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    spec = os.environ.get("MICROINGEST_FAULT", "")
+    point, _, action = spec.partition(":")
+    if point != name:
+        return
+    once = os.environ.get("MICROINGEST_FAULT_ONCE")
+    if once:
+        if Path(once).exists():
+            return
+        Path(once).touch()
+    if action.startswith("pause:"):
+        marker = Path(action.removeprefix("pause:"))
+        marker.touch()
+        deadline = time.time() + 120
+        while marker.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        return
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -28,6 +28,7 @@ from typing import IO, Any, Iterator, Sequence
 import psycopg2
 from psycopg2 import sql
 
+from microingest import faults
 from microingest.declarations import Pipeline
 from microingest.planning import OffsetRange
 from microingest.sinks import sink_for
@@ -254,6 +255,7 @@ class BatchAttempt:
                               rows_written=written, dead_letters=staged.dead, started_at=self.started_at,
                               staged_at=staged_at, spark_app_id=spark_app_id)
                 _delete_staged(cur, self.sink.staging, self.batch_id)
+            faults.crash_point("before_commit")
             conn.commit()
         except BaseException:
             conn.rollback()

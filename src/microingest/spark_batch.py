@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import tempfile
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Sequence
@@ -72,7 +73,7 @@ class Stager:
     def __init__(self, params: dict[str, Any], pipeline: Pipeline, batch_id: str):
         self.params, self.pipeline, self.batch_id = params, pipeline, batch_id
 
-    def __call__(self, records: Iterator[Any]) -> Iterator[tuple[int, int]]:
+    def __call__(self, records: Iterator[Any]) -> Iterator[tuple[int, int, int]]:
         processor = RecordProcessor(self.pipeline)
         with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as rows, \
                 tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
@@ -91,7 +92,8 @@ class Stager:
             rows.seek(0)
             dead.seek(0)
             counts = stage_part(self.params, self.pipeline, self.batch_id, rows, dead, StagedCounts(good, bad))
-        yield counts.rows, counts.dead
+        # The parent of a Python worker is its executor's pyspark daemon: one per executor JVM.
+        yield counts.rows, counts.dead, os.getppid()
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],
@@ -99,6 +101,7 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
     if not ranges:
         raise ValueError("run_batch needs at least one offset range")
     attempt = BatchAttempt(pg_params, pipeline).open()
+    faults.crash_point("after_open")
     log.info("batch %s of pipeline %s: reading %s", attempt.batch_id, pipeline.name,
              ", ".join(f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset})" for r in ranges))
     try:
@@ -108,7 +111,8 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
         parts = frame.rdd.mapPartitions(Stager(pg_params, pipeline, attempt.batch_id)).collect()
         staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
         staged_at = datetime.now(timezone.utc)
-        log.info("batch %s staged: %d rows, %d dead letters", attempt.batch_id, staged.rows, staged.dead)
+        log.info("batch %s staged: %d rows, %d dead letters, in %d Spark partitions staged by %d executor processes",
+                 attempt.batch_id, staged.rows, staged.dead, len(parts), len({p[2] for p in parts}))
         too_many = pipeline.dead_letter.exceeded(staged.dead, staged.records)
         if too_many:
             raise DeadLetterLimitError(

@@ -127,7 +127,8 @@ class Env:
         return self.query("SELECT count(*) FROM microingest.staging_batches WHERE pipeline = %s",
                           (self.pipeline.name,))[0][0]
 
-    def spark_job(self, ranges: list[OffsetRange], fault: str | None = None, wait: bool = True):
+    def spark_job(self, ranges: list[OffsetRange], fault: str | None = None, wait: bool = True,
+                  extra_conf: dict | None = None, master: str = "local[2]"):
         """Run the Spark job outside Airflow, the way the operator does (connections in the environment).
 
         spark-submit forwards the Python driver's stdout and stderr both to its stdout."""
@@ -135,9 +136,11 @@ class Env:
                "MICROINGEST_PIPELINES_DIR": str(self.pipelines_dir)}
         if fault:
             env["MICROINGEST_FAULT"] = fault
-        cmd = spark_submit.command(self.pipeline, ranges, RunInfo(kind="ingest"), extra_conf={"spark.ui.enabled": "false"})
+        cmd = spark_submit.command(self.pipeline, ranges, RunInfo(kind="ingest"), master=master,
+                                   extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
+        # A session of its own, so a test can kill -9 the whole job: spark-submit's JVM and its Python processes.
         proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, start_new_session=True)
         return _finish(proc) if wait else proc
 
 
@@ -151,21 +154,27 @@ def finish():
     return _finish
 
 
-@pytest.fixture
-def env(pg, kafka, tmp_path, monkeypatch) -> Env:
-    suffix = uuid.uuid4().hex[:10]
-    name, topic, table = f"it_{suffix}", f"it-{suffix}", f"public.it_{suffix}"
+DEMO_SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
+               "amount": "double", "event_time": "timestamp"}
+
+
+def new_env(pg, kafka, folder: Path, name: str, topic: str, **declaration) -> Env:
+    """Declare pipeline `name` on `topic` (created if missing) with a fresh target table shaped like demo_events."""
+    table = f"public.{name}"
     create_topic(kafka, topic, 3)
     with connection(pg) as conn, conn, conn.cursor() as cur:
         cur.execute(sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(
             sql.Identifier(*split_table_name(table))))
-    folder = tmp_path / "pipelines"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     path = folder / f"{name}.yaml"
-    path.write_text(json.dumps({
-        "name": name, "topic": topic, "target_table": table, "max_records_per_batch": 100_000,
-        "schema": {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
-                   "amount": "double", "event_time": "timestamp"},
-    }))
-    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
+    path.write_text(json.dumps({"name": name, "topic": topic, "target_table": table, "max_records_per_batch": 100_000,
+                                "schema": DEMO_SCHEMA, **declaration}))
     return Env(load_pipeline_file(path), pg, kafka, folder)
+
+
+@pytest.fixture
+def env(pg, kafka, tmp_path, monkeypatch) -> Env:
+    suffix = uuid.uuid4().hex[:10]
+    folder = tmp_path / "pipelines"
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
+    return new_env(pg, kafka, folder, f"it_{suffix}", f"it-{suffix}")

@@ -117,3 +117,43 @@ def test_malformed_declaration_is_an_import_error_naming_the_field(tmp_path):
                          f"print(list(DagBag(dag_folder='{REPO / 'dags'}').import_errors.values()))"],
         capture_output=True, text=True, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(tmp_path)}, timeout=120)
     assert "field 'max_records_per_batch': must be a positive integer, got -5" in result.stdout, result.stderr[-2000:]
+
+
+def test_a_killed_ingest_is_retried_by_airflow_and_the_retry_lands_each_record_once(env, tmp_path):
+    """Transient failure: the first ingest attempt is killed -9 after staging; Airflow's retry commits the range."""
+    env.redeclare(retries=1, retry_delay_seconds=0)
+    produced = env.produce(800)
+    once = tmp_path / "fault-fired"
+    result = subprocess.run(["airflow", "dags", "test", env.pipeline.dag_id], capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir),
+                                              "MICROINGEST_FAULT": "after_stage", "MICROINGEST_FAULT_ONCE": str(once)})
+    assert once.exists(), "the first attempt was killed"
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert env.target_rows() == sorted(produced)
+    [(_, _, _, written, _, _)] = env.batches()
+    assert written == 800
+    assert env.query("SELECT task_try FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)) == [(2,)]
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_three_runs_started_at_once_commit_each_range_once_and_losers_fail_clearly(env):
+    env.redeclare(max_active_runs=3, retries=0)
+    produced = env.produce(1200)
+    procs = [subprocess.Popen(["airflow", "dags", "test", env.pipeline.dag_id], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
+             for _ in range(3)]
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+
+    assert env.target_rows() == sorted(produced), "every record exactly once"
+    runs = task_states(env.pipeline.dag_id)[-3:]
+    committed = [r for r in runs if r.get("ingest") == "success"]
+    fenced = [r for r in runs if r.get("ingest") == "failed"]
+    skipped = [r for r in runs if r.get("ingest") == "skipped"]
+    assert len(committed) == len(env.batches()) == 1
+    assert len(fenced) + len(skipped) == 2 and fenced, runs
+    failed_output = [o for o, p in zip(outputs, procs) if p.returncode != 0]
+    assert len(failed_output) == len(fenced)
+    for output in failed_output:
+        assert "FencedError: fenced" in output and "nothing from this batch was written" in output
+    assert env.staged_rows() == 0 and env.staging_batches() == 0

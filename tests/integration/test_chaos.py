@@ -1,0 +1,234 @@
+"""Chaos: faults injected across many batches while a producer keeps writing; in the end every sink mode holds
+exactly what Kafka holds — none lost, none duplicated.
+
+Three pipelines (append, upsert_latest, aggregate) read the same topic, each with its own ledger. Each round plans a
+batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment (reading, staging or
+publishing), a self-kill at a fault point (after registering, after staging, inside the commit transaction), a
+Postgres restart while the commit transaction is open, or a broker stop/start during the read. Afterwards every
+pipeline is drained without faults and compared with the topic read back from Kafka.
+
+`make test` runs a short version (MICROINGEST_CHAOS_ROUNDS, default 7); `make chaos` runs 24 rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from microingest import settings
+from microingest.next_batch import plan_next_batch
+
+from conftest import new_env
+
+ROUNDS = int(os.environ.get("MICROINGEST_CHAOS_ROUNDS", "7"))
+SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
+FAULTS = ("kill_random", "after_open", "after_stage", "before_commit", "postgres_restart_in_commit",
+          "broker_restart_in_read", "kill_random")
+DEVICES = 12
+SERVICES = [sys.executable, str(settings.repo_root() / "scripts" / "services.py")]
+BAD_VALUE = b"{not json"
+
+
+class Producer(threading.Thread):
+    """Writes keyed events, 40 a second (about 3% undecodable, 1% tombstones), until stopped."""
+
+    def __init__(self, kafka: dict, topic: str, seed: int):
+        super().__init__(daemon=True)
+        self.kafka, self.topic, self.rnd = kafka, topic, random.Random(seed)
+        self.stopping = threading.Event()
+        self.sent = 0
+        self.errors = 0
+
+    def run(self) -> None:
+        producer = KafkaProducer(**self.kafka, acks="all", enable_idempotence=True, linger_ms=5,
+                                 request_timeout_ms=5000, delivery_timeout_ms=60000)
+        n = 0
+        while not self.stopping.is_set():
+            for _ in range(40):
+                device = f"device-{self.rnd.randrange(DEVICES)}"
+                roll = self.rnd.random()
+                if roll < 0.03:
+                    value = BAD_VALUE
+                elif roll < 0.04:
+                    value = None
+                else:
+                    value = json.dumps({"event_id": f"e{n}", "user_id": device, "amount": float(n % 17),
+                                        "event_time": int(time.time() * 1000)}).encode()
+                try:
+                    producer.send(self.topic, key=device.encode(), value=value)
+                    self.sent += 1
+                except Exception:
+                    self.errors += 1  # the broker is being restarted; Kafka's own log is the truth, read back later
+                n += 1
+            time.sleep(1)
+        try:
+            producer.flush(timeout=60)
+        finally:
+            producer.close(timeout=10)
+
+
+def read_topic(kafka: dict, topic: str) -> list[tuple[int, int, bytes, bytes | None, int]]:
+    """Everything the topic holds, as a read_committed consumer sees it: (partition, offset, key, value, ts_ms)."""
+    consumer = KafkaConsumer(**kafka, isolation_level="read_committed", enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    end = consumer.end_offsets(partitions)
+    records = []
+    while any(consumer.position(tp) < end[tp] for tp in partitions):
+        for batch in consumer.poll(timeout_ms=2000).values():
+            records += [(r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
+    consumer.close()
+    return records
+
+
+def ingest_once(env) -> None:
+    plan = plan_next_batch(env.pipeline)
+    if plan.ranges:
+        result = env.spark_job(list(plan.ranges))
+        assert result.returncode == 0, result.stdout[-3000:]
+
+
+KILLED, NO_FAULT = "killed at a fault point", "no fault landed"
+
+
+def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]:
+    """Plan one batch and break it; returns (category, detail) of what happened, for the report."""
+    plan = plan_next_batch(env.pipeline)
+    if not plan.ranges:
+        return NO_FAULT, "nothing planned"
+    ranges = list(plan.ranges)
+    if fault in ("after_open", "after_stage", "before_commit"):
+        result = env.spark_job(ranges, fault=fault)
+        assert result.returncode != 0, f"fault {fault} did not fire"
+        return KILLED, f"kill -9 at {fault}"
+    if fault == "postgres_restart_in_commit":
+        marker = tmp / f"pause-{uuid.uuid4().hex}"
+        proc = env.spark_job(ranges, fault=f"before_commit:pause:{marker}", wait=False)
+        deadline = time.time() + 180
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        subprocess.run([*SERVICES, "restart", "postgres"], check=True, capture_output=True)
+        marker.unlink(missing_ok=True)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode != 0, "a commit whose connection died must not report success"
+        return "postgres restarted during commit", "the open commit transaction lost its connection"
+    if fault == "broker_restart_in_read":
+        proc = env.spark_job(ranges, wait=False)
+        time.sleep(rnd.uniform(3, 7))
+        subprocess.run([*SERVICES, "stop", "kafka"], check=True, capture_output=True)
+        time.sleep(2)
+        subprocess.run([*SERVICES, "start", "kafka"], check=True, capture_output=True)
+        proc.communicate(timeout=600)
+        return "broker restarted during read", f"job exit {proc.returncode}"
+    proc = env.spark_job(ranges, wait=False)
+    delay = rnd.uniform(1, 14)
+    try:
+        proc.communicate(timeout=delay)
+        return NO_FAULT, f"job finished (exit {proc.returncode}) before its kill at {delay:.1f}s"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return "kill -9 at a random moment", f"after {delay:.1f}s"
+
+
+def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
+    rnd = random.Random(SEED)
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"chaos-{suffix}"
+    folder = tmp_path / "pipelines"
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
+    common = {"max_records_per_batch": 1500, "dead_letter": {"max_fraction": 0.5}, "retries": 0}
+    append = new_env(pg, kafka, folder, f"chaos_append_{suffix}", topic, **common)
+    upsert = new_env(pg, kafka, folder, f"chaos_upsert_{suffix}", topic, sink_mode="upsert_latest", **common)
+    upsert.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL,"
+                          " source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+                          "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+                          "event_time timestamptz")
+    aggregate = new_env(pg, kafka, folder, f"chaos_agg_{suffix}", topic, sink_mode="aggregate",
+                        schema={"event_id": {"type": "string", "required": True},
+                                "user_id": {"type": "string", "required": True}, "amount": "double"},
+                        aggregate={"group_by": ["user_id"], "measures": {"events": "count",
+                                                                         "amount_total": {"sum": "amount"}}},
+                        **common)
+    aggregate.replace_target("user_id text PRIMARY KEY, events bigint NOT NULL, amount_total double precision NOT NULL")
+    envs = [append, upsert, aggregate]
+
+    producer = Producer(kafka, topic, SEED)
+    producer.start()
+    outcomes = Counter()
+    try:
+        time.sleep(3)
+        faults = [FAULTS[i % len(FAULTS)] for i in range(ROUNDS)]
+        rnd.shuffle(faults)
+        for i, fault in enumerate(faults):
+            env = envs[i % len(envs)]
+            category, detail = run_round(env, fault, rnd, tmp_path)
+            outcomes[category] += 1
+            print(f"round {i + 1}/{ROUNDS} {env.pipeline.sink_mode}: {category} ({detail})", flush=True)
+            if i % 3 == 2:  # let a batch through between faults, so the ledgers move on
+                ingest_once(env)
+    finally:
+        producer.stopping.set()
+        producer.join(timeout=120)
+
+    for env in envs:
+        env.ingest_all()
+    truth = read_topic(kafka, topic)
+    report = verify(append, upsert, aggregate, truth)
+    report.update({"seed": SEED, "rounds": ROUNDS, "outcomes": dict(outcomes), "producer_send_errors": producer.errors,
+                   "faults_landed": ROUNDS - outcomes[NO_FAULT]})
+    print("chaos report: " + json.dumps(report), flush=True)
+    (settings.state_dir() / "chaos-report.json").write_text(json.dumps(report, indent=2))
+    for env in envs:
+        assert env.staged_rows() == 0 and env.staging_batches() == 0
+    assert report["lost"] == 0 and report["duplicated"] == 0, report
+
+
+def verify(append, upsert, aggregate, truth) -> dict:
+    good = [(p, o, k, v) for p, o, k, v, _ in truth if v not in (None, BAD_VALUE)]
+    bad = {(p, o) for p, o, _, v, _ in truth if v in (None, BAD_VALUE)}
+
+    rows = [(p, o) for p, o, _ in append.target_rows()]
+    dead = [(p, o) for p, o, *_ in append.dead_letters()]
+    landed = Counter(rows + dead)
+    produced = {(p, o) for p, o, *_ in truth}
+    lost = produced - set(landed)
+    duplicated = sum(c - 1 for c in landed.values() if c > 1) + len(set(landed) - produced)
+    assert set(dead) == bad and set(rows) == {(p, o) for p, o, _, _ in good}
+
+    latest: dict[str, tuple] = {}
+    for p, o, k, v, _ in sorted(truth, key=lambda r: (r[0], r[1])):
+        if v is None:
+            latest.pop(k.decode(), None)
+        elif v != BAD_VALUE:
+            latest[k.decode()] = (json.loads(v)["event_id"], p, o)
+    state = {k: (e, p, o) for k, e, p, o in upsert.query(
+        f"SELECT record_key, event_id, source_partition, source_offset FROM {upsert.pipeline.target_table}")}
+    assert state == latest, "upsert_latest holds the last value of every key"
+    assert {(p, o) for p, o, *_ in upsert.dead_letters()} == {(p, o) for p, o, _, v, _ in truth if v == BAD_VALUE}
+
+    totals = defaultdict(lambda: [0, 0.0])
+    for _, _, _, v in good:
+        doc = json.loads(v)
+        totals[doc["user_id"]][0] += 1
+        totals[doc["user_id"]][1] += doc["amount"]
+    table = {u: [e, a] for u, e, a in aggregate.query(
+        f"SELECT user_id, events, amount_total FROM {aggregate.pipeline.target_table}")}
+    assert table == {u: [c, s] for u, (c, s) in totals.items()}, "aggregate totals: any duplicate would inflate them"
+
+    return {"produced": len(truth), "landed_rows": len(rows), "dead_letters": len(dead), "lost": len(lost),
+            "duplicated": duplicated, "upsert_keys": len(state), "aggregate_events": sum(e for e, _ in table.values()),
+            "finished_at": datetime.now(timezone.utc).isoformat()}
