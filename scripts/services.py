@@ -29,6 +29,7 @@ ENV_FILE = STATE / "platform.env"
 PG_PORT = int(os.environ.get("MICROINGEST_PG_PORT", "55432"))
 KAFKA_PORT = int(os.environ.get("MICROINGEST_KAFKA_PORT", "9092"))
 CONTROLLER_PORT = int(os.environ.get("MICROINGEST_KAFKA_CONTROLLER_PORT", "9093"))
+KAFKA_SASL_PORT = int(os.environ.get("MICROINGEST_KAFKA_SASL_PORT", "9094"))
 AIRFLOW_PORT = int(os.environ.get("MICROINGEST_AIRFLOW_PORT", "8080"))
 AIRFLOW_SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 
@@ -226,16 +227,26 @@ def start_local_kafka() -> dict:
     libs, data, log = root / "libs", root / "data", root / "broker.log"
     if not any(libs.glob("kafka_2.13-*.jar")):
         raise SystemExit(f"[platform] no Kafka broker jars in {libs}; run `make install`")
+    sasl_file = root / "sasl.json"  # a SASL/PLAIN listener too, so authenticated clients are tested for real
+    if not sasl_file.exists():
+        sasl_file.write_text(json.dumps({"bootstrap.servers": f"127.0.0.1:{KAFKA_SASL_PORT}", "username": "ingest",
+                                         "password": secrets.token_urlsafe(18)}))
+        sasl_file.chmod(0o600)
+    sasl = json.loads(sasl_file.read_text())
     props = root / "server.properties"
     props.write_text("\n".join([
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
-        f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT}",
+        f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
+        f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        f'required user_{sasl["username"]}="{sasl["password"]}";',
         f"log.dirs={data}",
         "num.partitions=3",
         "offsets.topic.replication.factor=1",

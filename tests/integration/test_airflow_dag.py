@@ -139,10 +139,11 @@ def test_a_killed_ingest_is_retried_by_airflow_and_the_retry_lands_each_record_o
 def test_three_runs_started_at_once_commit_each_range_once_and_losers_fail_clearly(env):
     env.redeclare(max_active_runs=3, retries=0)
     produced = env.produce(1200)
+    dag_env = {**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)}
+    # Register the DAG first: three `dags test` processes would otherwise race to insert the same DAG row.
+    subprocess.run(["airflow", "dags", "reserialize"], env=dag_env, check=True, capture_output=True, timeout=300)
     procs = [subprocess.Popen(["airflow", "dags", "test", env.pipeline.dag_id], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True,
-                              env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
-             for _ in range(3)]
+                              stderr=subprocess.STDOUT, text=True, env=dag_env) for _ in range(3)]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
 
     assert env.target_rows() == sorted(produced), "every record exactly once"
