@@ -17,13 +17,14 @@ STAMP_SPARK := $(STATE)/spark/jars/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo test test-unit lint clean
+.PHONY: help install up down status demo test test-unit chaos clean
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
 	@echo "make test    set up and run the whole test suite (what CI runs)"
 	@echo "make up | down | status    start / stop / show the local platform"
 	@echo "make test-unit             pure-logic tests only (no services)"
+	@echo "make chaos                 the long fault-injection soak (24 faults), report in .state/chaos-report.json"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) postgres-binaries
 
@@ -72,6 +73,10 @@ demo: install
 test: install
 	$(PLATFORM) up --no-airflow-services
 	$(WITH_ENV) $(BIN)/pytest -q tests
+
+chaos: install
+	$(PLATFORM) up --no-airflow-services
+	$(WITH_ENV) MICROINGEST_CHAOS_FAULTS=$${MICROINGEST_CHAOS_FAULTS:-24} $(BIN)/pytest -q -s tests/integration/test_chaos.py
 
 test-unit: $(STAMP_PY)
 	$(BIN)/pytest -q tests/unit

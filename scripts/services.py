@@ -255,6 +255,7 @@ def start_local_kafka() -> dict:
         "share.coordinator.state.topic.replication.factor=1",
         "share.coordinator.state.topic.min.isr=1",
         "group.initial.rebalance.delay.ms=0",
+        "log.cleaner.backoff.ms=1000",  # compacted-topic tests need the cleaner to come round quickly
         "auto.create.topics.enable=false",
     ]) + "\n")
     log4j = root / "log4j2.properties"

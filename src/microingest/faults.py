@@ -4,6 +4,8 @@ MICROINGEST_FAULT=<point>                the process reaching that point kills i
                                          exception handlers, like an OOM kill or a lost machine.
 MICROINGEST_FAULT=<point>:pause:<file>   the process creates <file> and waits (up to 120 s) until it is removed,
                                          so a test can break something (restart Postgres, stop the broker) right there.
+MICROINGEST_FAULT=<point>:executor      (on a Spark executor) kill -9 the executor JVM that runs this Python
+                                         worker: an executor lost, as when its machine dies.
 MICROINGEST_FAULT_ONCE=<file>            arm the fault only while <file> does not exist, and create it when firing,
                                          so a retried attempt runs clean.
 """
@@ -15,7 +17,7 @@ import signal
 import time
 from pathlib import Path
 
-POINTS = ("after_open", "after_stage", "before_commit")
+POINTS = ("after_open", "after_stage", "before_commit", "executor_after_stage")
 
 
 def crash_point(name: str) -> None:
@@ -35,4 +37,12 @@ def crash_point(name: str) -> None:
         while marker.exists() and time.time() < deadline:
             time.sleep(0.2)
         return
+    if action == "executor":
+        os.kill(_parent_of(os.getppid()), signal.SIGKILL)  # worker -> pyspark daemon -> executor JVM
+        return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])

@@ -4,11 +4,13 @@ Protocol for one batch attempt (driver = the Spark driver, executors = Spark tas
 
 1. The driver opens a `BatchAttempt`: takes a session advisory lock on a fresh batch id, lists the id in
    microingest.staging_batches, and removes the staged rows of earlier attempts whose lock is free (their driver died).
-2. Executors `stage_rows` in parallel, each in its own transaction, into the pipeline's staging table. A row for a
-   batch that is no longer listed is refused, so a straggler of a dead attempt cannot leave rows behind.
+2. Executors `stage_part` in parallel, each Spark partition in its own transaction, into the pipeline's staging table
+   (rows) and microingest_staging.dead_letters (bad records). A batch that is no longer listed is refused, so a
+   straggler of a dead attempt cannot leave rows behind; a re-run task's rows are ignored as already staged.
 3. The driver `publish`es in ONE transaction: lock the pipeline, check that the ledger still holds each range's
-   planned `from` (else `FencedError`: another run got there first), check the staged row count, move the staged rows
-   into the target, advance the ledger to each range's `until`, write the batch history, drop the staging rows.
+   planned `from` (else `FencedError`: another run got there first), check the staged counts, publish the staged rows
+   through the sink, move the dead letters, advance the ledger to each range's `until`, write the batch history
+   (with any retention gap skipped), drop the staging rows.
 
 A crash anywhere before step 3 commits leaves the target and the ledger untouched; the next run re-reads the same range.
 """

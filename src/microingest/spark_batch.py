@@ -92,6 +92,7 @@ class Stager:
             rows.seek(0)
             dead.seek(0)
             counts = stage_part(self.params, self.pipeline, self.batch_id, rows, dead, StagedCounts(good, bad))
+        faults.crash_point("executor_after_stage")
         # The parent of a Python worker is its executor's pyspark daemon: one per executor JVM.
         yield counts.rows, counts.dead, os.getppid()
 

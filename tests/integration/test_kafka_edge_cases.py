@@ -1,10 +1,11 @@
 """Kafka's awkward corners: partitions added between runs, transactional producers, retention gaps."""
 
 import json
+import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kafka.admin import NewPartitions
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, NewPartitions
 
 from microingest.kafka_access import partition_bounds
 from microingest.next_batch import plan_next_batch
@@ -78,3 +79,47 @@ def test_retention_gap_fails_by_default_and_skipping_it_is_recorded(env):
                      (env.pipeline.name,))
     assert gaps == [([{"topic": env.pipeline.topic, "partition": partition, "from": ledger[partition],
                        "until": cut}],)]
+
+
+def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
+    """Compaction removes superseded records from the middle of the log; those holes are not data loss."""
+    admin = KafkaAdminClient(**env.kafka)
+    admin.alter_configs([ConfigResource("TOPIC", env.pipeline.topic, configs={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.close()
+    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
+                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+                       "event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest")
+    latest = {}
+    for round_ in range(12):  # many versions of few keys, in bursts so segments roll and get cleaned
+        records = []
+        for k in range(8):
+            event = f"v{round_}-k{k}"
+            records.append((f"key-{k}".encode(), json.dumps({"event_id": event}).encode()))
+            latest[f"key-{k}"] = event
+        env.send(records)
+        time.sleep(0.3)
+    deadline = time.time() + 90
+    while time.time() < deadline and len(read_offsets(env)) == 96:
+        time.sleep(2)
+    offsets = read_offsets(env)
+    assert len(offsets) < 96, "the log cleaner compacted the topic, leaving holes in the offsets"
+
+    env.ingest_all()
+
+    rows = env.query(f"SELECT record_key, event_id FROM {env.pipeline.target_table}")
+    assert dict(rows) == latest
+    _, end = partition_bounds(env.kafka, env.pipeline.topic)
+    assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
+
+
+def read_offsets(env) -> list[tuple[int, int]]:
+    consumer = KafkaConsumer(**env.kafka, enable_auto_commit=False, consumer_timeout_ms=3000,
+                             auto_offset_reset="earliest")
+    consumer.subscribe([env.pipeline.topic])
+    offsets = [(r.partition, r.offset) for r in consumer]
+    consumer.close()
+    return offsets

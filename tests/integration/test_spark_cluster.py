@@ -70,3 +70,24 @@ def test_job_on_a_standalone_cluster_stages_from_two_executors_and_lands_everyth
     assert "staged by 2 executor processes" in result.stdout
     assert env.target_rows() == sorted(produced)
     assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_an_executor_lost_after_staging_is_replaced_and_the_batch_still_lands_once(env, spark_master, tmp_path):
+    """The first Spark task to finish staging kills its own executor JVM right after its staging transaction
+    committed; Spark re-runs the lost task elsewhere, which stages the same records again (ignored as already
+    staged), and the publish lands every record exactly once."""
+    produced = env.produce(3000)
+    plan = plan_next_batch(env.pipeline)
+    fired = tmp_path / "executor-killed"
+
+    result = env.spark_job(list(plan.ranges), master=spark_master,
+                           extra_conf={"spark.executor.cores": "1", "spark.cores.max": "2",
+                                       "spark.executor.memory": "512m",
+                                       "spark.executorEnv.MICROINGEST_FAULT": "executor_after_stage:executor",
+                                       "spark.executorEnv.MICROINGEST_FAULT_ONCE": str(fired)})
+
+    assert fired.exists(), "an executor was killed"
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert env.target_rows() == sorted(produced)
+    [(_, _, read, written, _, _)] = env.batches()
+    assert read == written == 3000
