@@ -24,7 +24,7 @@ help:
 	@echo "make test    set up and run the whole test suite (what CI runs)"
 	@echo "make up | down | status    start / stop / show the local platform"
 	@echo "make test-unit             pure-logic tests only (no services)"
-	@echo "make chaos                 the long fault-injection soak (24 faults), report in .state/chaos-report.json"
+	@echo "make chaos                 the long fault-injection soak (20 kill -9s + restarts), report in .state/chaos-report.json"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) postgres-binaries
 
@@ -76,7 +76,7 @@ test: install
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services
-	$(WITH_ENV) MICROINGEST_CHAOS_FAULTS=$${MICROINGEST_CHAOS_FAULTS:-24} $(BIN)/pytest -q -s tests/integration/test_chaos.py
+	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/test_chaos.py
 
 test-unit: $(STAMP_PY)
 	$(BIN)/pytest -q tests/unit

@@ -97,13 +97,6 @@ def postgres_params(conn: ConnectionInfo) -> dict[str, Any]:
     return params
 
 
-def sqlalchemy_url(params: dict[str, Any]):
-    from sqlalchemy.engine import URL
-
-    return URL.create("postgresql+psycopg2", username=params.get("user"), password=params.get("password"),
-                      host=params["host"], port=params["port"], database=params["dbname"])
-
-
 # --- Kafka ----------------------------------------------------------------------------------------------------
 # Extra keys follow the librdkafka/Java client names the Airflow Kafka provider uses ("bootstrap.servers", ...).
 

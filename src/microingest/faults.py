@@ -1,5 +1,9 @@
 """Named fault points for fault-injection tests (the chaos suite). Unset, as in production, they do nothing.
 
+Points: after_open (batch registered), after_stage (all staged, before the commit), before_commit (inside the
+commit transaction, everything written but not committed), executor_after_stage (on an executor, after its staging
+transaction committed).
+
 MICROINGEST_FAULT=<point>                the process reaching that point kills itself with SIGKILL: no cleanup, no
                                          exception handlers, like an OOM kill or a lost machine.
 MICROINGEST_FAULT=<point>:pause:<file>   the process creates <file> and waits (up to 120 s) until it is removed,
@@ -16,9 +20,6 @@ import os
 import signal
 import time
 from pathlib import Path
-
-POINTS = ("after_open", "after_stage", "before_commit", "executor_after_stage")
-
 
 def crash_point(name: str) -> None:
     spec = os.environ.get("MICROINGEST_FAULT", "")
