@@ -260,10 +260,12 @@ class BatchAttempt:
             faults.crash_point("before_commit")
             conn.commit()
         except BaseException:
-            conn.rollback()
+            if not conn.closed:  # after a lost connection the server has rolled back already; keep the real error
+                conn.rollback()
             raise
         finally:
-            conn.autocommit = True
+            if not conn.closed:
+                conn.autocommit = True
         return CommitResult(self.batch_id, written, staged.records, staged.dead, tuple(ranges))
 
     def sample_dead_letters(self, limit: int = 3) -> list[str]:
