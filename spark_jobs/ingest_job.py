@@ -1,4 +1,4 @@
-"""Spark job: ingest planned Kafka offset ranges of one pipeline into Postgres, exactly once.
+"""Spark job: ingest a run's planned Kafka offset ranges of one pipeline into Postgres, batch by batch, exactly once.
 
 Submitted by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator); all logic lives in
 the microingest package. Connections come from AIRFLOW_CONN_* environment variables set for this process.
@@ -16,36 +16,39 @@ from pyspark.sql import SparkSession
 
 from microingest.connections import get_connection, postgres_params, spark_kafka_options
 from microingest.declarations import get_pipeline
-from microingest.ledger import LedgerError, RunInfo
-from microingest.planning import OffsetRange
+from microingest.history import RunInfo
+from microingest.ledger import LedgerError
+from microingest.planning import RunPlan
 from microingest.sinks import TargetError
-from microingest.spark_batch import run_batch
+from microingest.spark_batch import RunProgress, run_plan
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", required=True)
-    parser.add_argument("--ranges", required=True, help="JSON list of {topic, partition, from, until, ledger}")
+    parser.add_argument("--plan", required=True, help="JSON run plan: {kind, ranges, batch_cap, time_budget_seconds, "
+                        "overlap}")
     parser.add_argument("--run", default="{}", help="JSON {dag_id, run_id, task_try, kind} for the batch history")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     pipeline = get_pipeline(args.pipeline)
-    ranges = [OffsetRange.from_dict(d) for d in json.loads(args.ranges)]
+    plan = RunPlan.from_dict(json.loads(args.plan))
     pg = postgres_params(get_connection(pipeline.postgres_conn_id))
     kafka = spark_kafka_options(get_connection(pipeline.kafka_conn_id))
 
     spark = SparkSession.builder.appName(f"microingest-{pipeline.name}").getOrCreate()
+    progress = RunProgress()
     try:
-        result = run_batch(spark, pipeline, ranges, pg, kafka, RunInfo.from_dict(json.loads(args.run)))
-    except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose to commit nothing
+        run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress)
+    except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose not to commit the batch
         print(f"microingest: {exc}", file=sys.stderr)
-        write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc)})
+        write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc),
+                       **progress.to_dict()})
         return 3
     finally:
         spark.stop()
-    outcome = {"status": "committed", "batch_id": result.batch_id, "records_read": result.records_read,
-               "rows_written": result.rows_written, "dead_letters": result.dead_letters}
+    outcome = {"status": "committed", **progress.to_dict()}
     write_outcome(outcome)
     print("microingest: " + json.dumps(outcome))
     return 0

@@ -1,7 +1,7 @@
 """`microingest` command line: inspect and operate pipelines without the Airflow UI.
 
   microingest validate            check every declaration in the pipelines folder
-  microingest plan PIPELINE       show the ranges the next batch would read (writes nothing)
+  microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
   microingest lag PIPELINE        ledger position, latest offset and lag per partition
   microingest migrate             apply sql/ migrations to the pipelines' Postgres
 """
@@ -18,8 +18,10 @@ from microingest.declarations import DeclarationError, get_pipeline, load_pipeli
 from microingest.kafka_access import KafkaAccessError
 from microingest.ledger import LedgerError
 from microingest.planning import PlanningError
+from microingest.postgres import PostgresUnavailableError
 
-EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError)
+EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError,
+                   PostgresUnavailableError)
 
 
 def cmd_validate(args) -> None:
@@ -30,11 +32,10 @@ def cmd_validate(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from microingest.next_batch import plan_next_batch
+    from microingest.live_planning import plan_live_run
 
-    plan = plan_next_batch(get_pipeline(args.pipeline), record_pins=False)
-    print(json.dumps({"ranges": [r.to_dict() for r in plan.ranges], "pins": [r.to_dict() for r in plan.pins],
-                      "records": plan.total_records}, indent=2))
+    plan = plan_live_run(get_pipeline(args.pipeline), record_pins=False)
+    print(json.dumps({**plan.to_dict(), "batches": plan.batches_needed}, indent=2))
 
 
 def cmd_lag(args) -> None:

@@ -92,6 +92,8 @@ class Pipeline:
     value_format: str = "json"
     sink_mode: str = "append"
     max_records_per_batch: int = 10_000
+    max_records_per_run: int = 1_000_000
+    max_run_seconds: int = 1800
     schedule: str | None = None
     start_from: str = "earliest"
     description: str = ""
@@ -150,9 +152,9 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         return value
 
     fields: dict[str, Any] = {
-        "name": checked("name", check_identifier),
+        "name": checked("name", check_pipeline_name),
         "topic": checked("topic", check_topic),
-        "target_table": checked("target_table", lambda v: ".".join(split_table_name(v))),
+        "target_table": checked("target_table", check_target_table),
         "schema": _parse_schema(raw["schema"], source),
     }
     for key in ("kafka_conn_id", "postgres_conn_id", "spark_conn_id"):
@@ -164,11 +166,12 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         fields["sink_mode"] = choice("sink_mode", SINK_MODES)
     if "start_from" in raw:
         fields["start_from"] = choice("start_from", START_POSITIONS)
-    if "max_records_per_batch" in raw:
-        cap = raw["max_records_per_batch"]
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise DeclarationError(source, "max_records_per_batch", f"must be a positive integer, got {cap!r}")
-        fields["max_records_per_batch"] = cap
+    for key in ("max_records_per_batch", "max_records_per_run", "max_run_seconds"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DeclarationError(source, key, f"must be a positive integer, got {value!r}")
+            fields[key] = value
     if raw.get("schedule") is not None:
         schedule = text("schedule").strip()
         if not _CRON_OR_PRESET.match(schedule):
@@ -195,6 +198,32 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
     elif raw.get("aggregate") is not None:
         raise DeclarationError(source, "aggregate", f"only applies to sink_mode aggregate, not {mode}")
     return Pipeline(**fields)
+
+
+# Postgres objects the platform derives from a pipeline's name; the longest suffix bounds the name's length.
+PLATFORM_SCHEMAS = ("microingest", "microingest_staging")
+RESERVED_PIPELINE_NAMES = ("dead_letters",)  # tables of the platform's own in microingest_staging
+_DERIVED_NAME_SUFFIX = "_position"  # the staging table's unique index
+MAX_PIPELINE_NAME = 63 - len(_DERIVED_NAME_SUFFIX)
+
+
+def check_pipeline_name(name: str) -> str:
+    check_identifier(name)
+    if len(name) > MAX_PIPELINE_NAME:
+        raise IdentifierError(f"{name!r} is {len(name)} characters; pipeline names may have at most "
+                              f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (staging table "
+                              f"and index '<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit")
+    if name in RESERVED_PIPELINE_NAMES:
+        raise IdentifierError(f"{name!r} is reserved: the platform's own table microingest_staging.{name} has it")
+    return name
+
+
+def check_target_table(name: str) -> str:
+    schema, table = split_table_name(name)
+    if schema in PLATFORM_SCHEMAS or schema.startswith("pg_") or schema == "information_schema":
+        raise IdentifierError(f"{schema}.{table} is in schema {schema!r}, which belongs to the platform or to "
+                              "Postgres itself; put targets in a schema of your own (e.g. public or analytics)")
+    return f"{schema}.{table}"
 
 
 def _integer(source: str, where: str, value: Any, minimum: int) -> int:
@@ -300,9 +329,25 @@ def load_pipeline_file(path: Path) -> Pipeline:
 
 
 def load_pipelines(folder: Path | None = None) -> list[Pipeline]:
-    """All declarations in the folder (default: settings.pipelines_dir()), sorted by name."""
+    """All declarations in the folder (default: settings.pipelines_dir()), sorted by name; the first malformed one
+    raises DeclarationError."""
+    pipelines, errors = load_declarations(folder)
+    if errors:
+        raise errors[0]
+    return pipelines
+
+
+def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[DeclarationError]]:
+    """The valid declarations in the folder, and the errors of the malformed ones, each on its own: one broken
+    file does not hide the others."""
     folder = folder or settings.pipelines_dir()
-    return [load_pipeline_file(p) for p in sorted(folder.glob("*.y*ml"))]
+    pipelines, errors = [], []
+    for path in sorted(folder.glob("*.y*ml")):
+        try:
+            pipelines.append(load_pipeline_file(path))
+        except DeclarationError as exc:
+            errors.append(exc)
+    return pipelines, errors
 
 
 def get_pipeline(name: str, folder: Path | None = None) -> Pipeline:

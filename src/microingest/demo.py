@@ -26,7 +26,7 @@ from microingest.declarations import get_pipeline
 from microingest.identifiers import split_table_name
 from microingest.kafka_access import create_topic, json_bytes, partition_bounds, produce
 from microingest.lag import partition_lags
-from microingest.ledger import connection
+from microingest.postgres import connection
 
 PIPELINE = "demo_events"
 PARTITIONS = 3

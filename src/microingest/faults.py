@@ -1,8 +1,8 @@
 """Named fault points for fault-injection tests (the chaos suite). Unset, as in production, they do nothing.
 
 Points: after_open (batch registered), after_stage (all staged, before the commit), before_commit (inside the
-commit transaction, everything written but not committed), executor_after_stage (on an executor, after its staging
-transaction committed).
+commit transaction, everything written but not committed), after_commit (a batch committed, before the next batch of
+the run or the job's outcome), executor_after_stage (on an executor, after its staging transaction committed).
 
 MICROINGEST_FAULT=<point>                the process reaching that point kills itself with SIGKILL: no cleanup, no
                                          exception handlers, like an OOM kill or a lost machine.

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -25,8 +26,9 @@ def _unreachable(config: dict[str, Any], exc: Exception) -> KafkaAccessError:
     return KafkaAccessError(f"Kafka at {','.join(config['bootstrap_servers'])} is unreachable: {exc!r}")
 
 
-def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> tuple[dict[int, int], dict[int, int]]:
-    """(earliest, latest) offset per partition of `topic`."""
+@contextmanager
+def _reader(config: dict[str, Any], timeout_ms: int) -> Iterator[KafkaConsumer]:
+    """A read_committed consumer for offset look-ups (no group, nothing committed)."""
     try:
         consumer = KafkaConsumer(
             **config, isolation_level="read_committed", enable_auto_commit=False,
@@ -35,15 +37,33 @@ def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
-        partitions = _partitions(consumer, topic, timeout_ms)
-        tps = [TopicPartition(topic, p) for p in partitions]
-        earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
-        latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
-    except KafkaError as exc:
-        raise KafkaAccessError(f"could not read offsets of topic '{topic}': {exc!r}") from exc
+        yield consumer
     finally:
         consumer.close()
+
+
+def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> tuple[dict[int, int], dict[int, int]]:
+    """(earliest, latest) offset per partition of `topic`."""
+    with _reader(config, timeout_ms) as consumer:
+        try:
+            tps = [TopicPartition(topic, p) for p in _partitions(consumer, topic, timeout_ms)]
+            earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
+            latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not read offsets of topic '{topic}': {exc!r}") from exc
     return ({tp.partition: o for tp, o in earliest.items()}, {tp.partition: o for tp, o in latest.items()})
+
+
+def offsets_at(config: dict[str, Any], topic: str, timestamp_ms: int, timeout_ms: int = 15000) -> dict[int, int | None]:
+    """Per partition, the first offset whose record timestamp is >= timestamp_ms (Kafka's offsets-for-times look-up,
+    answered from each partition's time index); None where no record is that recent."""
+    with _reader(config, timeout_ms) as consumer:
+        try:
+            tps = [TopicPartition(topic, p) for p in _partitions(consumer, topic, timeout_ms)]
+            found = consumer.offsets_for_times({tp: timestamp_ms for tp in tps}, timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not look up offsets by time on topic '{topic}': {exc!r}") from exc
+    return {tp.partition: (None if hit is None else hit.offset) for tp, hit in found.items()}
 
 
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:

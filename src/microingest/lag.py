@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from microingest.declarations import Pipeline
-from microingest.next_batch import observe
+from microingest.live_planning import observe
 
 
 @dataclass(frozen=True)

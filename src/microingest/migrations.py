@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from microingest import settings
-from microingest.ledger import connection
+from microingest.postgres import connection
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")

@@ -1,20 +1,28 @@
-"""Range planning: which offsets the next batch reads. Pure logic, no I/O.
+"""Range planning: which offsets a run reads, and how it splits them into batches. Pure logic, no I/O.
 
 Inputs are the ledger (next offset to read per partition, as committed in Postgres) and the partition bounds Kafka
-reports (earliest available, latest = end offset under read_committed). The output is a set of half-open ranges
-[from, until) capped in total by the pipeline's max records per batch; each range remembers the ledger value it was
-planned from so the commit can fence against a run that got there first.
+reports (earliest available, latest = end offset under read_committed). `plan_ranges` turns them into half-open
+ranges [from, until) capped in total; each range remembers the ledger value it was planned from so the commit can
+fence against a run that got there first. A `RunPlan` holds a whole run's ranges and hands them out batch by batch.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
 
 
 class PlanningError(RuntimeError):
     pass
+
+
+class RequestError(PlanningError):
+    """A run's parameters ask for something Kafka or the ledger cannot give; `field` names the parameter."""
+
+    def __init__(self, field: str, problem: str):
+        self.field, self.problem = field, problem
+        super().__init__(f"param {field}: {problem}")
 
 
 class RetentionGapError(PlanningError):
@@ -128,13 +136,147 @@ def plan_ranges(
         if high > start:
             pending.append((high - start, partition, start, committed))
 
-    ranges = []
-    budget = max_records
-    for i, (available, partition, start, committed) in enumerate(sorted(pending)):
-        share = math.ceil(budget / (len(pending) - i))
-        take = min(available, share)
-        budget -= take
-        if take:
-            ranges.append(OffsetRange(topic, partition, start, start + take, committed))
+    pending.sort()
+    takes = fair_shares([p[0] for p in pending], max_records)
+    ranges = [OffsetRange(topic, partition, start, start + take, committed)
+              for (_, partition, start, committed), take in zip(pending, takes) if take]
     ranges.sort(key=lambda r: r.partition)
     return Plan(tuple(ranges), tuple(pins))
+
+
+def fair_shares(available: Sequence[int], budget: int) -> list[int]:
+    """How much of `budget` each claimant takes: small claims are met in full, the rest split what is left evenly.
+    `available` must be sorted ascending."""
+    takes = []
+    for i, want in enumerate(available):
+        take = min(want, math.ceil(budget / (len(available) - i)))
+        budget -= take
+        takes.append(take)
+    return takes
+
+
+RUN_KINDS = ("ingest", "backfill")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one DAG run ingests: ranges up to a bounded end, committed in batches of at most `batch_cap` records,
+    each batch its own transaction.
+
+    Live runs (kind ingest) advance the ledger batch by batch, so every range after the first batch of a partition
+    expects the ledger at its own start. Backfills (kind backfill) never touch the ledger; their ranges carry no
+    ledger value. A live run stops starting batches once `time_budget_seconds` is spent; the next run goes on.
+    """
+
+    kind: str
+    ranges: tuple[OffsetRange, ...]
+    batch_cap: int
+    time_budget_seconds: float | None = None
+    overlap: str = "refuse"  # backfills: what to do about positions already in the target
+
+    def __post_init__(self):
+        if self.kind not in RUN_KINDS:
+            raise PlanningError(f"run kind must be one of {', '.join(RUN_KINDS)}, got {self.kind!r}")
+        if self.batch_cap < 1:
+            raise PlanningError(f"batch cap must be positive, got {self.batch_cap}")
+
+    @property
+    def total_records(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+    @property
+    def batches_needed(self) -> int:
+        return math.ceil(self.total_records / self.batch_cap)
+
+    def next_batch(self) -> tuple[tuple[OffsetRange, ...], "RunPlan"]:
+        """The next batch's ranges (the cap shared fairly across partitions) and the plan of what is left."""
+        ordered = sorted(self.ranges, key=lambda r: (r.size, r.partition))
+        takes = fair_shares([r.size for r in ordered], self.batch_cap)
+        batch, rest = [], []
+        for r, take in zip(ordered, takes):
+            if take:
+                batch.append(replace(r, until_offset=r.from_offset + take))
+            if take < r.size:
+                rest.append(self._from(r, r.from_offset + take) if take else r)
+        return tuple(sorted(batch, key=_position)), replace(self, ranges=tuple(sorted(rest, key=_position)))
+
+    def without(self, committed: Sequence[OffsetRange]) -> "RunPlan":
+        """This plan minus ranges that batches of the same run already committed (a retried or resumed run).
+
+        A run commits each partition's range front to back, so what a run committed is a prefix of each range."""
+        rest = []
+        for r in self.ranges:
+            done = sorted((c for c in committed if (c.topic, c.partition) == (r.topic, r.partition)
+                           and c.from_offset < r.until_offset and c.until_offset > r.from_offset),
+                          key=lambda c: c.from_offset)
+            reached = r.from_offset
+            for c in done:
+                if c.from_offset > reached:
+                    raise PlanningError(
+                        f"{r.topic}[{r.partition}]: this run committed [{c.from_offset}, {c.until_offset}) but not "
+                        f"[{reached}, {c.from_offset}) before it; the batch history is inconsistent")
+                reached = max(reached, c.until_offset)
+            if reached < r.until_offset:
+                rest.append(r if reached == r.from_offset else self._from(r, reached))
+        return replace(self, ranges=tuple(rest))
+
+    def _from(self, r: OffsetRange, start: int) -> OffsetRange:
+        return OffsetRange(r.topic, r.partition, start, r.until_offset, start if self.kind == "ingest" else None)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "ranges": [r.to_dict() for r in self.ranges], "batch_cap": self.batch_cap,
+                "time_budget_seconds": self.time_budget_seconds, "overlap": self.overlap,
+                "records": self.total_records}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "RunPlan":
+        return cls(str(d["kind"]), tuple(OffsetRange.from_dict(r) for r in d["ranges"]), int(d["batch_cap"]),
+                   d.get("time_budget_seconds"), str(d.get("overlap", "refuse")))
+
+
+def _position(r: OffsetRange) -> tuple[str, int]:
+    return r.topic, r.partition
+
+
+def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], ledger: Mapping[int, int],
+                    earliest: Mapping[int, int], latest: Mapping[int, int], field: str,
+                    clip_to_live: bool = False) -> tuple[tuple[OffsetRange, ...], list[str]]:
+    """Check requested backfill ranges [from, until) per partition against Kafka and the ledger.
+
+    Everything at and above a partition's live position (its ledger offset) is the live pipeline's to take. Ranges
+    given by offsets must lie below it, or the request fails naming the field and partition; with clip_to_live (a
+    time window, whose end the operator did not pick by offset) they are cut at it, and partitions the live
+    pipeline has not started are left to it. Returns the ranges and notes on what was cut."""
+    ranges, notes = [], []
+    known = ", ".join(map(str, sorted(latest)))
+    for partition in sorted(requested):
+        lo, hi = requested[partition]
+        where = f"{field}['{partition}']"
+        if partition not in latest:
+            raise RequestError(where, f"partition {partition} does not exist in topic {topic} (partitions: {known})")
+        if lo > hi:
+            raise RequestError(where, f"from {lo} is greater than until {hi}")
+        if hi > latest[partition]:
+            raise RequestError(where, f"until {hi} is beyond the log end of {topic}[{partition}] "
+                                      f"(latest offset {latest[partition]})")
+        if lo < earliest[partition] and lo < hi:
+            raise RequestError(where, f"from {lo} is below the earliest offset {topic}[{partition}] still retains "
+                                      f"({earliest[partition]}); those records are gone")
+        live = ledger.get(partition)
+        if live is None:
+            if clip_to_live:
+                notes.append(f"{topic}[{partition}]: no live position yet; left to the live pipeline")
+                continue
+            raise RequestError(where, f"the live pipeline has not started {topic}[{partition}] yet, so it may still "
+                                      "read these offsets itself; run the pipeline once (it records its position) "
+                                      "and backfill below that position")
+        if hi > live:
+            if not clip_to_live:
+                raise RequestError(where, f"until {hi} is above the live position {live} of {topic}[{partition}]; "
+                                          f"offsets from {live} on are the live pipeline's to ingest")
+            notes.append(f"{topic}[{partition}]: [{max(lo, live)}, {hi}) is at or above the live position {live}; "
+                         "left to the live pipeline")
+            hi = max(min(hi, live), lo) if lo < live else lo
+        if hi > lo:
+            ranges.append(OffsetRange(topic, partition, lo, hi, None))
+    return tuple(ranges), notes

@@ -1,8 +1,9 @@
-"""The body of the Spark ingest job: read exactly the planned Kafka ranges, decode, stage, publish.
+"""The body of the Spark ingest job: a run's plan, batch by batch; each batch read, decoded, staged and committed.
 
 Executors decode and stage their Spark partitions in parallel (`Stager`): good records into the pipeline's staging
-table, bad ones (see `records`) into the staged dead letters. The driver checks the dead-letter guard and commits the
-whole batch in one Postgres transaction (`ledger.BatchAttempt.publish`).
+table, bad ones (see `records`) into the staged dead letters. The driver checks the dead-letter guard and commits each
+batch in one Postgres transaction (`commit.commit_batch`), then goes on with the next batch of the run in the same
+Spark application (`run_plan`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,20 @@ import json
 import logging
 import os
 import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Sequence
 
 from microingest import faults
 from microingest.codec import copy_text_row
 from microingest.declarations import Pipeline
-from microingest.ledger import BatchAttempt, CommitResult, LedgerError, RunInfo, StagedCounts, stage_part
-from microingest.planning import OffsetRange
+from microingest.commit import CommitResult, commit_batch
+from microingest.history import RunInfo, committed_by_run
+from microingest.ledger import LedgerError
+from microingest.planning import OffsetRange, RunPlan
+from microingest.postgres import connection
+from microingest.staging import BatchAttempt, StagedCounts, stage_part
 from microingest.records import BadRecord, RecordProcessor
 
 log = logging.getLogger(__name__)
@@ -98,7 +105,9 @@ class Stager:
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],
-              kafka_options: dict[str, str], run: RunInfo) -> CommitResult:
+              kafka_options: dict[str, str], run: RunInfo, overlap: str = "refuse",
+              run_batch_no: int | None = None) -> CommitResult:
+    """Read, stage and commit one batch: exactly these ranges, in one Postgres transaction."""
     if not ranges:
         raise ValueError("run_batch needs at least one offset range")
     attempt = BatchAttempt(pg_params, pipeline).open()
@@ -120,12 +129,75 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
                 f"batch {attempt.batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
                 f"first reasons: {'; '.join(attempt.sample_dead_letters())}")
         faults.crash_point("after_stage")
-        result = attempt.publish(ranges, staged, run, staged_at, spark.sparkContext.applicationId)
+        result = commit_batch(attempt, ranges, staged, run, overlap=overlap, staged_at=staged_at,
+                              spark_app_id=spark.sparkContext.applicationId, run_batch=run_batch_no)
     except BaseException:
         attempt.discard()
         raise
     finally:
         attempt.close()
-    log.info("batch %s committed: %d records read, %d rows written, %d dead letters", result.batch_id,
-             result.records_read, result.rows_written, result.dead_letters)
+    faults.crash_point("after_commit")
     return result
+
+
+@dataclass
+class RunProgress:
+    """What a run has committed so far, including batches of earlier tries of the same DAG run."""
+
+    batches: int = 0
+    records_read: int = 0
+    rows_written: int = 0
+    dead_letters: int = 0
+    skipped: int = 0
+    remaining: int = 0  # records of the run's plan left for the next run (time budget spent)
+
+    def add(self, result: CommitResult) -> None:
+        self.batches += 1
+        self.records_read += result.records_read
+        self.rows_written += result.rows_written
+        self.dead_letters += result.dead_letters
+        self.skipped += result.skipped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_plan(spark, pipeline: Pipeline, plan: RunPlan, pg_params: dict[str, Any], kafka_options: dict[str, str],
+             run: RunInfo, progress: RunProgress | None = None, clock=time.monotonic) -> RunProgress:
+    """Commit a run's plan batch by batch in this Spark application, until done or the time budget is spent.
+
+    With a DAG run id, batches that earlier tries of the same run committed are skipped: a retry goes on where the
+    failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done."""
+    progress = progress if progress is not None else RunProgress()
+    run = replace(run, kind=plan.kind)
+    if run.run_id:
+        with connection(pg_params) as conn:
+            before = committed_by_run(conn, pipeline.name, run.dag_id, run.run_id, plan.kind)
+        if before.batches:
+            plan = plan.without(before.ranges)
+            progress.batches, progress.records_read = before.batches, before.records_read
+            progress.rows_written, progress.dead_letters = before.rows_written, before.dead_letters
+            log.info("run %s committed %d batch(es) in earlier tries (%d records); %d records of its plan remain",
+                     run.run_id, before.batches, before.records_read, plan.total_records)
+    started = clock()
+    total, expected, first = plan.total_records, progress.batches + plan.batches_needed, progress.batches
+    done = 0
+    while plan.ranges:
+        spent = clock() - started
+        if plan.time_budget_seconds is not None and progress.batches > first and spent >= plan.time_budget_seconds:
+            progress.remaining = plan.total_records
+            log.info("time budget of %ss spent after %d batch(es); %d records left for the next run",
+                     plan.time_budget_seconds, progress.batches - first, progress.remaining)
+            break
+        batch, plan = plan.next_batch()
+        batch_started = clock()
+        result = run_batch(spark, pipeline, batch, pg_params, kafka_options, run, plan.overlap, progress.batches + 1)
+        progress.add(result)
+        done += sum(r.size for r in batch)
+        seconds = max(clock() - batch_started, 1e-6)
+        skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
+        log.info("batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
+                 "(%.0f rows/s); offsets %d of %d done", progress.batches, expected, result.batch_id,
+                 result.records_read, result.rows_written, result.dead_letters, skipped, seconds,
+                 result.records_read / seconds, done, total)
+    return progress

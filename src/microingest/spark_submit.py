@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Sequence
-
 from microingest import settings
 from microingest.connections import env_name, get_connection, to_env_value
 from microingest.declarations import Pipeline
-from microingest.ledger import RunInfo
-from microingest.planning import OffsetRange
+from microingest.history import RunInfo
+from microingest.planning import RunPlan
 
 JOB_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -25,9 +23,8 @@ JOB_CONF = {
 }
 
 
-def job_args(pipeline: str, ranges: Sequence[OffsetRange], run: RunInfo) -> list[str]:
-    return ["--pipeline", pipeline, "--ranges", json.dumps([r.to_dict() for r in ranges]),
-            "--run", json.dumps(run.to_dict())]
+def job_args(pipeline: str, plan: RunPlan, run: RunInfo) -> list[str]:
+    return ["--pipeline", pipeline, "--plan", json.dumps(plan.to_dict()), "--run", json.dumps(run.to_dict())]
 
 
 def connection_env(pipeline: Pipeline) -> dict[str, str]:
@@ -35,7 +32,7 @@ def connection_env(pipeline: Pipeline) -> dict[str, str]:
     return {env_name(c): to_env_value(get_connection(c)) for c in (pipeline.kafka_conn_id, pipeline.postgres_conn_id)}
 
 
-def command(pipeline: Pipeline, ranges: Sequence[OffsetRange], run: RunInfo, master: str = "local[2]",
+def command(pipeline: Pipeline, plan: RunPlan, run: RunInfo, master: str = "local[2]",
             extra_conf: dict[str, str] | None = None) -> list[str]:
     """A spark-submit command line for running the job outside Airflow (tests, debugging)."""
     conf = {**JOB_CONF, **(extra_conf or {})}
@@ -43,4 +40,4 @@ def command(pipeline: Pipeline, ranges: Sequence[OffsetRange], run: RunInfo, mas
             "--jars", ",".join(settings.spark_jars())]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return argv + [str(settings.spark_job_path()), *job_args(pipeline.name, ranges, run)]
+    return argv + [str(settings.spark_job_path()), *job_args(pipeline.name, plan, run)]

@@ -20,8 +20,9 @@ from microingest.connections import get_connection, kafka_python_config, postgre
 from microingest.declarations import Pipeline, load_pipeline_file
 from microingest.identifiers import split_table_name
 from microingest.kafka_access import create_topic, json_bytes, produce
-from microingest.ledger import RunInfo, connection
-from microingest.planning import OffsetRange
+from microingest.history import RunInfo
+from microingest.planning import OffsetRange, RunPlan
+from microingest.postgres import connection
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
@@ -81,7 +82,7 @@ class Env:
 
     def ingest_all(self) -> list:
         """Plan and run batches until nothing is left; returns each job's completed process."""
-        from microingest.next_batch import plan_next_batch
+        from microingest.live_planning import plan_next_batch
 
         results = []
         while (plan := plan_next_batch(self.pipeline)).ranges:
@@ -127,16 +128,21 @@ class Env:
         return self.query("SELECT count(*) FROM microingest.staging_batches WHERE pipeline = %s",
                           (self.pipeline.name,))[0][0]
 
-    def spark_job(self, ranges: list[OffsetRange], fault: str | None = None, wait: bool = True,
-                  extra_conf: dict | None = None, master: str = "local[2]"):
+    def spark_job(self, ranges: list[OffsetRange] | RunPlan, fault: str | None = None, wait: bool = True,
+                  extra_conf: dict | None = None, master: str = "local[2]", run: RunInfo = RunInfo(),
+                  env_extra: dict | None = None):
         """Run the Spark job outside Airflow, the way the operator does (connections in the environment).
 
-        spark-submit forwards the Python driver's stdout and stderr both to its stdout."""
+        Ranges make a live run's plan at the pipeline's batch cap. spark-submit forwards the Python driver's stdout
+        and stderr both to its stdout."""
+        plan = ranges if isinstance(ranges, RunPlan) else RunPlan("ingest", tuple(ranges),
+                                                                  self.pipeline.max_records_per_batch)
         env = {**os.environ, **spark_submit.connection_env(self.pipeline),
                "MICROINGEST_PIPELINES_DIR": str(self.pipelines_dir)}
+        env.update(env_extra or {})
         if fault:
             env["MICROINGEST_FAULT"] = fault
-        cmd = spark_submit.command(self.pipeline, ranges, RunInfo(kind="ingest"), master=master,
+        cmd = spark_submit.command(self.pipeline, plan, run, master=master,
                                    extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
         # A session of its own, so a test can kill -9 the whole job: spark-submit's JVM and its Python processes.
         proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -2,7 +2,7 @@
 
 import json
 
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 
 
 def good(i, amount=1.0):

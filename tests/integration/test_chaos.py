@@ -29,7 +29,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from microingest import settings
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 
 from conftest import new_env
 

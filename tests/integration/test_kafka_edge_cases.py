@@ -8,7 +8,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions
 
 from microingest.kafka_access import partition_bounds
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 from microingest.planning import RetentionGapError
 
 

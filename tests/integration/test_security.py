@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from microingest import settings
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 
 MASTER_PORT, MASTER_UI, WORKER_UI = 17077, 18080, 18081
 

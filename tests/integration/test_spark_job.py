@@ -1,6 +1,6 @@
 """The Spark job and the commit protocol against real Kafka, Postgres and Spark (no Airflow in the loop)."""
 
-from microingest.next_batch import plan_next_batch
+from microingest.live_planning import plan_next_batch
 from microingest.planning import OffsetRange
 
 

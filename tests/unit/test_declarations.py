@@ -1,6 +1,7 @@
 import pytest
 
-from microingest.declarations import DeclarationError, load_pipeline_file, load_pipelines, parse_pipeline
+from microingest.declarations import (DeclarationError, load_declarations, load_pipeline_file, load_pipelines,
+                                      parse_pipeline)
 
 VALID = {
     "name": "orders",
@@ -43,6 +44,13 @@ def test_table_without_schema_defaults_to_public():
         ({"sink_mode": "merge"}, "sink_mode"),
         ({"kafka_conn_id": "x y"}, "kafka_conn_id"),
         ({"topik": "typo"}, "topik"),
+        ({"max_records_per_run": 0}, "max_records_per_run"),
+        ({"max_run_seconds": -1}, "max_run_seconds"),
+        ({"name": "dead_letters"}, "name"),
+        ({"name": "p" * 55}, "name"),
+        ({"target_table": "microingest.ledger"}, "target_table"),
+        ({"target_table": "microingest_staging.orders"}, "target_table"),
+        ({"target_table": "pg_catalog.pg_class"}, "target_table"),
     ],
 )
 def test_malformed_declaration_names_the_field(change, field):
@@ -72,3 +80,26 @@ def test_invalid_yaml_is_reported_with_the_file(tmp_path):
 def test_repository_declarations_are_valid():
     pipelines = load_pipelines()
     assert "demo_events" in {p.name for p in pipelines}
+
+
+def test_run_caps_have_defaults_and_can_be_declared():
+    p = parse_pipeline(dict(VALID))
+    assert (p.max_records_per_run, p.max_run_seconds) == (1_000_000, 1800)
+    p = parse_pipeline({**VALID, "max_records_per_run": 5000, "max_run_seconds": 60})
+    assert (p.max_records_per_run, p.max_run_seconds) == (5000, 60)
+
+
+def test_names_that_would_overflow_derived_postgres_names_are_refused_with_the_limit():
+    assert parse_pipeline({**VALID, "name": "p" * 54}).name == "p" * 54
+    with pytest.raises(DeclarationError, match="at most 54"):
+        parse_pipeline({**VALID, "name": "p" * 55})
+
+
+def test_one_malformed_declaration_fails_alone(tmp_path):
+    (tmp_path / "good.yaml").write_text("name: good\ntopic: t\ntarget_table: t\nschema: {a: string}\n")
+    (tmp_path / "bad.yaml").write_text("name: bad\ntopic: t\ntarget_table: t\nschema: {a: varchar}\n")
+    pipelines, errors = load_declarations(tmp_path)
+    assert [p.name for p in pipelines] == ["good"]
+    assert [(e.source.endswith("bad.yaml"), e.field) for e in errors] == [(True, "schema.a.type")]
+    with pytest.raises(DeclarationError):
+        load_pipelines(tmp_path)

@@ -11,19 +11,24 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowFailException
 
 from microingest import settings, spark_submit
-from microingest.connections import env_name, get_connection
+from microingest.connections import env_name, get_connection, postgres_params
 from microingest.declarations import Pipeline
-from microingest.ledger import RunInfo
-from microingest.planning import OffsetRange
+from microingest.history import RunInfo, committed_by_run
+from microingest.planning import RunPlan
+from microingest.postgres import connection
 
 
 LOCAL_MASTER = "local[*]"
 # Refusals of the job that the same plan would meet again: fail the task without spending its retries.
-DETERMINISTIC_REFUSALS = {"FencedError", "DeadLetterLimitError", "StagingMismatchError", "TargetError"}
+DETERMINISTIC_REFUSALS = {"FencedError", "DeadLetterLimitError", "StagingMismatchError", "TargetError",
+                          "OverlapError"}
 
 
 class SparkIngestOperator(SparkSubmitOperator):
-    """Submit the ingest Spark job for the ranges planned by an upstream task (XCom of `plan_task_id`).
+    """Submit the ingest Spark job for the run planned by an upstream task (XCom of `plan_task_id`).
+
+    The job commits the plan batch by batch; a retry goes on where the failed try stopped (the batch history knows
+    what this run committed), and returns the committed outcome without Spark when nothing is left.
 
     The Spark master comes from the pipeline's Spark connection, `local[*]` when that connection is not defined (the
     provider on its own would fall back to YARN). Kafka and Postgres connections are resolved here and
@@ -42,12 +47,15 @@ class SparkIngestOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict:
         ti = context["ti"]
-        plan = ti.xcom_pull(task_ids=self.plan_task_id)
-        if not plan or not plan.get("ranges"):
+        planned = ti.xcom_pull(task_ids=self.plan_task_id)
+        if not planned or not planned.get("ranges"):
             raise ValueError(f"task '{self.plan_task_id}' planned no ranges; nothing to ingest")
-        ranges = [OffsetRange.from_dict(r) for r in plan["ranges"]]
-        run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number, kind=plan.get("kind", "ingest"))
-        self.application_args = spark_submit.job_args(self.pipeline.name, ranges, run)
+        plan = RunPlan.from_dict(planned)
+        run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number, kind=plan.kind)
+        done = self._committed_earlier(plan, run)
+        if done is not None:
+            return done
+        self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
         self.jars = ",".join(settings.spark_jars())
         fd, outcome_file = tempfile.mkstemp(prefix="microingest-outcome-", suffix=".json")
         os.close(fd)
@@ -61,18 +69,39 @@ class SparkIngestOperator(SparkSubmitOperator):
             except Exception:
                 outcome = _read_outcome(outcome_file)
                 if outcome.get("status") != "failed":
-                    raise  # Spark, Kafka or Postgres trouble: nothing was committed and a retry may pass
+                    raise  # Spark, Kafka or Postgres trouble: a retry goes on where this try stopped
                 message = f"{outcome['error_class']}: {outcome['error']}"
+                if outcome.get("batches"):
+                    message += (f" ({outcome['batches']} batch(es) of this run committed before, "
+                                f"{outcome['records_read']} records)")
                 if outcome["error_class"] in DETERMINISTIC_REFUSALS:
                     raise AirflowFailException(message) from None  # a retry would be refused the same way
                 raise BatchFailedError(message) from None
             outcome = _read_outcome(outcome_file)
         finally:
             os.unlink(outcome_file)
-        self.log.info("batch %s committed: %s records read, %s rows written, %s dead letters",
-                      outcome.get("batch_id"), outcome.get("records_read"), outcome.get("rows_written"),
+        self.log.info("run committed %s batch(es): %s records read, %s rows written, %s dead letters",
+                      outcome.get("batches"), outcome.get("records_read"), outcome.get("rows_written"),
                       outcome.get("dead_letters"))
+        if outcome.get("remaining"):
+            self.log.info("time budget (max_run_seconds %s) spent: %s records of this run's plan are left to the "
+                          "next run", plan.time_budget_seconds, outcome["remaining"])
         return outcome
+
+    def _committed_earlier(self, plan: RunPlan, run: RunInfo) -> dict | None:
+        """On a retry: the outcome, when earlier tries of this run committed its whole plan (e.g. the job died after
+        its last commit, or the commit's acknowledgement was lost), so no Spark job is started for nothing."""
+        if run.task_try is None or run.task_try <= 1:
+            return None
+        with connection(postgres_params(get_connection(self.pipeline.postgres_conn_id))) as conn:
+            before = committed_by_run(conn, self.pipeline.name, run.dag_id, run.run_id, plan.kind)
+        if not before.batches or plan.without(before.ranges).ranges:
+            return None
+        self.log.info("earlier tries of run %s committed its whole plan (%d batch(es), %d records); nothing left "
+                      "to do", run.run_id, before.batches, before.records_read)
+        return {"status": "committed", "batches": before.batches, "records_read": before.records_read,
+                "rows_written": before.rows_written, "dead_letters": before.dead_letters, "skipped": 0,
+                "remaining": 0}
 
 
 def _default_spark_connection(conn_id: str) -> None:

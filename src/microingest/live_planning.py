@@ -1,4 +1,8 @@
-"""Plan the next batch of a pipeline against the live ledger and Kafka (the I/O around planning.plan_ranges)."""
+"""Plan live runs against the ledger and Kafka (the I/O around planning.plan_ranges).
+
+A live run reads from the ledger up to the last stable offsets Kafka reports when it is planned, capped by the
+pipeline's records per run, and commits that in batches of at most max_records_per_batch.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,10 @@ import logging
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import Pipeline
 from microingest.kafka_access import partition_bounds
-from microingest.ledger import RunInfo, connection, pin_positions, read_ledger
-from microingest.planning import Plan, plan_ranges
+from microingest.history import RunInfo
+from microingest.ledger import pin_positions, read_ledger
+from microingest.planning import Plan, RunPlan, plan_ranges
+from microingest.postgres import connection
 
 log = logging.getLogger(__name__)
 
@@ -22,10 +28,23 @@ def observe(pipeline: Pipeline) -> tuple[dict[int, int], dict[int, int], dict[in
 
 
 def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins: bool = True) -> Plan:
-    """Plan the next batch. With record_pins, partitions new to a start_from=latest pipeline get their position
-    recorded in the ledger now (that is a write); without, the plan is only computed."""
+    """Plan the next batch (at most max_records_per_batch records)."""
+    return _plan(pipeline, pipeline.max_records_per_batch, run, record_pins)
+
+
+def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None,
+                  record_pins: bool = True) -> RunPlan:
+    """Plan a live run: everything up to the last stable offsets, at most `max_records` (default: the pipeline's
+    max_records_per_run), in batches of max_records_per_batch, within max_run_seconds."""
+    plan = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
+    return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds)
+
+
+def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> Plan:
+    """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
+    now (that is a write); without, the plan is only computed."""
     ledger, earliest, latest = observe(pipeline)
-    plan = plan_ranges(pipeline.topic, ledger, earliest, latest, pipeline.max_records_per_batch, pipeline.start_from,
+    plan = plan_ranges(pipeline.topic, ledger, earliest, latest, max_records, pipeline.start_from,
                        pipeline.on_retention_gap)
     if plan.pins and record_pins:
         pg = postgres_params(get_connection(pipeline.postgres_conn_id))

@@ -1,0 +1,50 @@
+"""The Params of every pipeline DAG: the trigger form in the UI and the `conf` of the REST API.
+
+Defaults are what a scheduled run uses (a live run at the declaration's caps), so every field is optional. Types are
+checked by Airflow when a run is triggered; what only Kafka or the ledger can judge fails the `plan` task.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Param
+
+from microingest.declarations import Pipeline
+from microingest.overlap import OVERLAP_POLICIES
+from microingest.run_request import BACKFILL_RANGES, FROM_TIME, UNTIL_TIME
+
+LIVE, BACKFILL = "Live run", "Backfill"
+_OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
+
+
+def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
+    return {
+        "max_records": Param(
+            None, type=["null", "integer"], minimum=1, section=LIVE, title="Records for this run",
+            description=f"Read at most this many records in this run (default: max_records_per_run, "
+                        f"{pipeline.max_records_per_run:,}). Batches stay at most {pipeline.max_records_per_batch:,} "
+                        "records, each its own transaction."),
+        "dry_run": Param(
+            False, type="boolean", section=LIVE, title="Dry run",
+            description="Plan and log what this run would read, for a live run or a backfill; write nothing and "
+                        "start no Spark job."),
+        BACKFILL_RANGES: Param(
+            None, type=["null", "object"], section=BACKFILL, title="Backfill offset ranges",
+            patternProperties={r"^[0-9]+$": _OFFSET_PAIR}, additionalProperties=False, minProperties=1,
+            description='Replay these offsets, per partition [from, until), e.g. {"0": [100, 5000], "2": [0, 800]}. '
+                        "They must lie below the live pipeline's position, which does not move."),
+        FROM_TIME: Param(
+            None, type=["null", "string"], format="date-time", section=BACKFILL, title="Backfill from (time)",
+            description="Replay the records timestamped from this time (inclusive), found with Kafka's "
+                        "offsets-for-times look-up. Needs the 'until' time too."),
+        UNTIL_TIME: Param(
+            None, type=["null", "string"], format="date-time", section=BACKFILL, title="Backfill until (time)",
+            description="...up to this time (exclusive). Whatever of the window lies at or above the live "
+                        "position is left to the live pipeline."),
+        "overlap": Param(
+            "refuse", type="string", enum=list(OVERLAP_POLICIES), section=BACKFILL, title="When records are already there",
+            values_display={"refuse": "refuse: fail, naming the overlapping offsets",
+                            "replace": "replace: delete those positions' rows and write the replayed ones",
+                            "skip_existing": "skip_existing: write only positions not yet there"},
+            description="What a backfill does about source positions already in the target. Aggregate targets "
+                        "add up, so they refuse already-counted positions whatever this says."),
+    }

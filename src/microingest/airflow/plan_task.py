@@ -1,0 +1,52 @@
+"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run or a backfill, hand the plan
+to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from microingest.declarations import Pipeline
+from microingest.history import RunInfo
+from microingest.planning import RequestError, RunPlan
+from microingest.run_request import parse_request
+
+log = logging.getLogger(__name__)
+
+
+def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
+    """The run plan as XCom, or None to skip `ingest`."""
+    from microingest.backfill_planning import plan_backfill
+    from microingest.live_planning import plan_live_run
+    from microingest.overlap import OverlapError
+
+    ti, dag_run = context["ti"], context["dag_run"]
+    run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
+    interval = (context.get("data_interval_start"), context.get("data_interval_end"))
+    try:
+        request = parse_request(context["params"], run_type, interval)
+        log.info("%s run %s: %s%s", run_type, ti.run_id, request.describe(), " (dry run)" if request.dry_run else "")
+        if request.is_backfill:
+            plan = plan_backfill(pipeline, request)
+        else:
+            plan = plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
+                                 record_pins=not request.dry_run)
+    except (RequestError, OverlapError) as exc:  # the same request would fail the same way: no retries
+        raise AirflowFailException(str(exc)) from None
+    log.info(summary(plan))
+    if request.dry_run:
+        log.info("dry run: nothing was written and ingest is skipped")
+        return None
+    if not plan.ranges:
+        log.info("nothing to %s: ingest is skipped and Spark does not start",
+                 "backfill" if plan.kind == "backfill" else "ingest (no new records)")
+        return None
+    return plan.to_dict()
+
+
+def summary(plan: RunPlan) -> str:
+    ranges = ", ".join(f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset})" for r in plan.ranges) or "none"
+    return (f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
+            f"{plan.batch_cap:,}; ranges: {ranges}")

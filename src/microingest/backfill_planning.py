@@ -1,0 +1,53 @@
+"""Plan backfill runs: requested offset ranges, or a time window turned into offsets by Kafka's offsets-for-times
+look-up, checked against what Kafka retains and kept below the live pipeline's position (see planning.backfill_ranges).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from microingest.connections import get_connection, kafka_python_config, postgres_params
+from microingest.declarations import Pipeline
+from microingest.kafka_access import offsets_at
+from microingest.live_planning import observe
+from microingest.overlap import check_overlap
+from microingest.planning import RunPlan, backfill_ranges
+from microingest.postgres import connection
+from microingest.run_request import RunRequest
+from microingest.sinks import sink_for
+
+log = logging.getLogger(__name__)
+
+
+def window_offsets(pipeline: Pipeline, window: tuple[datetime, datetime], latest: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """[from, until) per partition covering the records whose timestamps fall in [window start, window end)."""
+    kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
+    start, end = (offsets_at(kafka, pipeline.topic, int(t.timestamp() * 1000)) for t in window)
+    out = {}
+    for p, high in latest.items():
+        lo = high if start.get(p) is None else min(start[p], high)
+        hi = high if end.get(p) is None else min(end[p], high)
+        out[p] = (lo, max(lo, hi))
+    return out
+
+
+def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
+    """The backfill's run plan; fails (RequestError, OverlapError) before anything is written."""
+    ledger, earliest, latest = observe(pipeline)
+    if request.window is not None:
+        requested = window_offsets(pipeline, request.window, latest)
+        log.info("time window [%s, %s) is offsets %s", request.window[0].isoformat(), request.window[1].isoformat(),
+                 ", ".join(f"{pipeline.topic}[{p}] [{lo}, {hi})" for p, (lo, hi) in sorted(requested.items())))
+    else:
+        requested = request.offsets or {}
+    ranges, notes = backfill_ranges(pipeline.topic, requested, ledger, earliest, latest, request.field,
+                                    clip_to_live=request.window is not None)
+    for note in notes:
+        log.info(note)
+    plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap)
+    if ranges:
+        # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.
+        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn.cursor() as cur:
+            check_overlap(cur, sink_for(pipeline), ranges, request.overlap)
+    return plan

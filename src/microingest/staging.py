@@ -1,0 +1,159 @@
+"""Staging: where Spark executors put a batch's rows and dead letters, in parallel, before the commit.
+
+1. The driver opens a `BatchAttempt`: takes a session advisory lock on a fresh batch id, lists the id in
+   microingest.staging_batches, and removes the staged rows of earlier attempts whose lock is free (their driver died).
+2. Executors `stage_part` in parallel, each Spark partition in its own transaction, into the pipeline's staging table
+   (rows) and microingest_staging.dead_letters (bad records). A batch that is no longer listed is refused, so a
+   straggler of a dead attempt cannot leave rows behind; a re-run task's rows are ignored as already staged.
+3. The driver commits the batch (`commit.commit_batch`), which also removes its staging in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any, Sequence
+
+import psycopg2
+from psycopg2 import sql
+
+from microingest.declarations import Pipeline
+from microingest.ledger import LedgerError
+from microingest.postgres import connect, connection
+from microingest.sinks import sink_for
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_COLUMNS = ("batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
+                       "headers", "error_class", "error_message")
+STAGED_DEAD = sql.Identifier("microingest_staging", "dead_letters")
+
+
+def delete_staged(cur, staging: sql.Identifier, batch_id: str) -> None:
+    cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(staging), (batch_id,))
+    cur.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(STAGED_DEAD), (batch_id,))
+    cur.execute("DELETE FROM microingest.staging_batches WHERE batch_id = %s", (batch_id,))
+
+
+@dataclass(frozen=True)
+class StagedCounts:
+    """What the executors report having staged: rows for the target, and dead letters."""
+
+    rows: int
+    dead: int
+
+    @property
+    def records(self) -> int:
+        return self.rows + self.dead
+
+
+class BatchAttempt:
+    """Driver-side handle of one batch attempt; see the module docstring for the protocol."""
+
+    def __init__(self, params: dict[str, Any], pipeline: Pipeline):
+        self.params = params
+        self.pipeline = pipeline
+        self.sink = sink_for(pipeline)
+        self.batch_id = str(uuid.uuid4())
+        self.started_at = datetime.now(timezone.utc)
+        self.conn = None
+
+    def open(self) -> "BatchAttempt":
+        self.conn = connect(self.params)
+        self.conn.autocommit = True
+        with self.conn.cursor() as cur:
+            self.sink.check_target(cur)
+            cur.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self.batch_id,))
+            self._create_staging(cur)
+            cur.execute("INSERT INTO microingest.staging_batches (batch_id, pipeline, owner) VALUES (%s, %s, %s)",
+                        (self.batch_id, self.pipeline.name, f"{socket.gethostname()}:{os.getpid()}"))
+        removed = self.remove_abandoned()
+        if removed:
+            log.info("removed staging of %d abandoned attempt(s) of pipeline %s: %s", len(removed),
+                     self.pipeline.name, ", ".join(removed))
+        return self
+
+    def _create_staging(self, cur) -> None:
+        # Concurrent first runs would race on CREATE TABLE IF NOT EXISTS; serialise them per pipeline.
+        cur.execute("BEGIN")
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"microingest:ddl:{self.pipeline.name}",))
+        self.sink.ensure_staging(cur)
+        cur.execute("COMMIT")
+
+    def remove_abandoned(self) -> list[str]:
+        """Drop staged rows of attempts whose driver is gone (their session advisory lock is free)."""
+        removed = []
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT batch_id::text FROM microingest.staging_batches WHERE pipeline = %s AND batch_id <> %s",
+                        (self.pipeline.name, self.batch_id))
+            for (other,) in cur.fetchall():
+                cur.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (other,))
+                if not cur.fetchone()[0]:
+                    continue  # its driver is alive: a concurrent run, which the fence will sort out
+                try:
+                    cur.execute("BEGIN")
+                    cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR UPDATE", (other,))
+                    delete_staged(cur, self.sink.staging, other)
+                    cur.execute("COMMIT")
+                    removed.append(other)
+                finally:
+                    cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (other,))
+        return removed
+
+    def staged(self, cur) -> StagedCounts:
+        return StagedCounts(self._count(cur, self.sink.staging), self._count(cur, STAGED_DEAD))
+
+    def _count(self, cur, table: sql.Identifier) -> int:
+        cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (self.batch_id,))
+        return cur.fetchone()[0]
+
+    def sample_dead_letters(self, limit: int = 3) -> list[str]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql.SQL("SELECT topic, partition, \"offset\", error_class, error_message FROM {} "
+                                "WHERE batch_id = %s ORDER BY partition, \"offset\" LIMIT %s").format(STAGED_DEAD),
+                        (self.batch_id, limit))
+            return [f"{t}[{p}]@{o} {c}: {m}" for t, p, o, c, m in cur.fetchall()]
+
+    def discard(self) -> None:
+        """Best effort removal of this attempt's staging after a failure (a later attempt would do it anyway)."""
+        if self.conn is None or self.conn.closed:
+            return
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute("BEGIN")
+                delete_staged(cur, self.sink.staging, self.batch_id)
+                cur.execute("COMMIT")
+        except psycopg2.Error:
+            log.warning("could not remove staging of batch %s; the next attempt will", self.batch_id)
+
+    def close(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()  # ends the session, which releases the attempt's advisory lock
+
+
+def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: IO[str], dead: IO[str],
+               counts: StagedCounts) -> StagedCounts:
+    """Executor side: stage one Spark partition's rows and dead letters (COPY text buffers) in one transaction."""
+    sink = sink_for(pipeline)
+    with connection(params) as conn, conn, conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (batch_id,))
+        if cur.fetchone() is None:
+            raise LedgerError(f"batch {batch_id} is no longer registered (its attempt was abandoned); not staging")
+        if counts.rows:
+            _copy_idempotently(cur, sink.staging, sink.staging_columns, rows)
+        if counts.dead:
+            _copy_idempotently(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, dead)
+    return counts
+
+
+def _copy_idempotently(cur, table: sql.Identifier, columns: Sequence[str], buffer: IO[str]) -> None:
+    """COPY into a temporary twin, then insert what is not staged yet (a retried Spark task re-sends its rows)."""
+    tmp = sql.Identifier(f"microingest_copy_{table.strings[-1]}")
+    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+    cur.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DROP").format(tmp, table))
+    cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(tmp, cols).as_string(cur), buffer)
+    cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT DO NOTHING").format(table, cols, cols, tmp))
