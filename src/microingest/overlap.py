@@ -88,6 +88,11 @@ def check_overlap(cur, sink: Sink, ranges: Sequence[OffsetRange], policy: str) -
     """Raise OverlapError when the policy (or, for aggregates, the sink) forbids writing over these ranges."""
     if policy not in OVERLAP_POLICIES:
         raise OverlapError(f"overlap policy must be one of {', '.join(OVERLAP_POLICIES)}, got {policy!r}")
+    if sink.mode == "upsert_latest":
+        # A replayed record must never overwrite a newer one, also across partitions and after a tombstone deleted
+        # its key; the sink cannot tell that yet, so it takes no replays rather than resurrecting old values.
+        raise OverlapError(f"pipeline '{sink.pipeline.name}': backfills into upsert_latest targets are not "
+                           "supported yet; nothing was written")
     if sink.mode != "aggregate" and policy != "refuse":
         return
     spans = overlapping(cur, sink, ranges)

@@ -109,6 +109,10 @@ class Env:
             cur.execute(statement, args)
             return cur.fetchall()
 
+    def query_commit(self, statement, args=()) -> None:
+        with connection(self.pg) as conn, conn, conn.cursor() as cur:
+            cur.execute(statement, args)
+
     def target_rows(self) -> list[tuple[int, int, str]]:
         return sorted(self.query(sql.SQL("SELECT source_partition, source_offset, event_id FROM {}").format(self.table)))
 

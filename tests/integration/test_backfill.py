@@ -1,0 +1,146 @@
+"""Backfills by offset range and by time against the real broker, Postgres and Spark: they replay exactly what Kafka
+holds in the asked ranges, stay below the live position, and settle overlap with the target by policy."""
+
+from collections import Counter
+
+import pytest
+from kafka import KafkaProducer
+from psycopg2 import sql
+
+from microingest.backfill_planning import plan_backfill
+from microingest.history import RunInfo
+from microingest.kafka_access import json_bytes
+from microingest.live_planning import plan_live_run
+from microingest.overlap import OverlapError
+from microingest.planning import RequestError
+from microingest.run_request import parse_request
+
+BACKFILL = RunInfo(dag_id="microingest_test", run_id="manual__backfill")
+
+
+def request(**params):
+    return parse_request(params, "manual")
+
+
+def by_partition(produced):
+    out = {}
+    for p, o, e in produced:
+        out.setdefault(p, []).append((p, o, e))
+    return out
+
+
+def positions(env):
+    rows = env.target_rows()
+    assert not [k for k, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicates"
+    return rows
+
+
+def test_a_pipeline_started_at_latest_fills_its_history_and_every_record_lands_once(env):
+    env.redeclare(start_from="latest", max_records_per_batch=250)
+    history = env.produce(900)
+    assert plan_live_run(env.pipeline).ranges == ()  # pins every partition at its end: history is not read
+    live = env.produce(300, start=900)
+    env.ingest_all()
+    assert positions(env) == sorted(live)
+    pins = {p: min(o for q, o, _ in live if q == p) for p in {q for q, _, _ in live}}
+
+    offsets = {str(p): [0, pins[p]] for p in pins}
+    plan = plan_backfill(env.pipeline, request(backfill_ranges=offsets))
+    assert plan.total_records == 900 and plan.batches_needed == 4
+    result = env.spark_job(plan, run=BACKFILL)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert positions(env) == sorted(history + live)
+    assert env.ledger() == {p: max(o for q, o, _ in live if q == p) + 1 for p in pins}, "the live ledger never moved"
+    kinds = env.query("SELECT kind, count(*), sum(records_read) FROM microingest.batches WHERE pipeline = %s "
+                      "AND run_id = %s GROUP BY kind", (env.pipeline.name, BACKFILL.run_id))
+    assert kinds == [("backfill", 4, 900)]
+
+
+def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
+    produced = env.produce(600)
+    env.ingest_all()
+    parts = by_partition(produced)
+    p = max(parts, key=lambda k: len(parts[k]))
+    wanted = {str(p): [10, 60]}
+
+    with pytest.raises(OverlapError) as err:
+        plan_backfill(env.pipeline, request(backfill_ranges=wanted))
+    assert f"{env.pipeline.topic}[{p}] [10, 60) (50 records)" in str(err.value)
+
+    # Rows of a rebuilt window: 20 of the 50 positions are gone from the target.
+    env.query_commit(sql.SQL("DELETE FROM {} WHERE source_partition = %s AND source_offset >= 30 AND source_offset < 50"
+                             ).format(env.table), (p,))
+    skip = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="skip_existing"))
+    result = env.spark_job(skip, run=RunInfo("microingest_test", "manual__skip"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert positions(env) == sorted(produced)
+    [(read, written)] = env.query("SELECT records_read, rows_written FROM microingest.batches WHERE run_id = %s",
+                                  ("manual__skip",))
+    assert (read, written) == (50, 20)
+
+    replace = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="replace"))
+    result = env.spark_job(replace, run=RunInfo("microingest_test", "manual__replace"))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert positions(env) == sorted(produced)
+    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE run_id = %s", ("manual__replace",))
+    rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s ORDER BY 1").format(env.table),
+                          (batch_id,))
+    assert [o for (o,) in rewritten] == list(range(10, 60))
+
+
+def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_planned_past_it(env):
+    produced = env.produce(300)
+    env.ingest_all()
+    env.produce(60, start=300)  # newer than the live position: the live pipeline's
+    ledger = env.ledger()
+    p = next(iter(ledger))
+    with pytest.raises(RequestError) as err:
+        plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, ledger[p] + 1]}))
+    assert err.value.field == f"backfill_ranges['{p}']" and "above the live position" in str(err.value)
+
+    # A plan made when the range was below a live position that is gone by commit time (ledger rolled back by
+    # hand here) is fenced inside the commit transaction.
+    plan = plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, ledger[p]]}, overlap="replace"))
+    env.query_commit("UPDATE microingest.ledger SET next_offset = 1 WHERE pipeline = %s AND partition = %s",
+                     (env.pipeline.name, p))
+    result = env.spark_job(plan, run=BACKFILL)
+    assert result.returncode == 3 and "reaches offsets the live pipeline owns" in result.stdout
+    assert positions(env) == sorted(produced)
+
+
+def test_an_aggregate_target_refuses_counted_positions_whatever_the_policy(env):
+    env.redeclare(sink_mode="aggregate", aggregate={"group_by": ["user_id"], "measures": {"events": "count"}},
+                  schema={"event_id": {"type": "string", "required": True},
+                          "user_id": {"type": "string", "required": True}, "amount": "double"})
+    env.replace_target("user_id text PRIMARY KEY, events bigint NOT NULL")
+    env.produce(200)
+    env.ingest_all()
+    p = next(iter(env.ledger()))
+    for policy in ("refuse", "replace", "skip_existing"):
+        with pytest.raises(OverlapError, match="already counted and would be counted twice"):
+            plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, 5]}, overlap=policy))
+
+
+def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, kafka):
+    base = 1_780_000_000_000
+    producer = KafkaProducer(**kafka, acks="all")
+    sent = []
+    for i in range(240):  # one record per second of "event time", round robin over the partitions
+        future = producer.send(env.pipeline.topic, key=f"k{i}".encode(), partition=i % 3, timestamp_ms=base + i * 1000,
+                               value=json_bytes({"event_id": f"ev-{i}"}))
+        sent.append((future, i))
+    producer.flush()
+    produced = [(f.get(10).partition, f.get(10).offset, f"ev-{i}", i) for f, i in sent]
+    producer.close()
+    env.redeclare(start_from="latest")
+    plan_live_run(env.pipeline)  # pins every partition at its end: everything is history
+
+    window = request(backfill_from_time="2026-05-28T20:28:20+00:00", backfill_until_time="2026-05-28T20:29:20+00:00")
+    start_ms = int(window.window[0].timestamp() * 1000)
+    plan = plan_backfill(env.pipeline, window)
+    result = env.spark_job(plan, run=BACKFILL)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    inside = sorted((p, o, e) for p, o, e, i in produced if start_ms <= base + i * 1000 < start_ms + 60_000)
+    assert len(inside) == 60 and positions(env) == inside

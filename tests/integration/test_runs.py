@@ -1,0 +1,98 @@
+"""Runs that drain a backlog: one Spark application commits a run's plan in capped batches, each its own
+transaction; a killed or retried run goes on where it stopped, losing and duplicating nothing."""
+
+from collections import Counter
+
+from microingest.history import RunInfo
+from microingest.live_planning import plan_live_run
+
+RUN = RunInfo(dag_id="microingest_test", run_id="manual__drain")
+
+
+def history(env):
+    return env.query("SELECT run_batch, records_read, rows_written, spark_app_id, run_id FROM microingest.batches "
+                     "WHERE pipeline = %s AND kind = 'ingest' ORDER BY run_batch", (env.pipeline.name,))
+
+
+def assert_exactly_once(env, produced):
+    rows = env.target_rows()
+    assert not [k for k, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicates"
+    assert rows == sorted(produced), "every produced record, none lost"
+
+
+def test_one_run_drains_a_backlog_in_capped_batches_inside_one_spark_application(env):
+    env.redeclare(max_records_per_batch=700)
+    produced = env.produce(3000)
+    plan = plan_live_run(env.pipeline)
+    assert plan.total_records == 3000 and plan.batches_needed == 5
+
+    result = env.spark_job(plan, run=RUN)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert_exactly_once(env, produced)
+    batches = history(env)
+    assert [b[0] for b in batches] == [1, 2, 3, 4, 5]
+    assert [b[1] for b in batches] == [700, 700, 700, 700, 200]
+    assert len({b[3] for b in batches}) == 1, "all batches in one Spark application"
+    assert "batch 5 of 5 committed" in result.stdout and "rows/s" in result.stdout
+    assert env.ledger() == {r.partition: r.until_offset for r in plan.ranges}
+
+
+def test_the_run_cap_bounds_a_run_and_the_next_run_goes_on(env):
+    env.redeclare(max_records_per_batch=400, max_records_per_run=1000)
+    produced = env.produce(1800)
+    first = plan_live_run(env.pipeline)
+    assert first.total_records == 1000
+    assert env.spark_job(first, run=RUN).returncode == 0
+    second = plan_live_run(env.pipeline)
+    assert second.total_records == 800
+    assert env.spark_job(second, run=RunInfo("microingest_test", "manual__second")).returncode == 0
+    assert_exactly_once(env, produced)
+    assert plan_live_run(env.pipeline).ranges == ()
+
+
+def test_a_kill_between_batches_loses_and_duplicates_nothing_and_the_retry_goes_on_where_it_stopped(env, tmp_path):
+    env.redeclare(max_records_per_batch=500)
+    produced = env.produce(2000)
+    plan = plan_live_run(env.pipeline)
+    once = tmp_path / "killed"
+
+    killed = env.spark_job(plan, run=RUN, fault="after_commit", env_extra={"MICROINGEST_FAULT_ONCE": str(once)})
+
+    assert killed.returncode != 0 and once.exists(), "the driver was killed -9 right after batch 1 committed"
+    assert [b[0] for b in history(env)] == [1]
+    retry = env.spark_job(plan, run=RUN)  # the same run (a task retry): same plan, same run id
+
+    assert retry.returncode == 0, retry.stdout[-3000:]
+    assert "committed 1 batch(es) in earlier tries (500 records)" in retry.stdout
+    assert_exactly_once(env, produced)
+    assert [b[0] for b in history(env)] == [1, 2, 3, 4]
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_a_retry_of_a_run_that_committed_everything_succeeds_with_nothing_left(env):
+    produced = env.produce(600)
+    plan = plan_live_run(env.pipeline)
+    assert env.spark_job(plan, run=RUN).returncode == 0
+
+    again = env.spark_job(plan, run=RUN)  # e.g. the acknowledgement of the last commit was lost
+
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert '"batches": 1' in again.stdout and '"records_read": 600' in again.stdout
+    assert "fenced" not in again.stdout
+    assert_exactly_once(env, produced)
+    assert len(history(env)) == 1
+
+
+def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_next(env):
+    env.redeclare(max_records_per_batch=300, max_run_seconds=1)
+    produced = env.produce(1200)
+    plan = plan_live_run(env.pipeline)
+
+    result = env.spark_job(plan, run=RUN)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "time budget of 1s spent after 1 batch(es); 900 records left for the next run" in result.stdout
+    assert len(history(env)) == 1
+    env.ingest_all()
+    assert_exactly_once(env, produced)
