@@ -1,5 +1,6 @@
 """Pipelines through Airflow: DAG import, and the ingest DAG end to end with `airflow dags test`."""
 
+import json
 import os
 import re
 import subprocess
@@ -10,9 +11,11 @@ from sqlalchemy import create_engine, text
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_dag(env) -> subprocess.CompletedProcess:
-    return subprocess.run(["airflow", "dags", "test", env.pipeline.dag_id], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
+def run_dag(env, conf: dict | None = None, **extra_env) -> subprocess.CompletedProcess:
+    conf_args = ["--conf", json.dumps(conf)] if conf else []
+    return subprocess.run(["airflow", "dags", "test", env.pipeline.dag_id, *conf_args], capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir), **extra_env})
 
 
 def airflow_db():
@@ -100,6 +103,8 @@ def test_dags_import_cleanly_with_task_sdk_imports_only():
     for dag_id in expected:
         dag = bag.dags[dag_id]
         assert {t.task_id for t in dag.tasks} == {"plan", "ingest"}
+        assert {"max_records", "dry_run", "backfill_ranges", "backfill_from_time", "backfill_until_time",
+                "overlap"} <= set(dag.params)
         assert dag.get_task("plan").downstream_task_ids == {"ingest"}
         assert dag.max_active_runs == 1
 
@@ -109,14 +114,20 @@ def test_dags_import_cleanly_with_task_sdk_imports_only():
             assert module.startswith(("airflow.sdk", "airflow.providers")), f"{path}: imports {module}"
 
 
-def test_malformed_declaration_is_an_import_error_naming_the_field(tmp_path):
+def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_the_others_stay(tmp_path):
     (tmp_path / "broken.yaml").write_text("name: broken\ntopic: t\ntarget_table: t\nschema: {a: string}\n"
                                           "max_records_per_batch: -5\n")
+    (tmp_path / "fine.yaml").write_text("name: fine\ntopic: t\ntarget_table: t\nschema: {a: string}\n")
     result = subprocess.run(
-        ["python", "-c", "from airflow.dag_processing.dagbag import DagBag; "
-                         f"print(list(DagBag(dag_folder='{REPO / 'dags'}').import_errors.values()))"],
+        ["python", "-c", "import json; from airflow.dag_processing.dagbag import DagBag; "
+                         f"bag = DagBag(dag_folder='{REPO / 'dags'}'); "
+                         "print(json.dumps([sorted(bag.dags), bag.import_errors]))"],
         capture_output=True, text=True, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(tmp_path)}, timeout=120)
-    assert "field 'max_records_per_batch': must be a positive integer, got -5" in result.stdout, result.stderr[-2000:]
+    dags, errors = json.loads(result.stdout.splitlines()[-1])
+    assert dags == ["microingest_fine"], result.stderr[-2000:]
+    [(path, error)] = errors.items()
+    assert path.endswith("microingest_declaration_errors.py")
+    assert "broken.yaml: field 'max_records_per_batch': must be a positive integer, got -5" in error
 
 
 def test_a_killed_ingest_is_retried_by_airflow_and_the_retry_lands_each_record_once(env, tmp_path):
@@ -158,3 +169,49 @@ def test_three_runs_started_at_once_commit_each_range_once_and_losers_fail_clear
     for output in failed_output:
         assert "FencedError: fenced" in output and "nothing from this batch was written" in output
     assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_a_dry_run_plans_and_writes_nothing(env):
+    env.produce(400)
+    result = run_dag(env, {"dry_run": True})
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "plan (ingest): 400 records" in result.stdout and "dry run: nothing was written" in result.stdout
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped"}
+    assert env.batches() == [] and env.ledger() == {}
+
+
+def test_a_bad_backfill_request_fails_plan_naming_field_and_partition_and_writes_nothing(env):
+    env.produce(100)
+    result = run_dag(env, {"backfill_ranges": {"9": [0, 10]}})
+    assert result.returncode != 0
+    assert "param backfill_ranges['9']: partition 9 does not exist" in result.stdout + result.stderr
+    assert task_states(env.pipeline.dag_id)[-1]["plan"] == "failed"
+    assert env.batches() == [] and env.ledger() == {}
+
+
+def test_an_airflow_retry_goes_on_after_a_kill_between_batches(env, tmp_path):
+    env.redeclare(retries=1, retry_delay_seconds=0, max_records_per_batch=300)
+    produced = env.produce(500)
+    once = tmp_path / "fault-fired"
+    result = run_dag(env, MICROINGEST_FAULT="after_commit", MICROINGEST_FAULT_ONCE=str(once))
+    assert once.exists()
+    assert result.returncode == 0, result.stdout[-4000:]
+    # Batch 1 committed, then the kill; try 2 commits batch 2 in a new job.
+    assert env.target_rows() == sorted(produced)
+    assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s ORDER BY run_batch",
+                     (env.pipeline.name,)) == [(1, 1), (2, 2)]
+
+
+def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_without_spark(env, tmp_path):
+    """The job dies right after its last commit (as if spark.stop() failed or the acknowledgement was lost)."""
+    env.redeclare(retries=1, retry_delay_seconds=0)
+    produced = env.produce(400)
+    once = tmp_path / "fault-fired"
+    result = run_dag(env, MICROINGEST_FAULT="after_commit", MICROINGEST_FAULT_ONCE=str(once))
+    assert once.exists()
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "committed its whole plan (1 batch(es), 400 records)" in result.stdout
+    assert env.target_rows() == sorted(produced)
+    assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [(1, 1)]
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success"}
