@@ -72,7 +72,7 @@ demo: install
 
 test: install
 	$(PLATFORM) up --no-airflow-services
-	$(WITH_ENV) $(BIN)/pytest -q --durations=25 tests
+	$(WITH_ENV) $(BIN)/pytest -q tests
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services
