@@ -50,6 +50,13 @@ $(STAMP_SPARK): build/maven/spark-kafka/pom.xml
 	  -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
+.PHONY: browser
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing Debian's chromium and chromium-driver (the UI tests drive them)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
 .PHONY: postgres-binaries
 postgres-binaries:
 	@if [ -z "$$AIRFLOW_CONN_MICROINGEST_POSTGRES" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -70,8 +77,12 @@ demo: install
 	$(PLATFORM) up
 	$(WITH_ENV) $(BIN)/python -m microingest.demo
 
-test: install
-	$(PLATFORM) up --no-airflow-services
+# The suite declares its Airflow-served pipelines in a folder of its own; `make up` serves pipelines/ again.
+TEST_PIPELINES := $(STATE)/test-pipelines
+
+test: install browser
+	rm -f $(TEST_PIPELINES)/*.yaml
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
 	$(WITH_ENV) $(BIN)/pytest -q tests
 
 chaos: install

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import os
 import secrets
@@ -331,9 +332,21 @@ def airflow_api_healthy() -> bool:
 
 
 def start_airflow(env: dict[str, str]) -> None:
+    """Start Airflow's services with the platform's settings; restart running ones whose settings changed (the test
+    suite serves its own pipelines folder, `make up` the repository's)."""
     logs = STATE / "airflow" / "logs"
+    marker = STATE / "run" / "airflow-settings.sha256"
+    fingerprint = hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
+    running = [s for s in AIRFLOW_SERVICES if running_pid(f"airflow-{s}")]
+    if running and (not marker.exists() or marker.read_text() != fingerprint):
+        say(f"Airflow's settings changed (pipelines folder {env['MICROINGEST_PIPELINES_DIR']}); restarting it")
+        for service in reversed(AIRFLOW_SERVICES):
+            stop(f"airflow-{service}")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(fingerprint)
     for service in AIRFLOW_SERVICES:
-        spawn(f"airflow-{service}", [str(VENV_BIN / "airflow"), service], logs / f"{service}.log", env)
+        spawn(f"airflow-{service}", [str(VENV_BIN / "airflow"), service], logs / f"{service}.log",
+              {**os.environ, **env})
     wait_for("Airflow API server", airflow_api_healthy, 240, logs / "api-server.log")
 
 
@@ -352,7 +365,7 @@ def write_env(env: dict[str, str]) -> None:
     ENV_FILE.chmod(0o600)
 
 
-def up(with_airflow_services: bool) -> None:
+def up(with_airflow_services: bool, pipelines_dir: Path) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     pg_conn = configured(PG_CONN)
     if pg_conn and pg_reachable(postgres_params(pg_conn)):
@@ -379,6 +392,7 @@ def up(with_airflow_services: bool) -> None:
     env = {
         "MICROINGEST_HOME": str(REPO),
         "MICROINGEST_STATE": str(STATE),
+        "MICROINGEST_PIPELINES_DIR": str(pipelines_dir),
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
         env_name(PG_CONN): to_env_value(pg_conn),
         env_name(KAFKA_CONN): to_env_value(kafka_conn),
@@ -397,7 +411,8 @@ def up(with_airflow_services: bool) -> None:
     subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
                    stdout=subprocess.DEVNULL)
     if with_airflow_services:
-        start_airflow({**os.environ, **env})
+        pipelines_dir.mkdir(parents=True, exist_ok=True)
+        start_airflow(env)
     status()
 
 
@@ -459,7 +474,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     up_cmd = sub.add_parser("up", help="start what is not running, apply migrations, write platform.env")
     up_cmd.add_argument("--no-airflow-services", action="store_true",
-                        help="prepare Airflow's database but start no Airflow process (the test suite's mode)")
+                        help="prepare Airflow's database but start no Airflow process")
+    up_cmd.add_argument("--pipelines-dir", type=Path,
+                        default=Path(os.environ.get("MICROINGEST_PIPELINES_DIR", REPO / "pipelines")),
+                        help="the declarations Airflow serves (default: $MICROINGEST_PIPELINES_DIR or pipelines/)")
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where")
     for action in ("stop", "start", "restart"):
@@ -467,7 +485,7 @@ def main() -> None:
         cmd.add_argument("service", choices=("kafka", "postgres"))
     args = parser.parse_args()
     if args.command == "up":
-        up(not args.no_airflow_services)
+        up(not args.no_airflow_services, args.pipelines_dir.resolve())
     elif args.command == "down":
         down()
     elif args.command in ("stop", "start", "restart"):

@@ -3,6 +3,7 @@
   microingest validate            check every declaration in the pipelines folder
   microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
   microingest lag PIPELINE        ledger position, latest offset and lag per partition
+  microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest migrate             apply sql/ migrations to the pipelines' Postgres
 """
 
@@ -12,16 +13,23 @@ import argparse
 import json
 import logging
 import sys
+from datetime import datetime, timezone
 
+from microingest.airflow.rest_client import AirflowApiError
 from microingest.connections import ConnectionConfigError, get_connection, postgres_params
 from microingest.declarations import DeclarationError, get_pipeline, load_pipelines
 from microingest.kafka_access import KafkaAccessError
 from microingest.ledger import LedgerError
+from microingest.overlap import OVERLAP_POLICIES
 from microingest.planning import PlanningError
 from microingest.postgres import PostgresUnavailableError
 
 EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError,
-                   PostgresUnavailableError)
+                   PostgresUnavailableError, AirflowApiError)
+
+
+class UsageError(ValueError):
+    """Arguments that do not make a request; reported like argparse's own errors (exit 2)."""
 
 
 def cmd_validate(args) -> None:
@@ -47,6 +55,49 @@ def cmd_lag(args) -> None:
     print(f"total lag {sum(l.lag for l in lags)}")
 
 
+def backfill_conf(args) -> dict:
+    """The DAG run's Params for `microingest backfill`; Airflow and the plan task judge the values."""
+    by_offsets = args.partition or args.from_offset or args.until_offset
+    by_time = args.from_time or args.until_time
+    if bool(by_offsets) == bool(by_time):
+        raise UsageError("give --partition/--from/--until (offsets) or --from-time/--until-time, one of the two")
+    conf = {"overlap": args.overlap, "dry_run": args.dry_run}
+    if by_time:
+        if not (args.from_time and args.until_time):
+            raise UsageError("a time window needs both --from-time and --until-time")
+        return {**conf, "backfill_from_time": _utc_iso(args.from_time, "--from-time"),
+                "backfill_until_time": _utc_iso(args.until_time, "--until-time")}
+    counts = {len(args.partition or []), len(args.from_offset or []), len(args.until_offset or [])}
+    if len(counts) != 1:
+        raise UsageError("give one --from and one --until for each --partition")
+    ranges: dict[str, list[int]] = {}
+    for p, lo, hi in zip(args.partition, args.from_offset, args.until_offset):
+        if str(p) in ranges:
+            raise UsageError(f"partition {p} given twice")
+        ranges[str(p)] = [lo, hi]
+    return {**conf, "backfill_ranges": ranges}
+
+
+def _utc_iso(value: str, option: str) -> str:
+    """ISO 8601 with an explicit offset, as the Params require; a time without one is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{option}: not an ISO 8601 time: {value!r} (e.g. 2026-11-23T08:00:00Z)") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat()
+
+
+def cmd_backfill(args) -> int:
+    from microingest.airflow.remote_run import run_and_report
+    from microingest.airflow.rest_client import AirflowClient
+
+    pipeline = get_pipeline(args.pipeline)
+    conf = backfill_conf(args)
+    run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
+                         note="microingest backfill", timeout=args.timeout)
+    return 0 if run.state == "success" else 1
+
+
 def cmd_migrate(args) -> None:
     from microingest.migrations import migrate
 
@@ -56,7 +107,7 @@ def cmd_migrate(args) -> None:
         print(f"{conn_id}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microingest", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("validate").set_defaults(func=cmd_validate)
@@ -65,15 +116,39 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("pipeline")
         cmd.set_defaults(func=func)
     sub.add_parser("migrate").set_defaults(func=cmd_migrate)
+    backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
+                              description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "
+                              "wait for its outcome. Credentials: MICROINGEST_AIRFLOW_USERNAME/PASSWORD, or the "
+                              "local platform's login; API address: AIRFLOW__API__BASE_URL.")
+    backfill.add_argument("pipeline")
+    backfill.add_argument("--partition", type=int, action="append", help="partition to replay (repeatable)")
+    backfill.add_argument("--from", dest="from_offset", type=int, action="append", metavar="OFFSET",
+                          help="first offset to replay, one per --partition")
+    backfill.add_argument("--until", dest="until_offset", type=int, action="append", metavar="OFFSET",
+                          help="offset to stop before, one per --partition")
+    backfill.add_argument("--from-time", help="replay records timestamped from this ISO 8601 time (inclusive; "
+                          "UTC unless it has an offset)")
+    backfill.add_argument("--until-time", help="... up to this ISO 8601 time (exclusive)")
+    backfill.add_argument("--overlap", choices=OVERLAP_POLICIES, default="refuse",
+                          help="what to do about positions already in the target (default: refuse)")
+    backfill.add_argument("--dry-run", action="store_true", help="plan and print, write nothing")
+    backfill.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
+    backfill.set_defaults(func=cmd_backfill)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # its retry chatter; failures surface as our errors
     try:
-        args.func(args)
+        return args.func(args) or 0
+    except UsageError as exc:
+        parser.error(str(exc))
     except EXPECTED_ERRORS as exc:
         print(f"microingest: error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

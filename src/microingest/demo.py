@@ -6,21 +6,17 @@ Postgres. Each run produces a fresh set of events, so a second run shows that on
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
 import time
-import urllib.error
-import urllib.request
-from urllib.parse import urlencode
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from psycopg2 import sql
 
 from microingest import settings
+from microingest.airflow.rest_client import AirflowClient, DagRun, base_url, credentials
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import get_pipeline
 from microingest.identifiers import split_table_name
@@ -31,7 +27,6 @@ from microingest.postgres import connection
 PIPELINE = "demo_events"
 PARTITIONS = 3
 EVENTS = int(os.environ.get("MICROINGEST_DEMO_EVENTS", "10000"))
-API = os.environ.get("AIRFLOW__API__BASE_URL", "http://127.0.0.1:8080")
 EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
 
 
@@ -49,75 +44,25 @@ def sample_events(n: int, seed: int) -> list[tuple[bytes, bytes]]:
     return out
 
 
-class Airflow:
-    """Minimal client of Airflow's public REST API v2, logged in as the simple auth manager's user."""
-
-    def __init__(self, base: str, user: str, password: str):
-        self.base = base.rstrip("/")
-        self.token = self._request("POST", "/auth/token", {"username": user, "password": password},
-                                   auth=False)["access_token"]
-
-    def _request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> dict:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        if auth:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read() or b"{}")
-
-    def get(self, path: str) -> dict:
-        return self._request("GET", path)
-
-    def patch(self, path: str, body: dict) -> dict:
-        return self._request("PATCH", path, body)
-
-    def post(self, path: str, body: dict) -> dict:
-        return self._request("POST", path, body)
-
-
-def airflow_login() -> tuple[str, str]:
-    path = Path(os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
-                               settings.state_dir() / "airflow" / "simple_auth_manager_passwords.json"))
-    return next(iter(json.loads(path.read_text()).items()))
-
-
-def wait_for_dag(api: Airflow, dag_id: str, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while True:
-        try:
-            api.get(f"/api/v2/dags/{dag_id}")
-            return
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404 or time.time() > deadline:
-                raise
-        print(f"  waiting for the dag-processor to register {dag_id} ...", flush=True)
-        time.sleep(5)
-
-
-def run_dag(api: Airflow, dag_id: str, timeout: float = 900) -> list[dict]:
+def run_dag(api: AirflowClient, dag_id: str, timeout: float = 900) -> list[DagRun]:
     """Unpause, trigger one run and wait for it and for any scheduled run the unpausing started.
 
     Returns every run that started during the demo, oldest first, with its task states."""
     since = datetime.now(timezone.utc).isoformat()
     api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
-    run_id = api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "note": "make demo"})["dag_run_id"]
+    run_id = api.trigger(dag_id, note="make demo")
     print(f"triggered {dag_id} run {run_id}", flush=True)
     deadline, seen = time.time() + timeout, None
     while time.time() < deadline:
-        runs = api.get(f"/api/v2/dags/{dag_id}/dagRuns?" + urlencode({"order_by": "start_date",
-                                                                        "start_date_gte": since}))["dag_runs"]
-        runs += [r for r in api.get(f"/api/v2/dags/{dag_id}/dagRuns?state=running&state=queued")["dag_runs"]
-                 if r["dag_run_id"] not in {x["dag_run_id"] for x in runs}]
-        for r in runs:
-            tis = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{r['dag_run_id']}/taskInstances")["task_instances"]
-            r["tasks"] = {t["task_id"]: t["state"] or "none" for t in tis}
-        line = "; ".join(f"{r['dag_run_id']} {r['state']}: "
-                         + ", ".join(f"{k}={v}" for k, v in sorted(r["tasks"].items())) for r in runs)
+        listed = api.get(f"/api/v2/dags/{dag_id}/dagRuns", order_by="start_date", start_date_gte=since)["dag_runs"]
+        listed += api.get(f"/api/v2/dags/{dag_id}/dagRuns", state=["running", "queued"])["dag_runs"]
+        ids = list(dict.fromkeys([r["dag_run_id"] for r in listed] + [run_id]))
+        runs = [api.dag_run(dag_id, i) for i in ids]
+        line = "; ".join(r.describe() for r in runs)
         if line != seen:
             print(f"  {line}", flush=True)
             seen = line
-        if runs and all(r["state"] in ("success", "failed") for r in runs):
+        if all(r.finished for r in runs):
             return runs
         time.sleep(3)
     raise TimeoutError(f"{dag_id} runs did not finish within {timeout:.0f}s")
@@ -129,9 +74,6 @@ def report(pipeline) -> None:
         cur.execute(sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
             sql.Identifier(*split_table_name(pipeline.target_table))))
         rows, distinct = cur.fetchone()
-        cur.execute("SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s ORDER BY partition",
-                    (pipeline.name,))
-        ledger = cur.fetchall()
         cur.execute("SELECT count(*), coalesce(sum(rows_written), 0), max(committed_at) FROM microingest.batches "
                     "WHERE pipeline = %s AND kind = 'ingest'", (pipeline.name,))
         batches, written, last = cur.fetchone()
@@ -148,8 +90,9 @@ def report(pipeline) -> None:
     for lag in lags:
         print(f"  {lag.topic}[{lag.partition}]: next {lag.next_offset}, latest {lag.latest}, lag {lag.lag}")
     print(f"total lag: {sum(l.lag for l in lags)}")
-    user, password = airflow_login()
-    print(f"\nAirflow UI: {API}/dags/{pipeline.dag_id}  (login: {user} / {password})")
+    user, _ = credentials()
+    print(f"\nAirflow UI: {base_url()}/dags/{pipeline.dag_id}  (login: {user}; password in "
+          f"{settings.state_dir() / 'airflow' / 'simple_auth_manager_passwords.json'})")
 
 
 def main() -> int:
@@ -162,17 +105,17 @@ def main() -> int:
     _, latest = partition_bounds(kafka, pipeline.topic)
     print(f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
           f"offsets across {len(latest)} partitions")
-    api = Airflow(API, *airflow_login())
-    wait_for_dag(api, pipeline.dag_id)
+    api = AirflowClient()
+    api.wait_for_dag(pipeline.dag_id, say=lambda m: print(f"  {m}", flush=True))
     started = time.time()
     runs = run_dag(api, pipeline.dag_id)
     print(f"DAG runs finished in {time.time() - started:.1f}s:")
     for r in runs:
-        ingest = r["tasks"].get("ingest")
-        note = {"skipped": "nothing new, Spark not started", "success": "batch committed"}.get(ingest, ingest)
-        print(f"  {r['dag_run_id']} ({r['run_type']}): {r['state']}, ingest {ingest} ({note})")
+        ingest = r.tasks.get("ingest")
+        note = {"skipped": "nothing new, Spark not started", "success": "committed"}.get(ingest, ingest)
+        print(f"  {r.run_id} ({r.run_type}): {r.state}, ingest {ingest} ({note})")
     report(pipeline)
-    return 0 if all(r["state"] == "success" for r in runs) else 1
+    return 0 if all(r.state == "success" for r in runs) else 1
 
 
 if __name__ == "__main__":

@@ -92,9 +92,10 @@ def create_topic(config: dict[str, Any], topic: str, partitions: int, replicatio
         admin.close()
 
 
-def produce(config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None) -> list[tuple[int, int]]:
+def produce(config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None,
+            timestamp_of=None) -> list[tuple[int, int]]:
     """Send (key, value) or (key, value, headers) records, wait for every acknowledgement; returns each record's
-    (partition, offset)."""
+    (partition, offset). `partition_of(i, key)` and `timestamp_of(i)` (epoch ms) override the producer's choice."""
     try:
         producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True,
                                  bootstrap_timeout_ms=15000)
@@ -102,7 +103,8 @@ def produce(config: dict[str, Any], topic: str, records: Iterable[tuple], partit
         raise _unreachable(config, exc) from exc
     try:
         futures = [producer.send(topic, key=r[0], value=r[1], headers=r[2] if len(r) > 2 else None,
-                                 partition=partition_of(i, r[0]) if partition_of else None)
+                                 partition=partition_of(i, r[0]) if partition_of else None,
+                                 timestamp_ms=timestamp_of(i) if timestamp_of else None)
                    for i, r in enumerate(records)]
         producer.flush()
         metadata = [f.get(timeout=30) for f in futures]

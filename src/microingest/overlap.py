@@ -7,7 +7,8 @@ Policies (the `overlap` param of a run):
 - skip_existing: only positions not yet in the target (nor among the dead letters) are written.
 
 "In the target" means: a target row carries the position (append, upsert_latest) or the position is a dead letter
-of this pipeline. Aggregate targets keep no positions and add up, so for them the batch history decides: a position
+of this pipeline. An upsert_latest target holds only each key's newest record, and its sink never lets an older one
+overwrite it or bring back a deleted key, so replays there are safe whatever the policy decides about positions. Aggregate targets keep no positions and add up, so for them the batch history decides: a position
 some committed batch already counted is refused whatever the policy, as counting it again would double it.
 """
 
@@ -88,11 +89,6 @@ def check_overlap(cur, sink: Sink, ranges: Sequence[OffsetRange], policy: str) -
     """Raise OverlapError when the policy (or, for aggregates, the sink) forbids writing over these ranges."""
     if policy not in OVERLAP_POLICIES:
         raise OverlapError(f"overlap policy must be one of {', '.join(OVERLAP_POLICIES)}, got {policy!r}")
-    if sink.mode == "upsert_latest":
-        # A replayed record must never overwrite a newer one, also across partitions and after a tombstone deleted
-        # its key; the sink cannot tell that yet, so it takes no replays rather than resurrecting old values.
-        raise OverlapError(f"pipeline '{sink.pipeline.name}': backfills into upsert_latest targets are not "
-                           "supported yet; nothing was written")
     if sink.mode != "aggregate" and policy != "refuse":
         return
     spans = overlapping(cur, sink, ranges)

@@ -4,9 +4,9 @@ All sinks stage the same shape into a per-pipeline table in schema microingest_s
 record key, a tombstone flag and the declared value columns. They differ in the statement that publishes a batch:
 
 - append:         one target row per record; the target's key on the source position rejects any duplicate.
-- upsert_latest:  one target row per record key holding the latest value; within a batch the record with the highest
-                  offset wins; a tombstone deletes the key's row. A row written from a later offset of the same
-                  partition is never overwritten by an earlier one.
+- upsert_latest:  one target row per record key holding its newest record (offset order within a partition, Kafka
+                  timestamp across partitions); a tombstone deletes the key's row and is remembered, so an older
+                  record (a replay, a late batch) neither overwrites a newer row nor brings a deleted key back.
 - aggregate:      counts and sums per group (and time bucket) added onto the target's existing rows — not idempotent,
                   so any record published twice shows up as a wrong total.
 """
@@ -92,28 +92,68 @@ class AppendSink(Sink):
         return cur.rowcount
 
 
+def _newer(a: str, b: str) -> sql.Composable:
+    """SQL: is the record version (source position, Kafka timestamp) of alias `a` newer than that of `b`?
+
+    Within a partition the offset decides: Kafka's own order. Across partitions (a key whose producer or partition
+    count changed) the Kafka timestamp decides, ties broken by partition then offset, so every writer, replay or
+    not, ends on the same row."""
+    return sql.SQL(
+        "(CASE WHEN {a}.source_partition = {b}.source_partition THEN {a}.source_offset > {b}.source_offset "
+        "ELSE (coalesce({a}.kafka_timestamp, '-infinity'), {a}.source_partition, {a}.source_offset) > "
+        "(coalesce({b}.kafka_timestamp, '-infinity'), {b}.source_partition, {b}.source_offset) END)"
+    ).format(a=sql.Identifier(a), b=sql.Identifier(b))
+
+
 class UpsertLatestSink(Sink):
     mode = "upsert_latest"
+    TOMBSTONES = sql.Identifier("microingest", "upsert_tombstones")
+    _VERSION = ("record_key", "source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id")
 
     def target_columns(self) -> tuple[str, ...]:
         return ("record_key",) + SOURCE_COLUMNS + self.pipeline.value_columns
 
+    def _latest(self) -> sql.Composable:
+        """Each key's newest staged record of the batch (by `_newer`: the last offset of each partition first)."""
+        return sql.SQL(
+            "SELECT DISTINCT ON (record_key) * FROM (SELECT DISTINCT ON (record_key, source_partition) * FROM {} "
+            "WHERE batch_id = %s ORDER BY record_key, source_partition, source_offset DESC) p ORDER BY record_key, "
+            "coalesce(kafka_timestamp, '-infinity') DESC, source_partition DESC, source_offset DESC"
+        ).format(self.staging)
+
     def publish(self, cur, batch_id: str) -> int:
-        cols = self.target_columns()
-        newer = sql.SQL("(t.source_partition <> l.source_partition OR t.source_offset < l.source_offset)")
-        latest = sql.SQL("SELECT DISTINCT ON (record_key) * FROM {} WHERE batch_id = %s "
-                         "ORDER BY record_key, source_offset DESC, source_partition DESC").format(self.staging)
+        """Never overwrite a key's row with an older record, nor bring back a key that a newer tombstone deleted:
+        live batches, retries and backfill replays all converge on each key's newest record."""
+        name = self.pipeline.name
+        latest, version = self._latest(), _ids(self._VERSION[1:])
         cur.execute(sql.SQL("WITH l AS ({}) DELETE FROM {} t USING l WHERE l.is_tombstone AND t.record_key = "
-                            "l.record_key AND {}").format(latest, self.target, newer), (batch_id,))
+                            "l.record_key AND {}").format(latest, self.target, _newer("l", "t")), (batch_id,))
         deleted = cur.rowcount
-        updates = sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+        # Remember the deleting tombstones (and tombstones of keys already absent) so older records stay out.
+        cur.execute(sql.SQL(
+            "WITH l AS ({latest}) INSERT INTO {memo} AS m (pipeline, record_key, {version}) SELECT %s, record_key, "
+            "{version} FROM l WHERE l.is_tombstone AND NOT EXISTS (SELECT 1 FROM {target} t WHERE t.record_key = "
+            "l.record_key) ON CONFLICT (pipeline, record_key) DO UPDATE SET {updates} WHERE {newer}").format(
+            latest=latest, memo=self.TOMBSTONES, version=version, target=self.target,
+            updates=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
+                                       for c in self._VERSION[1:]),
+            newer=_newer("excluded", "m")), (batch_id, name))
+
+        cols = self.target_columns()
+        updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
                                      for c in cols if c != "record_key")
-        newer_excluded = sql.SQL("(t.source_partition <> EXCLUDED.source_partition "
-                                 "OR t.source_offset < EXCLUDED.source_offset)")
-        cur.execute(sql.SQL("WITH l AS ({}) INSERT INTO {} AS t ({}) SELECT {} FROM l WHERE NOT l.is_tombstone "
-                            "ON CONFLICT (record_key) DO UPDATE SET {} WHERE {}").format(
-            latest, self.target, _ids(cols), _ids(cols), updates, newer_excluded), (batch_id,))
-        return deleted + cur.rowcount
+        cur.execute(sql.SQL(
+            "WITH l AS ({latest}) INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM l WHERE NOT l.is_tombstone "
+            "AND NOT EXISTS (SELECT 1 FROM {memo} m WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
+            "{newer_than_memo}) ON CONFLICT (record_key) DO UPDATE SET {updates} WHERE {newer}").format(
+            latest=latest, target=self.target, cols=_ids(cols), memo=self.TOMBSTONES,
+            newer_than_memo=_newer("l", "m"), updates=updates, newer=_newer("excluded", "t")), (batch_id, name))
+        written = cur.rowcount
+        # A newer value brought the key back: its tombstone no longer decides anything.
+        cur.execute(sql.SQL("WITH l AS ({}) DELETE FROM {} m USING l WHERE m.pipeline = %s AND m.record_key = "
+                            "l.record_key AND NOT l.is_tombstone AND {}").format(
+            latest, self.TOMBSTONES, _newer("l", "m")), (batch_id, name))
+        return deleted + written
 
 
 class AggregateSink(Sink):

@@ -81,27 +81,33 @@ class Env:
             cur.execute(sql.SQL("CREATE TABLE {} ({})").format(self.table, sql.SQL(columns)))
 
     def ingest_all(self) -> list:
-        """Plan and run batches until nothing is left; returns each job's completed process."""
-        from microingest.live_planning import plan_next_batch
+        """Live runs until nothing is left (one usually: a run commits its whole plan, batch by batch, in one Spark
+        job); returns each job's completed process."""
+        from microingest.live_planning import plan_live_run
 
         results = []
-        while (plan := plan_next_batch(self.pipeline)).ranges:
-            results.append(self.spark_job(list(plan.ranges)))
+        while (plan := plan_live_run(self.pipeline)).ranges:
+            results.append(self.spark_job(plan))
             assert results[-1].returncode == 0, results[-1].stdout[-3000:]
         return results
+
+    def batch_count(self) -> int:
+        return self.query("SELECT count(*) FROM microingest.batches WHERE pipeline = %s AND kind <> 'pin'",
+                          (self.pipeline.name,))[0][0]
 
     def dead_letters(self) -> list[tuple]:
         return self.query('SELECT partition, "offset", error_class, error_message, record_key, record_value, '
                           'headers FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1, 2',
                           (self.pipeline.name,))
 
-    def produce(self, n: int, start: int = 0) -> list[tuple[int, int, str]]:
-        """n events with ids ev-<start>..; returns (partition, offset, event_id) of each as Kafka acknowledged it."""
+    def produce(self, n: int, start: int = 0, timestamp_of=None) -> list[tuple[int, int, str]]:
+        """n events with ids ev-<start>..; returns (partition, offset, event_id) of each as Kafka acknowledged it.
+        `timestamp_of(i)` gives the i-th record's Kafka timestamp (epoch ms) instead of the producer's clock."""
         ids = [f"ev-{i}" for i in range(start, start + n)]
         records = [(i.encode(), json_bytes({"event_id": i, "user_id": f"u{k % 17}", "event_type": "click",
                                             "amount": k * 0.25, "event_time": 1_700_000_000_000 + k}))
                    for k, i in enumerate(ids, start)]
-        positions = produce(self.kafka, self.pipeline.topic, records)
+        positions = produce(self.kafka, self.pipeline.topic, records, timestamp_of=timestamp_of)
         return [(p, o, i) for (p, o), i in zip(positions, ids)]
 
     def query(self, statement, args=()):
@@ -188,3 +194,41 @@ def env(pg, kafka, tmp_path, monkeypatch) -> Env:
     folder = tmp_path / "pipelines"
     monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
     return new_env(pg, kafka, folder, f"it_{suffix}", f"it-{suffix}")
+
+
+SERVED_FOLDER = os.environ.get("MICROINGEST_PIPELINES_DIR", "")  # before any test changes it
+
+# Pipelines served by the running Airflow (`make test` starts it on this folder), one per role of the tests that go
+# through Airflow's API or UI. Declared together so that one parsing cycle of the dag-processor registers them all.
+SERVED_DECLARATIONS = {
+    "live": {},
+    "bad_params": {},
+    "history": {"start_from": "latest"},
+    # Airflow's own backfill needs a periodic schedule; two of its runs at once need two active runs.
+    "native": {"start_from": "latest", "schedule": "@hourly", "max_active_runs": 2},
+    "ui": {"start_from": "latest"},
+}
+
+
+@pytest.fixture(scope="session")
+def api():
+    from microingest.airflow.rest_client import AirflowClient
+
+    return AirflowClient()
+
+
+@pytest.fixture(scope="session")
+def served(pg, kafka, api) -> dict[str, Env]:
+    folder = Path(SERVED_FOLDER)
+    if not SERVED_FOLDER or folder.resolve() == (REPO / "pipelines").resolve():
+        pytest.fail("the running Airflow serves the repository's pipelines/; `make test` restarts it on a folder "
+                    "of the suite's own (the tests would otherwise declare pipelines in pipelines/)")
+    envs = {}
+    for role, declaration in SERVED_DECLARATIONS.items():
+        suffix = uuid.uuid4().hex[:8]
+        envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}", **declaration)
+    for env in envs.values():
+        api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
+        # Runs of a paused DAG are created but never scheduled.
+        api.patch(f"/api/v2/dags/{env.pipeline.dag_id}", {"is_paused": False})
+    return envs

@@ -91,11 +91,12 @@ def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkey
     assert env.batches() == [] and env.target_rows() == []
 
 
-def test_dags_import_cleanly_with_task_sdk_imports_only():
+def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
     from microingest.declarations import load_pipelines
 
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(REPO / "pipelines"))
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
     expected = {p.dag_id for p in load_pipelines()}

@@ -9,7 +9,7 @@ from psycopg2 import sql
 
 from microingest.backfill_planning import plan_backfill
 from microingest.history import RunInfo
-from microingest.kafka_access import json_bytes
+from microingest.kafka_access import json_bytes, produce
 from microingest.live_planning import plan_live_run
 from microingest.overlap import OverlapError
 from microingest.planning import RequestError
@@ -75,15 +75,16 @@ def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
     result = env.spark_job(skip, run=RunInfo("microingest_test", "manual__skip"))
     assert result.returncode == 0, result.stdout[-3000:]
     assert positions(env) == sorted(produced)
-    [(read, written)] = env.query("SELECT records_read, rows_written FROM microingest.batches WHERE run_id = %s",
-                                  ("manual__skip",))
+    [(read, written)] = env.query("SELECT records_read, rows_written FROM microingest.batches WHERE pipeline = %s "
+                                  "AND run_id = %s", (env.pipeline.name, "manual__skip"))
     assert (read, written) == (50, 20)
 
     replace = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="replace"))
     result = env.spark_job(replace, run=RunInfo("microingest_test", "manual__replace"))
     assert result.returncode == 0, result.stdout[-3000:]
     assert positions(env) == sorted(produced)
-    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE run_id = %s", ("manual__replace",))
+    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+                              (env.pipeline.name, "manual__replace"))
     rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s ORDER BY 1").format(env.table),
                           (batch_id,))
     assert [o for (o,) in rewritten] == list(range(10, 60))
@@ -144,3 +145,38 @@ def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, ka
     assert result.returncode == 0, result.stdout[-3000:]
     inside = sorted((p, o, e) for p, o, e, i in produced if start_ms <= base + i * 1000 < start_ms + 60_000)
     assert len(inside) == 60 and positions(env) == inside
+
+
+def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key(env):
+    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
+                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+                       "event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest")
+    base = 1_790_000_000_000
+    # (partition, key, version or None for a tombstone, Kafka timestamp offset in seconds)
+    script = [(0, "k1", "v1", 1), (0, "k1", "v2", 2), (0, "k2", "v1", 3), (0, "k2", None, 4), (0, "k3", "new", 5),
+              (1, "k3", "old", 0), (1, "k4", "v1", 6), (0, "k5", "old", 7), (1, "k5", "new", 10)]
+    records = [(k.encode(), None if v is None else json_bytes({"event_id": f"{k}-{v}", "user_id": k}))
+               for _, k, v, _ in script]
+    produce(env.kafka, env.pipeline.topic, records, partition_of=lambda i, _: script[i][0],
+            timestamp_of=lambda i: base + script[i][3] * 1000)
+    expected = {"k1": "k1-v2", "k3": "k3-new", "k4": "k4-v1", "k5": "k5-new"}
+    latest = "SELECT record_key, event_id FROM {} ORDER BY 1"
+
+    env.ingest_all()
+    assert dict(env.query(sql.SQL(latest).format(env.table))) == expected
+    assert env.query("SELECT record_key, source_offset FROM microingest.upsert_tombstones WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [("k2", 3)]
+
+    # Replay everything; skip_existing leaves out the positions the rows hold, so every replayed record is older
+    # than its key's row (k1 v1; k3 and k5 from the other partition, older by timestamp) or than k2's tombstone.
+    ledger = env.ledger()
+    plan = plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, o] for p, o in ledger.items()},
+                                               overlap="skip_existing"))
+    result = env.spark_job(plan, run=BACKFILL)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert dict(env.query(sql.SQL(latest).format(env.table))) == expected
+    [(kind, read)] = env.query("SELECT kind, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
+                               "'backfill'", (env.pipeline.name,))
+    assert (kind, read) == ("backfill", len(script))

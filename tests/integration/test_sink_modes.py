@@ -30,9 +30,9 @@ def test_upsert_latest_keeps_the_last_value_per_key_and_applies_tombstones(env):
     expected.pop("device-5")
     env.send(records)
 
-    results = env.ingest_all()
+    env.ingest_all()
 
-    assert len(results) >= 2, "the cap spreads the records over several batches"
+    assert env.batch_count() >= 2, "the cap spreads the records over several batches"
     rows = env.query(f"SELECT record_key, event_id, amount FROM {env.pipeline.target_table} ORDER BY 1")
     assert {k: (e, a) for k, e, a in rows} == expected
     assert [(cls) for _, _, cls, *_ in env.dead_letters()] == ["null_key"]
@@ -59,9 +59,9 @@ def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
         expected[(user, bucket)][1] += amount
     env.send(records)
 
-    results = env.ingest_all()
+    env.ingest_all()
 
-    assert len(results) == 4
+    assert env.batch_count() == 4
     rows = env.query(f"SELECT user_id, bucket_start, events, amount_total FROM {env.pipeline.target_table}")
     assert {(u, b): [e, a] for u, b, e, a in rows} == {k: [c, float(s)] for k, (c, s) in expected.items()}
     assert sum(e for _, _, e, _ in rows) == 500

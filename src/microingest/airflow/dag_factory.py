@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, CronDataIntervalTimetable, task
 
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
@@ -20,7 +20,9 @@ def build_dag(pipeline: Pipeline) -> DAG:
            f"window to replay history. Declared in `pipelines/{pipeline.name}.yaml`.\n\n{pipeline.description}")
     with DAG(
         dag_id=pipeline.dag_id,
-        schedule=pipeline.schedule,
+        # Data intervals, not Airflow 3's default cron trigger (whose runs have an empty interval): a run of
+        # Airflow's own backfill replays the records timestamped inside its interval.
+        schedule=CronDataIntervalTimetable(pipeline.schedule, timezone="UTC") if pipeline.schedule else None,
         start_date=START_DATE,
         catchup=False,
         # By default runs of one pipeline queue behind each other; whatever races anyway (more active runs,

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from microingest.airflow.remote_run import PLAN_SUMMARY_KEY
 from microingest.declarations import Pipeline
 from microingest.history import RunInfo
 from microingest.planning import RequestError, RunPlan
@@ -36,6 +37,7 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     except (RequestError, OverlapError) as exc:  # the same request would fail the same way: no retries
         raise AirflowFailException(str(exc)) from None
     log.info(summary(plan))
+    ti.xcom_push(key=PLAN_SUMMARY_KEY, value=summary(plan) + (" (dry run: nothing written)" if request.dry_run else ""))
     if request.dry_run:
         log.info("dry run: nothing was written and ingest is skipped")
         return None

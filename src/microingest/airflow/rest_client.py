@@ -1,0 +1,175 @@
+"""A small client of Airflow's public REST API v2, for terminal users (`microingest backfill`, `make demo`).
+
+It logs in like any API user (`POST /auth/token`) and speaks JSON over HTTP only: it imports nothing of Airflow, so it
+works against any deployment it can reach. Credentials come from the environment or the local platform's simple auth
+manager file, never from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote, urlencode
+
+from microingest import settings
+
+FINISHED = ("success", "failed")
+
+
+class AirflowApiError(RuntimeError):
+    """The API refused a request (bad Params, unknown DAG, ...) or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class DagRun:
+    dag_id: str
+    run_id: str
+    state: str
+    run_type: str = ""
+    tasks: dict[str, str] = field(default_factory=dict)  # task_id -> state ("none" before it is scheduled)
+    tries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    def describe(self) -> str:
+        tasks = ", ".join(f"{t}={s}" for t, s in sorted(self.tasks.items()))
+        return f"{self.run_id} {self.state}" + (f": {tasks}" if tasks else "")
+
+
+def credentials() -> tuple[str, str]:
+    """MICROINGEST_AIRFLOW_USERNAME/PASSWORD when set, else the local platform's simple auth manager user."""
+    user, password = os.environ.get("MICROINGEST_AIRFLOW_USERNAME"), os.environ.get("MICROINGEST_AIRFLOW_PASSWORD")
+    if user and password:
+        return user, password
+    path = Path(os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+                               settings.state_dir() / "airflow" / "simple_auth_manager_passwords.json"))
+    try:
+        return next(iter(json.loads(path.read_text()).items()))
+    except (OSError, ValueError, StopIteration):
+        raise AirflowApiError(f"no Airflow credentials: set MICROINGEST_AIRFLOW_USERNAME and "
+                              f"MICROINGEST_AIRFLOW_PASSWORD, or run `make up` (which writes {path})") from None
+
+
+def base_url() -> str:
+    return os.environ.get("AIRFLOW__API__BASE_URL", "http://127.0.0.1:8080").rstrip("/")
+
+
+class AirflowClient:
+    def __init__(self, base: str | None = None, user: str | None = None, password: str | None = None,
+                 timeout: float = 30):
+        self.base = (base or base_url()).rstrip("/")
+        self.timeout = timeout
+        if user is None or password is None:
+            user, password = credentials()
+        self.token = self._request("POST", "/auth/token", {"username": user, "password": password},
+                                   auth=False)["access_token"]
+
+    def _request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raise AirflowApiError(f"{method} {path}: HTTP {exc.code}: {_detail(exc)}", exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AirflowApiError(f"Airflow API at {self.base} unreachable ({reason}); is it running (`make up`)?") \
+                from None
+
+    def get(self, path: str, **query) -> dict:
+        return self._request("GET", path + (f"?{urlencode(query, doseq=True)}" if query else ""))
+
+    def post(self, path: str, body: dict) -> dict:
+        return self._request("POST", path, body)
+
+    def patch(self, path: str, body: dict) -> dict:
+        return self._request("PATCH", path, body)
+
+    # --- DAGs and runs -----------------------------------------------------------------------------------------
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180, say: Callable[[str], None] = print) -> None:
+        """Until the dag-processor has registered `dag_id` (a new declaration takes one parsing cycle)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.get(f"/api/v2/dags/{quote(dag_id)}")
+                return
+            except AirflowApiError as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise
+            say(f"waiting for the dag-processor to register {dag_id} ...")
+            time.sleep(5)
+
+    def trigger(self, dag_id: str, conf: dict | None = None, note: str | None = None) -> str:
+        """A manual run with these Params; Airflow checks their types (HTTP 400 → AirflowApiError)."""
+        body = {"logical_date": None, "conf": conf or {}}
+        if note:
+            body["note"] = note
+        return self.post(f"/api/v2/dags/{quote(dag_id)}/dagRuns", body)["dag_run_id"]
+
+    def dag_run(self, dag_id: str, run_id: str) -> DagRun:
+        path = f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}"
+        run = self.get(path)
+        tis = self.get(f"{path}/taskInstances")["task_instances"]
+        return DagRun(dag_id, run_id, run["state"], run.get("run_type", ""),
+                      {t["task_id"]: t["state"] or "none" for t in tis},
+                      {t["task_id"]: t["try_number"] for t in tis})
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 1800,
+                     on_change: Callable[[DagRun], None] | None = None, poll: float = 3) -> DagRun:
+        deadline, seen = time.monotonic() + timeout, None
+        while True:
+            run = self.dag_run(dag_id, run_id)
+            if on_change and run.describe() != seen:
+                on_change(run)
+                seen = run.describe()
+            if run.finished:
+                return run
+            if time.monotonic() > deadline:
+                raise AirflowApiError(f"run {run_id} of {dag_id} not finished after {timeout:.0f}s "
+                                      f"({run.describe()})")
+            time.sleep(poll)
+
+    def xcom(self, run: DagRun, task_id: str, key: str = "return_value"):
+        """A task's XCom value, or None when the task pushed none."""
+        try:
+            entry = self.get(f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
+                             f"{quote(task_id)}/xcomEntries/{quote(key)}")
+        except AirflowApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return entry.get("value")
+
+    def log_events(self, run: DagRun, task_id: str, try_number: int | None = None) -> list[dict]:
+        """A task try's structured log entries (each with at least `event`; errors with `level` 'error')."""
+        try_number = try_number or run.tries.get(task_id) or 1
+        logs = self.get(f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
+                        f"{quote(task_id)}/logs/{try_number}", full_content="true")
+        content = logs.get("content", [])
+        return [e if isinstance(e, dict) else {"event": str(e)} for e in content]
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    body = exc.read().decode(errors="replace")
+    try:
+        detail = json.loads(body).get("detail", body)
+    except ValueError:
+        return body.strip()[:500]
+    return detail if isinstance(detail, str) else json.dumps(detail)
