@@ -49,7 +49,7 @@ def run_dag(api: AirflowClient, dag_id: str, timeout: float = 900) -> list[DagRu
 
     Returns every run that started during the demo, oldest first, with its task states."""
     since = datetime.now(timezone.utc).isoformat()
-    api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    api.unpause(dag_id)
     run_id = api.trigger(dag_id, note="make demo")
     print(f"triggered {dag_id} run {run_id}", flush=True)
     deadline, seen = time.time() + timeout, None

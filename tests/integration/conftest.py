@@ -202,7 +202,7 @@ SERVED_FOLDER = os.environ.get("MICROINGEST_PIPELINES_DIR", "")  # before any te
 # through Airflow's API or UI. Declared together so that one parsing cycle of the dag-processor registers them all.
 SERVED_DECLARATIONS = {
     "live": {},
-    "bad_params": {},
+    "bad_params": {"max_active_runs": 3},
     "history": {"start_from": "latest"},
     # Airflow's own backfill needs a periodic schedule; two of its runs at once need two active runs.
     "native": {"start_from": "latest", "schedule": "@hourly", "max_active_runs": 2},
@@ -229,6 +229,6 @@ def served(pg, kafka, api) -> dict[str, Env]:
         envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}", **declaration)
     for env in envs.values():
         api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
-        # Runs of a paused DAG are created but never scheduled.
-        api.patch(f"/api/v2/dags/{env.pipeline.dag_id}", {"is_paused": False})
+        if not env.pipeline.schedule:  # a scheduled one is unpaused by its test, when its scheduled runs may start
+            api.unpause(env.pipeline.dag_id)
     return envs

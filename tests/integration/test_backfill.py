@@ -110,19 +110,6 @@ def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_plann
     assert positions(env) == sorted(produced)
 
 
-def test_an_aggregate_target_refuses_counted_positions_whatever_the_policy(env):
-    env.redeclare(sink_mode="aggregate", aggregate={"group_by": ["user_id"], "measures": {"events": "count"}},
-                  schema={"event_id": {"type": "string", "required": True},
-                          "user_id": {"type": "string", "required": True}, "amount": "double"})
-    env.replace_target("user_id text PRIMARY KEY, events bigint NOT NULL")
-    env.produce(200)
-    env.ingest_all()
-    p = next(iter(env.ledger()))
-    for policy in ("refuse", "replace", "skip_existing"):
-        with pytest.raises(OverlapError, match="already counted and would be counted twice"):
-            plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, 5]}, overlap=policy))
-
-
 def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, kafka):
     base = 1_780_000_000_000
     producer = KafkaProducer(**kafka, acks="all")

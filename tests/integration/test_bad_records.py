@@ -69,11 +69,3 @@ def test_too_many_bad_records_refuse_the_whole_batch(env):
     assert "invalid_json: value is not valid JSON" in result.stdout
     assert env.target_rows() == [] and env.dead_letters() == [] and env.ledger() == {} and env.batches() == []
     assert env.staged_rows() == 0 and env.staging_batches() == 0
-
-
-def test_dead_letter_count_limit(env):
-    env.redeclare(dead_letter={"max_records": 2, "max_fraction": None})
-    env.send([(b"k", good(i)) for i in range(50)] + [(b"k", b"{")] * 3)
-    result = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
-    assert result.returncode == 3 and "3 bad records exceed dead_letter.max_records 2" in result.stdout
-    assert env.target_rows() == [] and env.ledger() == {}

@@ -4,6 +4,12 @@ import json
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
+from microingest.backfill_planning import plan_backfill
+from microingest.overlap import OverlapError
+from microingest.run_request import parse_request
+
 SOURCE_COLUMNS = ("source_topic text NOT NULL, source_partition integer NOT NULL, source_offset bigint NOT NULL, "
                   "kafka_timestamp timestamptz, batch_id uuid NOT NULL")
 
@@ -65,3 +71,9 @@ def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
     rows = env.query(f"SELECT user_id, bucket_start, events, amount_total FROM {env.pipeline.target_table}")
     assert {(u, b): [e, a] for u, b, e, a in rows} == {k: [c, float(s)] for k, (c, s) in expected.items()}
     assert sum(e for _, _, e, _ in rows) == 500
+
+    # A backfill would count positions again: refused whatever the overlap policy, before anything is read.
+    p = next(iter(env.ledger()))
+    for policy in ("refuse", "replace", "skip_existing"):
+        with pytest.raises(OverlapError, match="already counted and would be counted twice"):
+            plan_backfill(env.pipeline, parse_request({"backfill_ranges": {str(p): [0, 5]}, "overlap": policy}))

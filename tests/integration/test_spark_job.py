@@ -111,14 +111,3 @@ def test_start_from_latest_records_the_position_then_reads_only_later_records(en
 
     assert env.spark_job(list(plan.ranges)).returncode == 0
     assert env.target_rows() == sorted(later)
-
-
-def test_capped_batches_cover_a_backlog_exactly_once(env):
-    env.redeclare(max_records_per_batch=700)
-    produced = env.produce(1600)
-    sizes = []
-    while (plan := plan_next_batch(env.pipeline)).ranges:
-        sizes.append(plan.total_records)
-        assert env.spark_job(list(plan.ranges)).returncode == 0
-    assert sizes == [700, 700, 200]
-    assert env.target_rows() == sorted(produced)

@@ -1,7 +1,9 @@
+from pathlib import Path
+
 import pytest
 
-from microingest.declarations import (DeclarationError, load_declarations, load_pipeline_file, load_pipelines,
-                                      parse_pipeline)
+from microingest.declarations import (DeadLetterPolicy, DeclarationError, load_declarations, load_pipeline_file,
+                                      load_pipelines, parse_pipeline)
 
 VALID = {
     "name": "orders",
@@ -18,6 +20,15 @@ def test_minimal_declaration_gets_defaults():
     assert p.value_columns == ("order_id", "total")
     assert (p.sink_mode, p.on_retention_gap, p.max_active_runs, p.retries) == ("append", "fail", 1, 3)
     assert p.dead_letter.exceeded(1, 100) is None and "max_fraction" in p.dead_letter.exceeded(11, 100)
+
+
+def test_dead_letter_limits_by_count_and_by_fraction():
+    both = DeadLetterPolicy(max_records=2, max_fraction=0.5)
+    assert both.exceeded(2, 3) == "2 of 3 records bad (66.7%) exceeds dead_letter.max_fraction 0.5"
+    assert both.exceeded(3, 1000) == "3 bad records exceed dead_letter.max_records 2"
+    assert both.exceeded(2, 1000) is None
+    assert DeadLetterPolicy(max_records=None, max_fraction=None).exceeded(10**6, 10**6) is None
+    assert DeadLetterPolicy().exceeded(5, 0) is None  # an empty batch has no fraction
 
 
 def test_table_without_schema_defaults_to_public():
@@ -77,7 +88,8 @@ def test_invalid_yaml_is_reported_with_the_file(tmp_path):
         load_pipelines(tmp_path)
 
 
-def test_repository_declarations_are_valid():
+def test_repository_declarations_are_valid(monkeypatch):
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(Path(__file__).resolve().parents[2] / "pipelines"))
     pipelines = load_pipelines()
     assert "demo_events" in {p.name for p in pipelines}
 

@@ -116,6 +116,10 @@ class AirflowClient:
             say(f"waiting for the dag-processor to register {dag_id} ...")
             time.sleep(5)
 
+    def unpause(self, dag_id: str) -> None:
+        """Runs of a paused DAG are created but not scheduled; unpausing also lets its schedule start runs."""
+        self.patch(f"/api/v2/dags/{quote(dag_id)}", {"is_paused": False})
+
     def trigger(self, dag_id: str, conf: dict | None = None, note: str | None = None) -> str:
         """A manual run with these Params; Airflow checks their types (HTTP 400 → AirflowApiError)."""
         body = {"logical_date": None, "conf": conf or {}}
