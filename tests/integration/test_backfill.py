@@ -1,7 +1,9 @@
 """Backfills by offset range and by time against the real broker, Postgres and Spark: they replay exactly what Kafka
 holds in the asked ranges, stay below the live position, and settle overlap with the target by policy."""
 
+import time
 from collections import Counter
+from datetime import datetime, timezone
 
 import pytest
 from kafka import KafkaProducer
@@ -16,6 +18,16 @@ from microingest.planning import RequestError
 from microingest.run_request import parse_request
 
 BACKFILL = RunInfo(dag_id="microingest_test", run_id="manual__backfill")
+
+
+def recent_ms() -> int:
+    """A whole second an hour ago, in epoch ms. Record timestamps in tests must be recent: the broker deletes
+    records older than its retention (7 days), even from the active segment."""
+    return (int(time.time()) - 3600) * 1000
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
 
 
 def request(**params):
@@ -111,7 +123,7 @@ def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_plann
 
 
 def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, kafka):
-    base = 1_780_000_000_000
+    base = recent_ms()
     producer = KafkaProducer(**kafka, acks="all")
     sent = []
     for i in range(240):  # one record per second of "event time", round robin over the partitions
@@ -124,7 +136,7 @@ def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, ka
     env.redeclare(start_from="latest")
     plan_live_run(env.pipeline)  # pins every partition at its end: everything is history
 
-    window = request(backfill_from_time="2026-05-28T20:28:20+00:00", backfill_until_time="2026-05-28T20:29:20+00:00")
+    window = request(backfill_from_time=iso(base + 100_000), backfill_until_time=iso(base + 160_000))
     start_ms = int(window.window[0].timestamp() * 1000)
     plan = plan_backfill(env.pipeline, window)
     result = env.spark_job(plan, run=BACKFILL)
@@ -140,7 +152,7 @@ def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key
                        "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
                        "event_time timestamptz")
     env.redeclare(sink_mode="upsert_latest")
-    base = 1_790_000_000_000
+    base = recent_ms()
     # (partition, key, version or None for a tombstone, Kafka timestamp offset in seconds)
     script = [(0, "k1", "v1", 1), (0, "k1", "v2", 2), (0, "k2", "v1", 3), (0, "k2", None, 4), (0, "k3", "new", 5),
               (1, "k3", "old", 0), (1, "k4", "v1", 6), (0, "k5", "old", 7), (1, "k5", "new", 10)]
