@@ -14,9 +14,10 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from microingest.connections import get_connection, postgres_params, spark_kafka_options
+from microingest.connections import get_connection, kafka_python_config, postgres_params, spark_kafka_options
 from microingest.declarations import get_pipeline
 from microingest.history import RunInfo
+from microingest.lag.mirror import GroupMirror
 from microingest.ledger import LedgerError
 from microingest.planning import RunPlan
 from microingest.sinks import TargetError
@@ -39,14 +40,16 @@ def main(argv: list[str]) -> int:
 
     spark = SparkSession.builder.appName(f"microingest-{pipeline.name}").getOrCreate()
     progress = RunProgress()
+    mirror = GroupMirror(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.name, pipeline.topic)
     try:
-        run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress)
+        run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress, mirror=mirror)
     except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose not to commit the batch
         print(f"microingest: {exc}", file=sys.stderr)
         write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc),
                        **progress.to_dict()})
         return 3
     finally:
+        mirror.close()
         spark.stop()
     outcome = {"status": "committed", **progress.to_dict()}
     write_outcome(outcome)

@@ -2,7 +2,7 @@
 
   microingest validate            check every declaration in the pipelines folder
   microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
-  microingest lag PIPELINE        ledger position, latest offset and lag per partition
+  microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest migrate             apply sql/ migrations to the pipelines' Postgres
 """
@@ -47,12 +47,16 @@ def cmd_plan(args) -> None:
 
 
 def cmd_lag(args) -> None:
-    from microingest.lag import partition_lags
+    from microingest.lag.status import pipeline_status
+    from microingest.lag.text import status_lines
 
-    lags = partition_lags(get_pipeline(args.pipeline))
-    for lag in lags:
-        print(f"{lag.topic}[{lag.partition}] next={lag.next_offset} latest={lag.latest} lag={lag.lag}")
-    print(f"total lag {sum(l.lag for l in lags)}")
+    names = [args.pipeline] if args.pipeline else [p.name for p in load_pipelines()]
+    statuses = [pipeline_status(get_pipeline(name)) for name in names]
+    if args.json:
+        print(json.dumps([s.to_dict() for s in statuses] if not args.pipeline else statuses[0].to_dict(), indent=2))
+        return
+    for status in statuses:
+        print("\n".join(status_lines(status)) + "\n")
 
 
 def backfill_conf(args) -> dict:
@@ -111,10 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microingest", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("validate").set_defaults(func=cmd_validate)
-    for name, func in (("plan", cmd_plan), ("lag", cmd_lag)):
-        cmd = sub.add_parser(name)
-        cmd.add_argument("pipeline")
-        cmd.set_defaults(func=func)
+    plan = sub.add_parser("plan")
+    plan.add_argument("pipeline")
+    plan.set_defaults(func=cmd_plan)
+    lag = sub.add_parser("lag", help="lag state, offset and time lag per partition, last batches")
+    lag.add_argument("pipeline", nargs="?", help="one pipeline (default: every declared one)")
+    lag.add_argument("--json", action="store_true", help="machine-readable output")
+    lag.set_defaults(func=cmd_lag)
     sub.add_parser("migrate").set_defaults(func=cmd_migrate)
     backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
                               description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "

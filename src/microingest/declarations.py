@@ -15,6 +15,7 @@ import yaml
 
 from microingest import settings
 from microingest.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
+from microingest.lag.policy import LagPolicy, PolicyError, parse_lag_policy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
@@ -105,6 +106,7 @@ class Pipeline:
     retries: int = 3
     retry_delay_seconds: int = 30
     max_active_runs: int = 1
+    lag: LagPolicy = LagPolicy()
 
     @property
     def dag_id(self) -> str:
@@ -190,6 +192,11 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         fields["transform"] = raw["transform"]
     if raw.get("dead_letter") is not None:
         fields["dead_letter"] = _parse_dead_letter(raw["dead_letter"], source)
+    if raw.get("lag") is not None:
+        try:
+            fields["lag"] = parse_lag_policy(raw["lag"])
+        except PolicyError as exc:
+            raise DeclarationError(source, exc.field, str(exc)) from None
     mode = fields.get("sink_mode", "append")
     if mode == "aggregate":
         if raw.get("aggregate") is None:
@@ -202,7 +209,7 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
 
 # Postgres objects the platform derives from a pipeline's name; the longest suffix bounds the name's length.
 PLATFORM_SCHEMAS = ("microingest", "microingest_staging")
-RESERVED_PIPELINE_NAMES = ("dead_letters",)  # tables of the platform's own in microingest_staging
+RESERVED_PIPELINE_NAMES = ("dead_letters", "lag_sla")  # staging's own table; the lag SLA DAG's id
 _DERIVED_NAME_SUFFIX = "_position"  # the staging table's unique index
 MAX_PIPELINE_NAME = 63 - len(_DERIVED_NAME_SUFFIX)
 

@@ -21,7 +21,7 @@ from microingest.connections import get_connection, kafka_python_config, postgre
 from microingest.declarations import get_pipeline
 from microingest.identifiers import split_table_name
 from microingest.kafka_access import create_topic, json_bytes, partition_bounds, produce
-from microingest.lag import partition_lags
+from microingest.lag.figures import partition_lags
 from microingest.postgres import connection
 
 PIPELINE = "demo_events"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
@@ -64,6 +65,32 @@ def offsets_at(config: dict[str, Any], topic: str, timestamp_ms: int, timeout_ms
         except KafkaError as exc:
             raise KafkaAccessError(f"could not look up offsets by time on topic '{topic}': {exc!r}") from exc
     return {tp.partition: (None if hit is None else hit.offset) for tp, hit in found.items()}
+
+
+def record_timestamps(config: dict[str, Any], topic: str, positions: dict[int, int],
+                      timeout_ms: int = 5000) -> dict[int, int]:
+    """Per partition, the Kafka timestamp (epoch ms) of the first committed record at or after its position.
+
+    One consumer assigned to all the partitions at once, polled until each has answered or the time is up;
+    partitions without an answer (nothing there yet, or too slow) are left out."""
+    if not positions:
+        return {}
+    found: dict[int, int] = {}
+    with _reader(config, timeout_ms) as consumer:
+        tps = {p: TopicPartition(topic, p) for p in positions}
+        try:
+            consumer.assign(list(tps.values()))
+            for p, tp in tps.items():
+                consumer.seek(tp, positions[p])
+            deadline = time.monotonic() + timeout_ms / 1000
+            while len(found) < len(tps) and time.monotonic() < deadline:
+                for tp, records in consumer.poll(timeout_ms=200, max_records=500).items():
+                    if tp.partition not in found and records:
+                        found[tp.partition] = records[0].timestamp
+                        consumer.pause(tp)
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not read records of topic '{topic}': {exc!r}") from exc
+    return found
 
 
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:

@@ -10,11 +10,12 @@ import logging
 
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import Pipeline
-from microingest.kafka_access import partition_bounds
 from microingest.history import RunInfo
+from microingest.kafka_access import KafkaAccessError, partition_bounds
+from microingest.lag import observations as lag_history
 from microingest.ledger import pin_positions, read_ledger
-from microingest.planning import Plan, RunPlan, plan_ranges
-from microingest.postgres import connection
+from microingest.planning import Plan, PlanningError, RunPlan, plan_ranges
+from microingest.postgres import PostgresUnavailableError, connection
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,30 @@ def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: i
     return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds)
 
 
+def _record_planning_failure(pipeline: Pipeline, exc: Exception) -> None:
+    """Best effort: the lag state shows ERR until a planning succeeds (Postgres may be what is failing)."""
+    try:
+        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
+            lag_history.record_planning(conn, pipeline.name, f"{type(exc).__name__}: {exc}")
+    except PostgresUnavailableError:
+        log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
+
+
 def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> Plan:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write); without, the plan is only computed."""
-    ledger, earliest, latest = observe(pipeline)
-    plan = plan_ranges(pipeline.topic, ledger, earliest, latest, max_records, pipeline.start_from,
-                       pipeline.on_retention_gap)
+    try:
+        ledger, earliest, latest = observe(pipeline)
+        plan = plan_ranges(pipeline.topic, ledger, earliest, latest, max_records, pipeline.start_from,
+                           pipeline.on_retention_gap)
+    except (KafkaAccessError, PlanningError) as exc:
+        if record_pins:
+            _record_planning_failure(pipeline, exc)
+        raise
+    if record_pins:  # a run's planning, not a look: it feeds the lag history
+        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
+            lag_history.record(conn, pipeline.name, ledger, latest, "plan")
+            lag_history.record_planning(conn, pipeline.name, None)
     if plan.pins and record_pins:
         pg = postgres_params(get_connection(pipeline.postgres_conn_id))
         pin_positions(pg, pipeline.name, plan.pins, run or RunInfo())

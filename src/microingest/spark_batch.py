@@ -163,11 +163,12 @@ class RunProgress:
 
 
 def run_plan(spark, pipeline: Pipeline, plan: RunPlan, pg_params: dict[str, Any], kafka_options: dict[str, str],
-             run: RunInfo, progress: RunProgress | None = None, clock=time.monotonic) -> RunProgress:
+             run: RunInfo, progress: RunProgress | None = None, clock=time.monotonic, mirror=None) -> RunProgress:
     """Commit a run's plan batch by batch in this Spark application, until done or the time budget is spent.
 
     With a DAG run id, batches that earlier tries of the same run committed are skipped: a retry goes on where the
-    failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done."""
+    failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done. `mirror`
+    (a lag.mirror.GroupMirror) is handed the ledger positions each live batch committed."""
     progress = progress if progress is not None else RunProgress()
     run = replace(run, kind=plan.kind)
     if run.run_id:
@@ -193,6 +194,8 @@ def run_plan(spark, pipeline: Pipeline, plan: RunPlan, pg_params: dict[str, Any]
         batch_started = clock()
         result = run_batch(spark, pipeline, batch, pg_params, kafka_options, run, plan.overlap, progress.batches + 1)
         progress.add(result)
+        if mirror is not None and plan.kind == "ingest":
+            mirror.publish({r.partition: r.until_offset for r in batch})
         done += sum(r.size for r in batch)
         seconds = max(clock() - batch_started, 1e-6)
         skipped = f", {result.skipped} already there and skipped" if result.skipped else ""

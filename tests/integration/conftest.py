@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import browser_session
 import pytest
 from psycopg2 import sql
 
@@ -207,7 +208,16 @@ SERVED_DECLARATIONS = {
     # Airflow's own backfill needs a periodic schedule; two of its runs at once need two active runs.
     "native": {"start_from": "latest", "schedule": "@hourly", "max_active_runs": 2},
     "ui": {"start_from": "latest"},
+    # Scheduled every minute, its runs wait in the triggerer for 50 records.
+    "gated": {"schedule": "* * * * *", "lag": {"gate": {"min_records": 50, "max_wait_seconds": 3600,
+                                                         "wait_seconds": 600, "poke_seconds": 3}}},
+    "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
 }
+
+
+@pytest.fixture
+def browser():
+    yield from browser_session.chrome()
 
 
 @pytest.fixture(scope="session")

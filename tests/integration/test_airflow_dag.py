@@ -103,9 +103,14 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
         assert dag.max_active_runs == 1
 
     airflow_imports = re.compile(r"^\s*(?:from|import)\s+(airflow[\w.]*)", re.M)
-    for path in [*REPO.glob("dags/*.py"), *REPO.glob("src/microingest/airflow/*.py"), *REPO.glob("plugins/*.py")]:
+    for path in [*REPO.glob("dags/*.py"), *REPO.glob("src/microingest/airflow/*.py"), *REPO.glob("plugins/*.py"),
+                 *REPO.glob("src/microingest/lag/*.py")]:
         for module in airflow_imports.findall(path.read_text()):
-            assert module.startswith(("airflow.sdk", "airflow.providers")), f"{path}: imports {module}"
+            # BaseTrigger has no Task SDK home yet (triggers run in the triggerer, core Airflow); the plugin and the
+            # lag page run in the api-server and use its plugin and authentication interfaces.
+            assert module.startswith(("airflow.sdk", "airflow.providers", "airflow.triggers.base",
+                                      "airflow.plugins_manager", "airflow.api_fastapi.core_api.security")), \
+                f"{path}: imports {module}"
 
 
 def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_the_others_stay(tmp_path):

@@ -9,6 +9,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, task
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
 from microingest.declarations import DeclarationError, Pipeline, load_declarations
+from microingest.lag.sensors import LagGateSensor, LagSlaSensor
 
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -45,16 +46,44 @@ def build_dag(pipeline: Pipeline) -> DAG:
 
             return plan_for_run(pipeline, context)
 
-        plan() >> SparkIngestOperator(task_id="ingest", pipeline=pipeline,
-                                      doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
-                                      "dead letters, ledger and history are committed in one Postgres transaction.")
+        planned = plan()
+        planned >> SparkIngestOperator(task_id="ingest", pipeline=pipeline,
+                                       doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
+                                       "dead letters, ledger and history are committed in one Postgres transaction.")
+        if pipeline.lag.gate:
+            gate = pipeline.lag.gate
+            LagGateSensor(task_id="wait_for_records", pipeline=pipeline, doc_md=(
+                f"Scheduled runs wait (deferred, in the triggerer) until {gate.min_records:,} records wait or the "
+                f"oldest is {gate.max_wait_seconds}s old; after {gate.wait_seconds}s without either the run is "
+                "skipped. Manual and backfill runs pass.")) >> planned
+    return dag
+
+
+SLA_DAG_ID = "microingest_lag_sla"
+
+
+def build_sla_dag(pipelines: list[Pipeline]) -> DAG | None:
+    """One DAG checking every pipeline that declares `lag.sla`, every five minutes; a breach fails its task."""
+    watched = [p for p in pipelines if p.lag.sla]
+    if not watched:
+        return None
+    with DAG(dag_id=SLA_DAG_ID, schedule="*/5 * * * *", start_date=START_DATE, catchup=False, max_active_runs=1,
+             tags=["microingest", "lag"], doc_md="Lag SLA of the pipelines that declare `lag.sla`: a task fails "
+             "(and fires the failure callbacks) when its pipeline's time lag exceeds max_time_lag_seconds, or when "
+             "it stays STALL, STOP or ERR for grace_seconds.",
+             default_args={"owner": "microingest", "retries": 0}) as dag:
+        for pipeline in watched:
+            LagSlaSensor(task_id=f"sla_{pipeline.name}", pipeline=pipeline)
     return dag
 
 
 def build_dags() -> dict[str, DAG]:
     """DAGs of the valid declarations; malformed ones are reported by `declaration_errors` instead."""
     pipelines, _ = load_declarations()
-    return {p.dag_id: build_dag(p) for p in pipelines}
+    dags = {p.dag_id: build_dag(p) for p in pipelines}
+    if sla := build_sla_dag(pipelines):
+        dags[SLA_DAG_ID] = sla
+    return dags
 
 
 def declaration_errors() -> list[DeclarationError]:

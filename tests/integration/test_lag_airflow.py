@@ -1,0 +1,74 @@
+"""The lag sensors in the running Airflow: the gate defers to the triggerer and opens at its threshold; the lag SLA
+sensor fails a pipeline that stalls."""
+
+from __future__ import annotations
+
+import time
+
+from microingest.airflow.dag_factory import SLA_DAG_ID
+from microingest.airflow.remote_run import error_events
+from microingest.lag.states import LagState
+from microingest.lag.status import pipeline_status
+from microingest.live_planning import plan_live_run
+from microingest.planning import OffsetRange
+
+
+def scheduled_run_waiting(api, dag_id: str, timeout: float = 180) -> str:
+    """The first scheduled run whose gate is deferred (its wait handed to the triggerer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for listed in api.get(f"/api/v2/dags/{dag_id}/dagRuns", run_type="scheduled")["dag_runs"]:
+            run = api.dag_run(dag_id, listed["dag_run_id"])
+            if run.tasks.get("wait_for_records") == "deferred":
+                return run.run_id
+        time.sleep(2)
+    raise AssertionError(f"no scheduled run of {dag_id} deferred its gate within {timeout}s")
+
+
+def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
+    env = served["gated"]
+    dag_id = env.pipeline.dag_id
+    api.unpause(dag_id)
+    try:
+        run_id = scheduled_run_waiting(api, dag_id)
+        first = env.produce(20)
+        for _ in range(5):  # a few pokes: 20 records are below min_records, the gate stays closed
+            time.sleep(3)
+            assert api.dag_run(dag_id, run_id).tasks["wait_for_records"] == "deferred"
+        rest = env.produce(40, start=20)
+        run = api.wait_for_run(dag_id, run_id, timeout=600)
+    finally:
+        api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    assert (run.state, run.tasks) == ("success", {"wait_for_records": "success", "plan": "success",
+                                                  "ingest": "success"})
+    opened = api.xcom(run, "wait_for_records")
+    assert opened["status"] == "met" and opened["offset_lag"] >= 50
+    assert env.target_rows() == sorted(first + rest)
+
+
+def test_the_sla_sensor_fails_a_pipeline_that_stalls(api, served):
+    env = served["sla"]
+    env.produce(60)
+    # One job reads all of partition a and the first 5 records of b; then runs keep planning (observing) while b's
+    # position never moves again and c is never started: with records waiting, both are STALL, a is OK.
+    a, b, c = plan_live_run(env.pipeline).ranges
+    assert env.spark_job([a, OffsetRange(b.topic, b.partition, 0, 5, None)]).returncode == 0
+    for _ in range(10):  # the trend is read from the 10 latest observations of the window
+        plan_live_run(env.pipeline)
+    status = pipeline_status(env.pipeline)
+    verdicts = {lag.partition: verdict for lag, verdict in status.partitions}
+    assert verdicts[a.partition].state is LagState.OK
+    assert verdicts[b.partition].state is LagState.STALL and "position stuck at 5" in verdicts[b.partition].reason
+    assert verdicts[c.partition].state is LagState.STALL and "not started" in verdicts[c.partition].reason
+    assert status.verdict.state is LagState.STALL
+    seen = env.query("SELECT count(*) FROM microingest.lag_observations WHERE pipeline = %s AND partition = %s",
+                     (env.pipeline.name, b.partition))[0][0]
+    assert seen == 11
+
+    api.wait_for_dag(SLA_DAG_ID, say=lambda m: None)
+    api.unpause(SLA_DAG_ID)
+    run = api.wait_for_run(SLA_DAG_ID, api.trigger(SLA_DAG_ID), timeout=300)
+    task = f"sla_{env.pipeline.name}"
+    assert run.state == "failed" and run.tasks[task] == "failed"
+    errors = " ".join(error_events(api, run, task))
+    assert "breached for longer than grace_seconds 15" in errors and "STALL" in errors, errors
