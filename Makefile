@@ -6,7 +6,6 @@ PYTHON  ?= python3
 VENV    := .venv
 STATE   ?= .state
 MVN     ?= mvn
-MVN_SETTINGS ?= build/maven/settings.xml
 BIN     := $(VENV)/bin
 export MICROINGEST_STATE := $(abspath $(STATE))
 export PATH := $(abspath $(BIN)):$(PATH)
@@ -40,13 +39,13 @@ $(STAMP_PY): constraints.txt pyproject.toml
 
 $(STAMP_KAFKA): build/maven/kafka-broker/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
-	$(MVN) -q -B -s $(MVN_SETTINGS) -f build/maven/kafka-broker/pom.xml dependency:copy-dependencies \
+	$(MVN) -q -B -f build/maven/kafka-broker/pom.xml dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
 $(STAMP_SPARK): build/maven/spark-kafka/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
-	$(MVN) -q -B -s $(MVN_SETTINGS) -f build/maven/spark-kafka/pom.xml dependency:copy-dependencies \
+	$(MVN) -q -B -f build/maven/spark-kafka/pom.xml dependency:copy-dependencies \
 	  -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
@@ -92,5 +91,6 @@ chaos: install
 test-unit: $(STAMP_PY)
 	$(BIN)/pytest -q tests/unit
 
-clean: down
+clean:
+	test ! -x $(BIN)/python || $(PLATFORM) clean
 	rm -rf $(STATE) $(VENV)

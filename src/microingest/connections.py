@@ -138,10 +138,19 @@ def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
         module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
                   if str(conn.extra.get("sasl.mechanism", "")).startswith("SCRAM")
                   else "org.apache.kafka.common.security.plain.PlainLoginModule")
-        user = json.dumps(str(conn.extra["sasl.username"]))
-        password = json.dumps(str(conn.extra.get("sasl.password", "")))
+        user = jaas_quote(str(conn.extra["sasl.username"]))
+        password = jaas_quote(str(conn.extra.get("sasl.password", "")))
         options["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
     return options
+
+
+def jaas_quote(value: str) -> str:
+    """A JAAS option value the way Kafka's JaasConfig parser (java.io.StreamTokenizer) reads it back unchanged:
+    double-quoted, with backslash and double quote escaped by a backslash. Other characters, non-ASCII included,
+    stay as they are; the parser decodes no \\uXXXX escapes (JSON quoting would change such a password)."""
+    if "\n" in value or "\r" in value:
+        raise ConnectionConfigError("a JAAS option value cannot contain a line break")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def to_env_value(conn: ConnectionInfo) -> str:

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg2 import sql
 
-from microingest import settings
 from microingest.airflow.rest_client import AirflowClient, DagRun, base_url, credentials
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import get_pipeline
 from microingest.identifiers import split_table_name
 from microingest.kafka_access import create_topic, json_bytes, partition_bounds, produce
-from microingest.lag.figures import partition_lags
+from microingest.lag.status import pipeline_status
+from microingest.lag.text import status_lines
 from microingest.postgres import connection
 
 PIPELINE = "demo_events"
@@ -80,20 +80,15 @@ def report(pipeline) -> None:
         cur.execute("SELECT rows_written, extract(epoch FROM committed_at - started_at) FROM microingest.batches "
                     "WHERE pipeline = %s ORDER BY committed_at DESC LIMIT 1", (pipeline.name,))
         latest = cur.fetchone()
-    lags = partition_lags(pipeline)
     print("\n=== outcome ===")
     print(f"rows in {pipeline.target_table}: {rows} ({distinct} distinct source positions)")
     print(f"batches committed: {batches} ({written} rows in all, last at {last})")
     if latest:
         print(f"last batch: {latest[0]} rows, {latest[1]:.1f}s from Spark start to commit")
-    print("ledger (next offset to read) and remaining lag per partition:")
-    for lag in lags:
-        print(f"  {lag.topic}[{lag.partition}]: next {lag.next_offset}, latest {lag.latest}, lag {lag.lag}")
-    print(f"total lag: {sum(l.lag for l in lags)}")
-    user, _ = credentials()
-    print(f"\nAirflow UI: {base_url()}/dags/{pipeline.dag_id}  (login: {user}; password in "
-          f"{settings.state_dir() / 'airflow' / 'simple_auth_manager_passwords.json'})")
-
+    print("\nlag (as `microingest lag` shows it; the Airflow UI has it under Browse > Pipeline lag):")
+    print("\n".join(status_lines(pipeline_status(pipeline))))
+    user, password = credentials()  # someone ran the demo to look around: show them the way in
+    print(f"\nAirflow UI: {base_url()}/dags/{pipeline.dag_id}  (login: {user} / {password})")
 
 def main() -> int:
     pipeline = get_pipeline(PIPELINE)

@@ -48,8 +48,8 @@ def record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange
                  record: BatchRecord) -> None:
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
-        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch, committed_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (batch_id, pipeline, run.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
          record.rows_written, record.dead_letters, _gaps_json(ranges), record.started_at, record.staged_at,
          run.dag_id, run.run_id, run.task_try, record.spark_app_id, record.run_batch))

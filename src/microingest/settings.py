@@ -35,3 +35,13 @@ def spark_jars() -> list[str]:
     if not jars:
         raise FileNotFoundError(f"no Spark Kafka jars in {folder}; run `make install` (or set MICROINGEST_SPARK_JARS_DIR)")
     return jars
+
+
+def commit_lock_timeout_ms() -> int:
+    """How long a batch's commit waits for the pipeline lock and the ledger rows before failing (and being retried)."""
+    return int(float(os.environ.get("MICROINGEST_COMMIT_LOCK_TIMEOUT_SECONDS", "120")) * 1000)
+
+
+def commit_statement_timeout_ms() -> int:
+    """The longest any one statement of a commit may run (publishing a large batch is the long one)."""
+    return int(float(os.environ.get("MICROINGEST_COMMIT_STATEMENT_TIMEOUT_SECONDS", "1800")) * 1000)

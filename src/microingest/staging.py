@@ -23,6 +23,7 @@ from psycopg2 import sql
 
 from microingest.declarations import Pipeline
 from microingest.ledger import LedgerError
+from microingest.planning import OffsetRange
 from microingest.postgres import connect, connection
 from microingest.sinks import sink_for
 
@@ -107,6 +108,25 @@ class BatchAttempt:
     def staged(self, cur) -> StagedCounts:
         return StagedCounts(self._count(cur, self.sink.staging), self._count(cur, STAGED_DEAD))
 
+    def count_by_range(self, cur, ranges: Sequence[OffsetRange]) -> tuple[list[int], int, str | None]:
+        """Staged records (rows and dead letters) per planned range, the number outside every range, and the first
+        of those as topic[partition]@offset."""
+        cur.execute(sql.SQL(
+            "WITH planned AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) WITH ORDINALITY "
+            "AS r(t, p, f, u, i)), staged AS (SELECT source_topic AS t, source_partition AS p, source_offset AS o "
+            "FROM {} WHERE batch_id = %s UNION ALL SELECT topic, partition, \"offset\" FROM {} WHERE batch_id = %s) "
+            "SELECT r.i, count(*), min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FROM staged s LEFT JOIN planned r "
+            "ON r.t = s.t AND r.p = s.p AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(self.sink.staging, STAGED_DEAD),
+            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
+             [r.until_offset for r in ranges], self.batch_id, self.batch_id))
+        per_range, outside, first_outside = [0] * len(ranges), 0, None
+        for index, count, sample in cur.fetchall():
+            if index is None:
+                outside, first_outside = count, sample
+            else:
+                per_range[index - 1] = count
+        return per_range, outside, first_outside
+
     def _count(self, cur, table: sql.Identifier) -> int:
         cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (self.batch_id,))
         return cur.fetchone()[0]
@@ -125,6 +145,9 @@ class BatchAttempt:
         try:
             with self.conn.cursor() as cur:
                 cur.execute("BEGIN")
+                # Lock the registry row first, as remove_abandoned does: a straggling executor still staging (it
+                # holds the row FOR SHARE) finishes before the delete, so its rows are deleted too.
+                cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR UPDATE", (self.batch_id,))
                 delete_staged(cur, self.sink.staging, self.batch_id)
                 cur.execute("COMMIT")
         except psycopg2.Error:

@@ -1,15 +1,19 @@
 """Credentials and names: SASL settings flow from the Airflow connection to kafka-python and Spark, secrets stay out
-of output, and injection attempts in declarations are rejected before anything runs."""
+of output, command lines and readable files, and injection attempts in declarations are rejected before anything runs."""
 
 import json
 import os
 import re
+import stat
 import subprocess
+import threading
+from pathlib import Path
 
 import pytest
+from test_airflow_dag import run_dag
 
 from microingest import settings
-from microingest.live_planning import plan_next_batch
+from microingest.connections import jaas_quote
 
 
 @pytest.fixture
@@ -28,18 +32,63 @@ def sasl(monkeypatch):
     return sasl, use
 
 
-def test_sasl_connection_reaches_kafka_python_and_spark_and_its_password_is_never_printed(env, sasl):
+class ArgvWatch(threading.Thread):
+    """Reads every process's command line (/proc/*/cmdline) while a job runs, looking for a secret."""
+
+    def __init__(self, secrets: list[str], marker: str):
+        super().__init__(daemon=True)
+        self.secrets, self.marker = [s for s in secrets if s], marker
+        self.leaks: list[str] = []
+        self.saw_marker = False
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.1):
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                self.saw_marker |= self.marker in argv
+                self.leaks += [argv[:200] for s in self.secrets if s in argv]
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.join()
+
+
+def test_sasl_through_airflow_reaches_kafka_python_and_spark_and_the_password_is_on_no_command_line(env, sasl):
+    """The broker's SASL password holds a double quote, a backslash and a non-ASCII letter: kafka-python (plan)
+    and Spark's Kafka source (JAAS string) must both log in with it unchanged."""
     secrets, _ = sasl
+    password = secrets["password"]
+    assert '"' in password and "\\" in password and not password.isascii()
     env.redeclare(kafka_conn_id="microingest_kafka_sasl")
     produced = env.produce(500)
 
-    plan = plan_next_batch(env.pipeline)  # kafka-python through the SASL listener
-    result = env.spark_job(list(plan.ranges))  # Spark's Kafka source through the SASL listener
+    forms = [password, json.dumps(password)[1:-1], jaas_quote(password)[1:-1], env.pg["password"]]
+    with ArgvWatch(forms, marker="ingest_job.py") as watch:
+        result = run_dag(env)
 
-    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert env.target_rows() == sorted(produced)
-    assert secrets["password"] not in result.stdout + result.stderr
-    assert secrets["password"] not in " ".join(result.args), "credentials never on the spark-submit command line"
+    assert watch.saw_marker, "the watch never saw the Spark job's processes"
+    assert watch.leaks == [], "credentials on a command line"
+    assert not any(form in result.stdout + result.stderr for form in forms)
+
+
+def test_files_holding_secrets_are_private_to_their_owner():
+    state = settings.state_dir()
+    files = [state / "platform.env", state / "airflow" / "simple_auth_manager_passwords.json",
+             state / "airflow" / "secrets.json", state / "kafka" / "server.properties", state / "kafka" / "sasl.json",
+             state / "postgres" / "password"]
+    present = [f for f in files if f.exists()]  # the Kafka and Postgres files exist unless those are configured
+    assert files[:3] == present[:3]
+    assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in present} == {str(f): "0o600" for f in present}
 
 
 def test_wrong_sasl_password_fails_clearly_and_commits_nothing(env, sasl):

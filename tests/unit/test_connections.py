@@ -1,7 +1,9 @@
+import json
+
 import pytest
 
-from microingest.connections import (ConnectionConfigError, kafka_python_config, parse_connection, postgres_params,
-                                     spark_kafka_options, to_env_value)
+from microingest.connections import (ConnectionConfigError, jaas_quote, kafka_python_config, parse_connection,
+                                     postgres_params, spark_kafka_options, to_env_value)
 
 
 def test_postgres_uri_with_encoded_password():
@@ -38,3 +40,14 @@ def test_bad_connection_values_fail_clearly(value):
 def test_kafka_connection_needs_servers():
     with pytest.raises(ConnectionConfigError, match="bootstrap.servers"):
         kafka_python_config(parse_connection("x", '{"conn_type": "kafka"}'))
+
+
+def test_jaas_values_are_quoted_for_kafkas_parser_not_as_json():
+    conn = parse_connection("k", json.dumps({"conn_type": "kafka", "extra": {
+        "bootstrap.servers": "a:1", "sasl.mechanism": "PLAIN", "sasl.username": "ingest",
+        "sasl.password": 'p"a\\ss\u00e9'}}))
+    jaas = spark_kafka_options(conn)["kafka.sasl.jaas.config"]
+    # StreamTokenizer turns \" into " and \\ into \; it has no \uXXXX escape, so é must stay é.
+    assert jaas.endswith(' required username="ingest" password="p\\"a\\\\ss\u00e9";')
+    with pytest.raises(ConnectionConfigError, match="line break"):
+        jaas_quote("two\nlines")

@@ -8,10 +8,11 @@ import tempfile
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from microingest import settings, spark_submit
-from microingest.connections import env_name, get_connection, postgres_params
+from microingest.connections import ConnectionInfo, env_name, get_connection, postgres_params
 from microingest.declarations import Pipeline
 from microingest.history import RunInfo, committed_by_run
 from microingest.planning import RunPlan
@@ -55,15 +56,10 @@ class SparkIngestOperator(SparkSubmitOperator):
         done = self._committed_earlier(plan, run)
         if done is not None:
             return done
-        self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
-        self.jars = ",".join(settings.spark_jars())
         fd, outcome_file = tempfile.mkstemp(prefix="microingest-outcome-", suffix=".json")
         os.close(fd)
-        self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
-                         "MICROINGEST_OUTCOME_FILE": outcome_file}
-        _default_spark_connection(self._conn_id)
-        self._hook = None  # the hook captures its arguments when built; build it from the values set above
         try:
+            self.prepare_submit(plan, run, outcome_file)
             try:
                 super().execute(context)
             except Exception:
@@ -88,6 +84,26 @@ class SparkIngestOperator(SparkSubmitOperator):
                           "next run", plan.time_budget_seconds, outcome["remaining"])
         return outcome
 
+    def prepare_submit(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> SparkSubmitHook:
+        """Set the job's arguments and environment and build the provider's hook that submits it.
+
+        Credentials reach spark-submit only through its process environment. On YARN and Kubernetes the provider
+        turns `env_vars` into `--conf ...Env.<NAME>=<value>` arguments, i.e. secrets on a command line anyone on the
+        host can read, so those masters are refused until secrets reach the job another way."""
+        self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
+        self.jars = ",".join(settings.spark_jars())
+        self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
+                         "MICROINGEST_OUTCOME_FILE": outcome_file}
+        spark = _spark_connection_or_local(self._conn_id)
+        master = f"{spark.host}:{spark.port}" if spark.port else spark.host
+        if "yarn" in master or "k8s" in master:  # the provider's own test of the master (SparkSubmitHook.__init__)
+            raise AirflowFailException(
+                f"Spark connection '{self._conn_id}' uses master '{master}': on YARN and Kubernetes the Spark "
+                "provider puts environment variables (this job's Kafka and Postgres credentials) on the spark-submit "
+                "command line, so microingest refuses these masters; use local[*] or a spark:// standalone master")
+        self._hook = None  # the hook captures its arguments when built; build it from the values set above
+        return self._get_hook()
+
     def _committed_earlier(self, plan: RunPlan, run: RunInfo) -> dict | None:
         """On a retry: the outcome, when earlier tries of this run committed its whole plan (e.g. the job died after
         its last commit, or the commit's acknowledgement was lost), so no Spark job is started for nothing."""
@@ -104,12 +120,15 @@ class SparkIngestOperator(SparkSubmitOperator):
                 "remaining": 0}
 
 
-def _default_spark_connection(conn_id: str) -> None:
+def _spark_connection_or_local(conn_id: str) -> ConnectionInfo:
+    """`local[*]` when the Spark connection is not defined; a connection that is defined but unreadable fails the
+    task with the reason (running locally instead would hide a broken cluster setting)."""
     try:
-        get_connection(conn_id)
-    except Exception:
+        return get_connection(conn_id)
+    except AirflowNotFoundException:
         # Environment connections are what Airflow consults first; this one only lives in this task's process.
         os.environ[env_name(conn_id)] = json.dumps({"conn_type": "spark", "host": LOCAL_MASTER})
+        return get_connection(conn_id)
 
 
 class BatchFailedError(RuntimeError):

@@ -1,0 +1,97 @@
+"""Airflow's services for the local platform: api-server, scheduler, dag-processor and triggerer, on the
+platform's Postgres, with a simple-auth-manager admin whose generated password stays in the state folder."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+
+from local_platform.config import AIRFLOW_PORT, REPO, STATE, VENV_BIN, private_file
+from local_platform.processes import running_pid, say, spawn, stop, wait_for
+
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+def airflow_env(pg: dict) -> dict[str, str]:
+    home = STATE / "airflow"
+    home.mkdir(parents=True, exist_ok=True)
+    secrets_file = home / "secrets.json"
+    if not secrets_file.exists():
+        private_file(secrets_file, json.dumps({"jwt": secrets.token_urlsafe(32), "api": secrets.token_urlsafe(32),
+                                               "fernet": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()}))
+    keys = json.loads(secrets_file.read_text())
+    passwords = home / "simple_auth_manager_passwords.json"
+    if not passwords.exists():
+        private_file(passwords, json.dumps({"admin": secrets.token_urlsafe(12)}))
+    from sqlalchemy.engine import URL
+
+    db_url = URL.create("postgresql+psycopg2", username=pg.get("user"), password=pg.get("password"),
+                        host=pg["host"], port=pg["port"], database="airflow").render_as_string(hide_password=False)
+    return {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{AIRFLOW_PORT}/execution/",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
+        "AIRFLOW__API__PORT": str(AIRFLOW_PORT),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{AIRFLOW_PORT}",
+        "AIRFLOW__API__SECRET_KEY": keys["api"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "20",
+        # The pipelines DAG file builds one DAG per YAML declaration, and a new or edited declaration does not touch
+        # the file: re-parse it often enough that a new pipeline appears within seconds (a parse takes ~0.3 s).
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+        "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+    }
+
+
+def api_healthy() -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{AIRFLOW_PORT}/api/v2/monitor/health", timeout=5) as r:
+        return r.status == 200
+
+
+def start(env: dict[str, str]) -> None:
+    """Start Airflow's services with the platform's settings; restart running ones whose settings changed (the test
+    suite serves its own pipelines folder, `make up` the repository's)."""
+    logs = STATE / "airflow" / "logs"
+    marker = STATE / "run" / "airflow-settings.sha256"
+    fingerprint = hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
+    running = [s for s in SERVICES if running_pid(f"airflow-{s}")]
+    if running and (not marker.exists() or marker.read_text() != fingerprint):
+        say(f"Airflow's settings changed (pipelines folder {env['MICROINGEST_PIPELINES_DIR']}); restarting it")
+        stop_all()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(fingerprint)
+    for service in SERVICES:
+        spawn(f"airflow-{service}", [str(VENV_BIN / "airflow"), service], logs / f"{service}.log",
+              {**os.environ, **env})
+    wait_for("Airflow API server", api_healthy, 240, logs / "api-server.log")
+
+
+def stop_all() -> None:
+    for service in reversed(SERVICES):
+        stop(f"airflow-{service}")
+
+
+def login(show_password: bool) -> str:
+    path = STATE / "airflow" / "simple_auth_manager_passwords.json"
+    if not path.exists():
+        return "(not set up yet)"
+    user, password = next(iter(json.loads(path.read_text()).items()))
+    if not show_password:
+        return f"user {user}, password in {path} (`make status` shows it)"
+    return f"user {user}, password {password} (from {path})"

@@ -1,0 +1,112 @@
+"""What the commit transaction proves and how long it may wait, driven directly against Postgres: staging that does
+not match the plan is refused, a held pipeline lock times out, the history's commit time is when the publish ended,
+and discarding an attempt waits for a straggling executor so none of its rows stay behind."""
+
+import io
+import threading
+import time
+from datetime import datetime, timezone
+
+import psycopg2
+import pytest
+
+from microingest.codec import copy_text_row
+from microingest.commit import CommitTimeoutError, StagingMismatchError, commit_batch
+from microingest.history import RunInfo
+from microingest.ledger import lock_pipeline
+from microingest.planning import OffsetRange
+from microingest.records import RecordProcessor
+from microingest.staging import BatchAttempt, StagedCounts, stage_part
+
+
+def staged_attempt(env, positions, dead=()) -> tuple[BatchAttempt, StagedCounts]:
+    """An open batch attempt with rows staged at `positions` of partition 0 and dead letters at `dead`."""
+    attempt = BatchAttempt(env.pg, env.pipeline).open()
+    processor = RecordProcessor(env.pipeline)
+    rows = "".join(copy_text_row((env.pipeline.topic, 0, o, None, attempt.batch_id)
+                                 + processor.process(f"k{o}".encode(), b'{"event_id": "e%d"}' % o))
+                   for o in positions)
+    letters = "".join(copy_text_row((attempt.batch_id, env.pipeline.topic, 0, o, None, None, b"x", None, "bad_json",
+                                     "not JSON")) for o in dead)
+    counts = StagedCounts(len(positions), len(dead))
+    stage_part(env.pg, env.pipeline, attempt.batch_id, io.StringIO(rows), io.StringIO(letters), counts)
+    return attempt, counts
+
+
+def planned(env, until: int) -> list[OffsetRange]:
+    return [OffsetRange(env.pipeline.topic, 0, 0, until, None)]
+
+
+def nothing_written(env) -> bool:
+    return env.target_rows() == [] and env.ledger() == {} and env.batches() == []
+
+
+@pytest.mark.parametrize("positions, dead, until, refusal", [
+    (range(10), (), 5, r"5 staged record\(s\) lie outside the planned ranges \(e.g. it-\w+\[0\]@5\)"),
+    (range(5), (3,), 5, r"\[0, 5\) yields 6 records for 5 offsets"),
+])
+def test_staging_that_does_not_match_the_plan_is_refused(env, positions, dead, until, refusal):
+    """The executors' counts agree with staging in both cases; only the plan shows that the read went wrong."""
+    attempt, counts = staged_attempt(env, positions, dead)
+    try:
+        with pytest.raises(StagingMismatchError, match=refusal):
+            commit_batch(attempt, planned(env, until), counts, RunInfo())
+    finally:
+        attempt.close()
+    assert nothing_written(env)
+
+
+def test_a_held_pipeline_lock_times_out_the_commit_which_succeeds_once_it_is_free(env, monkeypatch):
+    monkeypatch.setenv("MICROINGEST_COMMIT_LOCK_TIMEOUT_SECONDS", "1.5")
+    attempt, counts = staged_attempt(env, range(5))
+    holder = psycopg2.connect(**env.pg)
+    try:
+        with holder.cursor() as cur:
+            lock_pipeline(cur, env.pipeline.name)  # e.g. a session stuck inside another commit
+        started = time.monotonic()
+        with pytest.raises(CommitTimeoutError, match="gave up waiting for the pipeline lock"):
+            commit_batch(attempt, planned(env, 5), counts, RunInfo())
+        assert time.monotonic() - started < 60
+        assert nothing_written(env)
+        holder.rollback()
+        commit_batch(attempt, planned(env, 5), counts, RunInfo())
+    finally:
+        holder.close()
+        attempt.close()
+    assert [o for _, o, _ in env.target_rows()] == list(range(5)) and env.ledger() == {0: 5}
+
+
+def test_the_history_commit_time_is_when_the_publish_ended(env):
+    env.query_commit(f"CREATE FUNCTION {env.pipeline.name}_slow() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$")
+    env.query_commit(f"CREATE TRIGGER slow AFTER INSERT ON {env.pipeline.target_table} FOR EACH STATEMENT "
+                     f"EXECUTE FUNCTION {env.pipeline.name}_slow()")
+    attempt, counts = staged_attempt(env, range(3))
+    try:
+        commit_batch(attempt, planned(env, 3), counts, RunInfo(), staged_at=datetime.now(timezone.utc))
+    finally:
+        attempt.close()
+    [(publish,)] = env.query("SELECT extract(epoch FROM committed_at - staged_at) FROM microingest.batches "
+                             "WHERE pipeline = %s", (env.pipeline.name,))
+    assert publish >= 1.0, "committed_at must come after the 1 s the publish took"
+
+
+def test_discard_waits_for_a_straggling_executor_and_removes_its_rows_too(env):
+    attempt, _ = staged_attempt(env, range(3))
+    straggler = psycopg2.connect(**env.pg)
+    try:
+        with straggler.cursor() as cur:  # what stage_part does, held open: registry row FOR SHARE, rows inserted
+            cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (attempt.batch_id,))
+            cur.execute(f'INSERT INTO microingest_staging."{env.pipeline.name}" (source_topic, source_partition, '
+                        "source_offset, batch_id, is_tombstone, event_id) VALUES (%s, 0, 99, %s, false, 'late')",
+                        (env.pipeline.topic, attempt.batch_id))
+        discarding = threading.Thread(target=attempt.discard)
+        discarding.start()
+        time.sleep(1)
+        straggler.commit()
+        discarding.join(30)
+        assert not discarding.is_alive()
+    finally:
+        straggler.close()
+        attempt.close()
+    assert env.staged_rows() == 0 and env.staging_batches() == 0

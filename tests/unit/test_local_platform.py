@@ -1,0 +1,47 @@
+"""The local platform launcher (scripts/services.py): a configured server that is down is an error, not a reason to
+start a throw-away one; the admin password is shown to people who ask, not in `make up`'s output."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = [sys.executable, str(REPO / "scripts" / "services.py")]
+
+
+def launcher(state: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    return subprocess.run([*SERVICES, *args], capture_output=True, text=True, timeout=60,
+                          env={**clean, "MICROINGEST_STATE": str(state), **env})
+
+
+@pytest.mark.parametrize("conn, value, shown", [
+    ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "postgresql://u:p@127.0.0.1:1/warehouse", "Postgres"),
+    ("AIRFLOW_CONN_MICROINGEST_KAFKA", '{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:1"}}',
+     "Kafka"),
+])
+def test_an_unreachable_configured_server_fails_up_and_nothing_local_starts(tmp_path, conn, value, shown):
+    state = tmp_path / "state"
+    result = launcher(state, "up", "--no-airflow-services", **{conn: value})
+    assert result.returncode != 0
+    assert f"the configured {shown} ({conn}, 127.0.0.1:1) is unreachable" in result.stderr
+    assert "p@127" not in result.stderr + result.stdout
+    assert not (state / "platform.env").exists()
+    assert not (state / "postgres").exists() and not (state / "kafka").exists()
+
+
+def test_the_admin_password_is_shown_by_status_but_not_by_what_up_prints(tmp_path):
+    state = tmp_path / "state"
+    (state / "airflow").mkdir(parents=True)
+    (state / "airflow" / "simple_auth_manager_passwords.json").write_text(json.dumps({"admin": "pw-Xq7"}))
+    asked = launcher(state, "status")
+    assert asked.returncode == 0 and "login: user admin, password pw-Xq7" in asked.stdout
+    after_up = subprocess.run([sys.executable, "-c", "import services; services.status(show_password=False)"],
+                              cwd=REPO / "scripts", capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "MICROINGEST_STATE": str(state)})
+    assert after_up.returncode == 0, after_up.stderr
+    assert "login: user admin, password in" in after_up.stdout and "pw-Xq7" not in after_up.stdout

@@ -1,0 +1,68 @@
+"""How the ingest operator hands the job to the Spark provider: the command the provider's hook builds carries no
+credential, a missing Spark connection means local[*], a broken one fails with its reason, and masters whose
+provider code would put the environment on the command line are refused."""
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from microingest.airflow.operators import SparkIngestOperator
+from microingest.connections import ConnectionConfigError
+from microingest.declarations import parse_pipeline
+from microingest.history import RunInfo
+from microingest.planning import OffsetRange, RunPlan
+
+PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
+                           "schema": {"order_id": "string"}})
+PLAN = RunPlan("ingest", (OffsetRange("orders", 0, 0, 10, None),), batch_cap=10)
+RUN = RunInfo("microingest_orders", "manual__1", 1, "ingest")
+KAFKA_SECRET, PG_SECRET = 'k-"se\\cr\u00e9t', "pg-s3cret-value"
+
+
+@pytest.fixture
+def operator(monkeypatch, tmp_path):
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-sql-kafka.jar").write_bytes(b"")
+    monkeypatch.setenv("MICROINGEST_SPARK_JARS_DIR", str(jars))
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", json.dumps({"conn_type": "kafka", "extra": {
+        "bootstrap.servers": "127.0.0.1:9094", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "ingest", "sasl.password": KAFKA_SECRET}}))
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_POSTGRES", json.dumps({
+        "conn_type": "postgres", "host": "127.0.0.1", "port": 5432, "login": "u", "password": PG_SECRET,
+        "schema": "db"}))
+    monkeypatch.delenv("AIRFLOW_CONN_MICROINGEST_SPARK", raising=False)
+    return SparkIngestOperator(task_id="ingest", pipeline=PIPELINE)
+
+
+def test_the_hooks_command_has_no_credential_and_the_environment_has_them(operator, tmp_path):
+    hook = operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+    argv = hook._build_spark_submit_command(operator.application)
+    assert argv[argv.index("--master") + 1] == "local[*]"
+    joined = " ".join(argv)
+    for secret in (KAFKA_SECRET, json.dumps(KAFKA_SECRET)[1:-1], PG_SECRET, "password"):
+        assert secret not in joined
+    env = {name: json.loads(value) for name, value in hook._env_vars.items() if name.startswith("AIRFLOW_CONN_")}
+    assert env["AIRFLOW_CONN_MICROINGEST_KAFKA"]["extra"]["sasl.password"] == KAFKA_SECRET
+    assert env["AIRFLOW_CONN_MICROINGEST_POSTGRES"]["password"] == PG_SECRET
+
+
+@pytest.mark.parametrize("spark", [{"conn_type": "spark", "host": "yarn"},
+                                   {"conn_type": "spark", "host": "k8s://https://10.0.0.1", "port": 6443}])
+def test_masters_that_would_put_secrets_on_the_command_line_are_refused(operator, monkeypatch, tmp_path, spark):
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps(spark))
+    with pytest.raises(AirflowFailException, match="refuses these masters"):
+        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+
+
+def test_a_standalone_master_from_the_connection_is_used(operator, monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", "spark://spark-master:7077")
+    argv = operator.prepare_submit(PLAN, RUN, str(tmp_path / "o.json"))._build_spark_submit_command("job.py")
+    assert argv[argv.index("--master") + 1] == "spark://spark-master:7077"
+
+
+def test_a_defined_but_unreadable_spark_connection_fails_instead_of_running_locally(operator, monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", '{"conn_type": "spark", "host": ')
+    with pytest.raises(ConnectionConfigError, match="connection 'microingest_spark': invalid JSON"):
+        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
