@@ -131,6 +131,7 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
         faults.crash_point("after_stage")
         result = commit_batch(attempt, ranges, staged, run, overlap=overlap, staged_at=staged_at,
                               spark_app_id=spark.sparkContext.applicationId, run_batch=run_batch_no)
+        attempt.release_space()
     except BaseException:
         attempt.discard()
         raise

@@ -5,7 +5,8 @@
 2. Executors `stage_part` in parallel, each Spark partition in its own transaction, into the pipeline's staging table
    (rows) and microingest_staging.dead_letters (bad records). A batch that is no longer listed is refused, so a
    straggler of a dead attempt cannot leave rows behind; a re-run task's rows are ignored as already staged.
-3. The driver commits the batch (`commit.commit_batch`), which also removes its staging in the same transaction.
+3. The driver commits the batch (`commit.commit_batch`), which also removes its staging in the same transaction,
+   then truncates the staging tables when no other attempt uses them (`release_space`).
 """
 
 from __future__ import annotations
@@ -152,6 +153,28 @@ class BatchAttempt:
                 cur.execute("COMMIT")
         except psycopg2.Error:
             log.warning("could not remove staging of batch %s; the next attempt will", self.batch_id)
+
+    def release_space(self) -> None:
+        """After this attempt's commit: TRUNCATE the staging tables when no other attempt is registered, so their
+        files shrink to nothing instead of holding deleted rows until autovacuum comes round. Best effort: skipped
+        when another attempt is registered or a lock is not granted at once.
+
+        The table lock comes before the look at the registry, so no attempt can stage between the two."""
+        checks = ((self.sink.staging, "pipeline = %s", (self.pipeline.name,)), (STAGED_DEAD, "true", ()))
+        for table, scope, args in checks:
+            try:
+                with self.conn.cursor() as cur:
+                    cur.execute("BEGIN")
+                    cur.execute("SET LOCAL lock_timeout = '200ms'")
+                    cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+                    cur.execute(f"SELECT count(*) FROM microingest.staging_batches WHERE {scope}", args)
+                    if cur.fetchone()[0] == 0:
+                        cur.execute(sql.SQL("TRUNCATE {}").format(table))
+                    cur.execute("COMMIT")
+            except psycopg2.Error:
+                if self.conn.closed:
+                    return
+                self.conn.rollback()
 
     def close(self) -> None:
         if self.conn is not None and not self.conn.closed:

@@ -75,6 +75,11 @@ class Env:
         """Raw (key, value[, headers]) records; returns their (partition, offset)."""
         return produce(self.kafka, self.pipeline.topic, records)
 
+    def send_to(self, partition: int, records: list[tuple], timestamp_ms: int) -> list[tuple[int, int]]:
+        """Raw records into one partition, all with one Kafka timestamp; returns their (partition, offset)."""
+        return produce(self.kafka, self.pipeline.topic, records, partition_of=lambda i, k: partition,
+                       timestamp_of=lambda i: timestamp_ms)
+
     def replace_target(self, columns: str) -> None:
         """Give this test's pipeline a target table of another shape (for the upsert and aggregate sinks)."""
         with connection(self.pg) as conn, conn, conn.cursor() as cur:

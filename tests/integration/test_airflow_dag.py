@@ -4,6 +4,7 @@ import json
 import os
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -129,7 +130,9 @@ def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_th
     assert "broken.yaml: field 'max_records_per_batch': must be a positive integer, got -5" in error
 
 
-def test_three_runs_started_at_once_commit_each_range_once_and_losers_fail_clearly(env):
+def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fenced_or_skip(env):
+    """Whichever run commits first, every offset is committed by exactly one batch: a run that planned before that
+    commit is fenced at its own commit, one that planned after it finds nothing to do and skips."""
     env.redeclare(max_active_runs=3, retries=0)
     produced = env.produce(1200)
     dag_env = {**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)}
@@ -144,8 +147,12 @@ def test_three_runs_started_at_once_commit_each_range_once_and_losers_fail_clear
     committed = [r for r in runs if r.get("ingest") == "success"]
     fenced = [r for r in runs if r.get("ingest") == "failed"]
     skipped = [r for r in runs if r.get("ingest") == "skipped"]
-    assert len(committed) == len(env.batches()) == 1
-    assert len(fenced) + len(skipped) == 2 and fenced, runs
+    assert len(committed) + len(fenced) + len(skipped) == 3, runs
+    ranges = [r for (ranges,) in env.query("SELECT ranges FROM microingest.batches WHERE pipeline = %s",
+                                           (env.pipeline.name,)) for r in ranges]
+    covered = Counter((r["partition"], o) for r in ranges for o in range(r["from"], r["until"]))
+    assert set(covered.values()) == {1} and len(covered) == len(produced), "each offset in exactly one batch"
+    assert len(committed) == len(env.batches())
     failed_output = [o for o, p in zip(outputs, procs) if p.returncode != 0]
     assert len(failed_output) == len(fenced)
     for output in failed_output:

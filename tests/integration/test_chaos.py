@@ -1,13 +1,13 @@
 """Chaos: faults injected across many batches while a producer keeps writing; in the end every sink mode holds
 exactly what Kafka holds — none lost, none duplicated.
 
-Three pipelines (append, upsert_latest, aggregate) read the same topic, each with its own ledger. Each round plans a
+Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its own ledger. Each round plans a
 batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment (reading, staging or
 publishing), a self-kill at a fault point (after registering, after staging, inside the commit transaction), a
 Postgres restart while the commit transaction is open, or a broker stop/start during the read. Afterwards every
 pipeline is drained without faults and compared with the topic read back from Kafka.
 
-Rounds go on until MICROINGEST_CHAOS_KILLS kill -9s have landed (default 4, the short version in `make test`;
+Rounds go on until MICROINGEST_CHAOS_KILLS kill -9s have landed (default 3, the short version in `make test`;
 `make chaos` asks for 20); the restarts of Postgres and the broker come on top.
 """
 
@@ -33,7 +33,7 @@ from microingest.live_planning import plan_next_batch
 
 from conftest import new_env
 
-KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "4"))
+KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
 FAULTS = ("kill_random", "after_open", "after_stage", "before_commit", "postgres_restart_in_commit",
           "broker_restart_in_read", "kill_random")
@@ -165,7 +165,13 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
                                                                          "amount_total": {"sum": "amount"}}},
                         **common)
     aggregate.replace_target("user_id text PRIMARY KEY, events bigint NOT NULL, amount_total double precision NOT NULL")
-    envs = [append, upsert, aggregate]
+    # The append target's key on the source position would reject a duplicate before the check could count it;
+    # this twin has no key, so a record published twice stays there twice for the check to find.
+    unkeyed = new_env(pg, kafka, folder, f"chaos_nokey_{suffix}", topic, **common)
+    unkeyed.replace_target("source_topic text, source_partition integer, source_offset bigint, kafka_timestamp "
+                           "timestamptz, batch_id uuid, event_id text, user_id text, event_type text, amount double "
+                           "precision, event_time timestamptz")
+    envs = [append, upsert, aggregate, unkeyed]
 
     producer = Producer(kafka, topic, SEED)
     producer.start()
@@ -190,7 +196,7 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         env.redeclare(max_records_per_batch=1_000_000)
         env.ingest_all()
     truth = read_topic(kafka, topic)
-    report = verify(append, upsert, aggregate, truth)
+    report = verify([append, unkeyed], upsert, aggregate, truth)
     report.update({"seed": SEED, "rounds": rounds, "outcomes": dict(outcomes), "producer_send_errors": producer.errors,
                    "faults_landed": rounds - outcomes[NO_FAULT], "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY]})
     print("chaos report: " + json.dumps(report), flush=True)
@@ -200,17 +206,26 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     assert report["lost"] == 0 and report["duplicated"] == 0, report
 
 
-def verify(append, upsert, aggregate, truth) -> dict:
-    good = [(p, o, k, v) for p, o, k, v, _ in truth if v not in (None, BAD_VALUE)]
-    bad = {(p, o) for p, o, _, v, _ in truth if v in (None, BAD_VALUE)}
+def differences(landed: Counter, expected: Counter) -> tuple[int, int]:
+    """(lost, duplicated) between two multisets: what is missing, and every extra copy or unknown entry."""
+    return sum((expected - landed).values()), sum((landed - expected).values())
 
-    rows = [(p, o) for p, o, _ in append.target_rows()]
-    dead = [(p, o) for p, o, *_ in append.dead_letters()]
-    landed = Counter(rows + dead)
-    produced = {(p, o) for p, o, *_ in truth}
-    lost = produced - set(landed)
-    duplicated = sum(c - 1 for c in landed.values() if c > 1) + len(set(landed) - produced)
-    assert set(dead) == bad and set(rows) == {(p, o) for p, o, _, _ in good}
+
+def verify(appends, upsert, aggregate, truth) -> dict:
+    """Each target against the topic read back, without relying on any key of the targets: append targets and dead
+    letters as multisets of (partition, offset, event or raw value), upsert as the last value per key, aggregate as
+    totals (which a record counted twice would inflate)."""
+    good = [(p, o, k, v) for p, o, k, v, _ in truth if v not in (None, BAD_VALUE)]
+    expected_rows = Counter((p, o, json.loads(v)["event_id"]) for p, o, _, v in good)
+    expected_dead = Counter((p, o, v) for p, o, _, v, _ in truth if v in (None, BAD_VALUE))
+    lost = duplicated = rows = dead = 0
+    for env in appends:
+        landed = Counter(env.target_rows())
+        landed_dead = Counter((p, o, None if v is None else bytes(v)) for p, o, _, _, _, v, _ in env.dead_letters())
+        for got, want in ((landed, expected_rows), (landed_dead, expected_dead)):
+            missing, extra = differences(got, want)
+            lost, duplicated = lost + missing, duplicated + extra
+        rows, dead = rows + sum(landed.values()), dead + sum(landed_dead.values())
 
     latest: dict[str, tuple] = {}
     for p, o, k, v, _ in sorted(truth, key=lambda r: (r[0], r[1])):
@@ -232,6 +247,7 @@ def verify(append, upsert, aggregate, truth) -> dict:
         f"SELECT user_id, events, amount_total FROM {aggregate.pipeline.target_table}")}
     assert table == {u: [c, s] for u, (c, s) in totals.items()}, "aggregate totals: any duplicate would inflate them"
 
-    return {"produced": len(truth), "landed_rows": len(rows), "dead_letters": len(dead), "lost": len(lost),
-            "duplicated": duplicated, "upsert_keys": len(state), "aggregate_events": sum(e for e, _ in table.values()),
+    return {"produced": len(truth), "append_targets": len(appends), "landed_rows": rows, "dead_letters": dead,
+            "lost": lost, "duplicated": duplicated, "upsert_keys": len(state),
+            "aggregate_events": sum(e for e, _ in table.values()),
             "finished_at": datetime.now(timezone.utc).isoformat()}

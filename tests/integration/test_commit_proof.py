@@ -110,3 +110,19 @@ def test_discard_waits_for_a_straggling_executor_and_removes_its_rows_too(env):
         straggler.close()
         attempt.close()
     assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_staging_files_shrink_to_nothing_after_a_commit_unless_another_attempt_is_staging(env):
+    size = f"SELECT pg_relation_size('microingest_staging.\"{env.pipeline.name}\"')"
+    other, _ = staged_attempt(env, range(100, 150))
+    attempt, counts = staged_attempt(env, range(0, 1000))
+    try:
+        commit_batch(attempt, planned(env, 1000), counts, RunInfo())
+        attempt.release_space()
+        assert env.query(size)[0][0] > 0 and env.staged_rows() == 50, "the other attempt's rows stay"
+        other.discard()
+        attempt.release_space()
+    finally:
+        attempt.close()
+        other.close()
+    assert env.query(size) == [(0,)] and env.staged_rows() == 0

@@ -1,10 +1,13 @@
 """upsert_latest and aggregate sinks against real Kafka, Spark and Postgres, across several capped batches."""
 
 import json
+import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewPartitions
 
 from microingest.backfill_planning import plan_backfill
 from microingest.overlap import OverlapError
@@ -42,6 +45,39 @@ def test_upsert_latest_keeps_the_last_value_per_key_and_applies_tombstones(env):
     rows = env.query(f"SELECT record_key, event_id, amount FROM {env.pipeline.target_table} ORDER BY 1")
     assert {k: (e, a) for k, e, a in rows} == expected
     assert [(cls) for _, _, cls, *_ in env.dead_letters()] == ["null_key"]
+
+
+def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_commit_order(env):
+    """Keys first written to partition 0, then (after the topic grew) newer records of the same keys in partition 3.
+    With a cap of 4 the run commits offsets [0, 2), [2, 4), ... of both partitions per batch, so the newer record
+    comes in a later batch (j), the same batch at a lower offset (m, t, u), or an earlier batch (k, w) than the older
+    one; in every case the newer record (by Kafka timestamp) decides, tombstones included."""
+    env.replace_target(f"record_key text PRIMARY KEY, {SOURCE_COLUMNS}, event_id text NOT NULL, user_id text, "
+                       "event_type text, amount double precision, event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest", max_records_per_batch=4)
+    now_ms = int(time.time() * 1000)
+
+    def write(partition, records, timestamp_ms):
+        values = [None if v is None else json.dumps({"event_id": v, "user_id": k}).encode() for k, v in records]
+        return env.send_to(partition, [(k.encode(), v) for (k, _), v in zip(records, values)], timestamp_ms)
+
+    old = [("j", "j-old"), ("m", "m-old"), ("t", "t-old"), ("u", None), ("f0", "f0"), ("f1", "f1"), ("k", "k-old"),
+           ("w", "w-old")]
+    new = [("m", "m-new"), ("k", "k-new"), ("u", "u-new"), ("t", None), ("j", "j-new"), ("w", None), ("f2", "f2"),
+           ("f3", "f3")]
+    assert {p for p, _ in write(0, old, now_ms - 60_000)} == {0}
+    admin = KafkaAdminClient(**env.kafka)
+    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=4)})
+    admin.close()
+    assert {p for p, _ in write(3, new, now_ms)} == {3}
+
+    env.ingest_all()
+
+    assert env.batch_count() == 4
+    rows = env.query(f"SELECT record_key, event_id, source_partition FROM {env.pipeline.target_table} ORDER BY 1")
+    assert rows == [("f0", "f0", 0), ("f1", "f1", 0), ("f2", "f2", 3), ("f3", "f3", 3), ("j", "j-new", 3),
+                    ("k", "k-new", 3), ("m", "m-new", 3), ("u", "u-new", 3)]
+    assert env.ledger() == {0: 8, 3: 8}
 
 
 def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
