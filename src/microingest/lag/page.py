@@ -62,21 +62,23 @@ def lag_json() -> JSONResponse:
 def chart(series: list[tuple[datetime, int]], now: datetime, width: int = 560, height: int = 120) -> str:
     if len(series) < 2:
         return '<p class="muted">lag over time: fewer than two observations in the last 24 hours</p>'
-    start = now - CHART_SPAN
+    # From the first observation shown, so a young pipeline's few minutes are not squeezed into a 24-hour axis.
+    span = max(now - series[0][0], timedelta(minutes=1))
+    start = now - span
     top = max(lag for _, lag in series) or 1
 
     def x(t):
-        return round((t - start) / CHART_SPAN * width, 1)
+        return round((t - start) / span * width, 1)
 
     def y(lag):
         return round(height - lag / top * (height - 10), 1)
 
     points = " ".join(f"{x(t)},{y(lag)}" for t, lag in series)
     return (f'<svg class="chart" viewBox="0 0 {width} {height + 16}" role="img" aria-label="offset lag over the last '
-            f'24 hours"><polyline fill="none" stroke="#017cee" stroke-width="1.5" points="{points}"/>'
+            f'{age(span)}"><polyline fill="none" stroke="#017cee" stroke-width="1.5" points="{points}"/>'
             f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" stroke="#999"/>'
             f'<text x="2" y="10" font-size="10">{top:,} records</text>'
-            f'<text x="2" y="{height + 13}" font-size="10">-24h</text>'
+            f'<text x="2" y="{height + 13}" font-size="10">-{age(span)}</text>'
             f'<text x="{width - 24}" y="{height + 13}" font-size="10">now</text></svg>')
 
 
