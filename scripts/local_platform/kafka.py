@@ -33,17 +33,20 @@ def reachable(config: dict) -> bool:
 
 
 def properties_value(value: str) -> str:
-    """A value as java.util.Properties.load reads it back: it decodes backslash escapes and reads ISO-8859-1."""
+    """A value written so that java.util.Properties.load, which decodes backslash escapes and reads ISO-8859-1,
+    reads it back unchanged."""
     escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
     return "".join(c if ord(c) < 128 else f"\\u{ord(c):04x}" for c in escaped)
 
 
 def sasl_settings() -> dict:
     sasl_file = STATE / "kafka" / "sasl.json"
-    if not sasl_file.exists():
-        private_file(sasl_file, json.dumps({"bootstrap.servers": f"127.0.0.1:{KAFKA_SASL_PORT}", "username": "ingest",
-                                            "password": secrets.token_urlsafe(18) + SASL_PASSWORD_SUFFIX}))
-    return json.loads(sasl_file.read_text(encoding="utf-8"))
+    sasl = json.loads(sasl_file.read_text(encoding="utf-8")) if sasl_file.exists() else {}
+    if not sasl.get("password", "").endswith(SASL_PASSWORD_SUFFIX):  # new, or made before the suffix existed
+        sasl = {"bootstrap.servers": f"127.0.0.1:{KAFKA_SASL_PORT}", "username": "ingest",
+                "password": secrets.token_urlsafe(18) + SASL_PASSWORD_SUFFIX}
+        private_file(sasl_file, json.dumps(sasl))
+    return sasl
 
 
 def server_properties(data: Path) -> str:
