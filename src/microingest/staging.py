@@ -171,10 +171,11 @@ class BatchAttempt:
                     if cur.fetchone()[0] == 0:
                         cur.execute(sql.SQL("TRUNCATE {}").format(table))
                     cur.execute("COMMIT")
-            except psycopg2.Error:
+            except psycopg2.Error:  # typically the lock was not granted at once; leave it to a later commit
                 if self.conn.closed:
                     return
-                self.conn.rollback()
+                with self.conn.cursor() as cur:
+                    cur.execute("ROLLBACK")  # the connection is in autocommit mode: end the explicit transaction
 
     def close(self) -> None:
         if self.conn is not None and not self.conn.closed:

@@ -126,3 +126,22 @@ def test_staging_files_shrink_to_nothing_after_a_commit_unless_another_attempt_i
         attempt.close()
         other.close()
     assert env.query(size) == [(0,)] and env.staged_rows() == 0
+
+
+def test_staging_is_left_alone_when_its_lock_is_not_granted_at_once(env):
+    attempt, counts = staged_attempt(env, range(0, 20))
+    reader = psycopg2.connect(**env.pg)
+    try:
+        commit_batch(attempt, planned(env, 20), counts, RunInfo())
+        with reader.cursor() as cur:  # e.g. someone reading staging while the commit finishes
+            cur.execute(f'SELECT count(*) FROM microingest_staging."{env.pipeline.name}"')
+        attempt.release_space()  # gives up after 200 ms and leaves the connection usable
+        with attempt.conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            assert cur.fetchone() == (1,)
+        reader.rollback()
+        attempt.release_space()
+    finally:
+        reader.close()
+        attempt.close()
+    assert env.query(f"SELECT pg_relation_size('microingest_staging.\"{env.pipeline.name}\"')") == [(0,)]
