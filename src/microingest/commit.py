@@ -57,18 +57,17 @@ def prove_staging(cur, attempt: BatchAttempt, ranges: Sequence[OffsetRange], rep
     """What the commit checks before publishing: staging holds exactly what the executors reported (nothing lost
     or left over from elsewhere), every staged record lies inside a planned range, and no range yields more records
     than it has offsets (fewer is normal: transaction markers and aborted records take offsets too)."""
-    found = attempt.staged(cur)
-    if found != reported:
+    found = attempt.staged_by_range(cur, ranges)
+    if found.counts != reported:
         raise StagingMismatchError(
             f"batch {attempt.batch_id}: executors reported {reported.rows} rows and {reported.dead} dead letters but "
-            f"{found.rows} and {found.dead} are staged; nothing was committed")
-    per_range, outside, example = attempt.count_by_range(cur, ranges)
-    if outside:
+            f"{found.counts.rows} and {found.counts.dead} are staged; nothing was committed")
+    if found.outside:
         raise StagingMismatchError(
-            f"batch {attempt.batch_id}: {outside} staged record(s) lie outside the planned ranges (e.g. {example}); "
-            "the read did not match the plan, nothing was committed")
+            f"batch {attempt.batch_id}: {found.outside} staged record(s) lie outside the planned ranges (e.g. "
+            f"{found.example_outside}); the read did not match the plan, nothing was committed")
     over = [f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}) yields {n} records for {r.size} offsets"
-            for r, n in zip(ranges, per_range) if n > r.size]
+            for r, n in zip(ranges, found.per_range) if n > r.size]
     if over:
         raise StagingMismatchError(f"batch {attempt.batch_id}: {'; '.join(over)}; nothing was committed")
 

@@ -53,6 +53,14 @@ class StagedCounts:
         return self.rows + self.dead
 
 
+@dataclass
+class StagedByRange:
+    counts: StagedCounts
+    per_range: list[int]
+    outside: int = 0
+    example_outside: str | None = None
+
+
 class BatchAttempt:
     """Driver-side handle of one batch attempt; see the module docstring for the protocol."""
 
@@ -106,31 +114,26 @@ class BatchAttempt:
                     cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (other,))
         return removed
 
-    def staged(self, cur) -> StagedCounts:
-        return StagedCounts(self._count(cur, self.sink.staging), self._count(cur, STAGED_DEAD))
-
-    def count_by_range(self, cur, ranges: Sequence[OffsetRange]) -> tuple[list[int], int, str | None]:
-        """Staged records (rows and dead letters) per planned range, the number outside every range, and the first
-        of those as topic[partition]@offset."""
+    def staged_by_range(self, cur, ranges: Sequence[OffsetRange]) -> "StagedByRange":
+        """What is staged for this attempt, in one pass over each staging table: rows and dead letters, records per
+        planned range, and those outside every range (with one of them as topic[partition]@offset)."""
         cur.execute(sql.SQL(
             "WITH planned AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) WITH ORDINALITY "
-            "AS r(t, p, f, u, i)), staged AS (SELECT source_topic AS t, source_partition AS p, source_offset AS o "
-            "FROM {} WHERE batch_id = %s UNION ALL SELECT topic, partition, \"offset\" FROM {} WHERE batch_id = %s) "
-            "SELECT r.i, count(*), min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FROM staged s LEFT JOIN planned r "
-            "ON r.t = s.t AND r.p = s.p AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(self.sink.staging, STAGED_DEAD),
+            "AS r(t, p, f, u, i)), staged AS (SELECT source_topic AS t, source_partition AS p, source_offset AS o, "
+            "false AS dead FROM {} WHERE batch_id = %s UNION ALL SELECT topic, partition, \"offset\", true FROM {} "
+            "WHERE batch_id = %s) SELECT r.i, count(*) FILTER (WHERE NOT s.dead), count(*) FILTER (WHERE s.dead), "
+            "min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FROM staged s LEFT JOIN planned r ON r.t = s.t AND r.p = s.p "
+            "AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(self.sink.staging, STAGED_DEAD),
             ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
              [r.until_offset for r in ranges], self.batch_id, self.batch_id))
-        per_range, outside, first_outside = [0] * len(ranges), 0, None
-        for index, count, sample in cur.fetchall():
+        found = StagedByRange(StagedCounts(0, 0), [0] * len(ranges))
+        for index, rows, dead, example in cur.fetchall():
+            found.counts = StagedCounts(found.counts.rows + rows, found.counts.dead + dead)
             if index is None:
-                outside, first_outside = count, sample
+                found.outside, found.example_outside = rows + dead, example
             else:
-                per_range[index - 1] = count
-        return per_range, outside, first_outside
-
-    def _count(self, cur, table: sql.Identifier) -> int:
-        cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (self.batch_id,))
-        return cur.fetchone()[0]
+                found.per_range[index - 1] = rows + dead
+        return found
 
     def sample_dead_letters(self, limit: int = 3) -> list[str]:
         with self.conn.cursor() as cur:
