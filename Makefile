@@ -13,10 +13,11 @@ export PATH := $(abspath $(BIN)):$(PATH)
 STAMP_PY    := $(VENV)/.installed
 STAMP_KAFKA := $(STATE)/kafka/libs/.resolved
 STAMP_SPARK := $(STATE)/spark/jars/.resolved
+STAMP_BENCH := $(STATE)/spark/bench-jars/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo test test-unit chaos clean
+.PHONY: help install up down status demo test test-unit chaos bench clean
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
@@ -24,8 +25,9 @@ help:
 	@echo "make up | down | status    start / stop / show the local platform"
 	@echo "make test-unit             pure-logic tests only (no services)"
 	@echo "make chaos                 the long fault-injection soak (20 kill -9s + restarts), report in .state/chaos-report.json"
+	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
-install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) postgres-binaries
+install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) postgres-binaries
 
 $(STAMP_PY): constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +49,11 @@ $(STAMP_SPARK): build/maven/spark-kafka/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/spark-kafka/pom.xml dependency:copy-dependencies \
 	  -DoutputDirectory=$(abspath $(dir $@))
+	touch $@
+
+$(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
+	rm -rf $(dir $@) && mkdir -p $(dir $@)
+	$(MVN) -q -B -f build/maven/bench-jdbc/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
 .PHONY: browser
@@ -91,6 +98,16 @@ test: install browser
 chaos: install
 	$(PLATFORM) up --no-airflow-services
 	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/test_chaos.py
+
+# The bench declares its pipelines in a folder of its own too. BENCH_ARGS passes more options (see
+# `python -m microingest.bench --help`), e.g. BENCH_ARGS="--contenders airflow,kafka_loop --small-batches 5".
+BENCH_PIPELINES  := $(STATE)/bench/pipelines
+BENCH_RECORDS    ?= 1000000
+BENCH_PARTITIONS ?= 6
+
+bench: install
+	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES)
+	$(WITH_ENV) $(BIN)/python -m microingest.bench --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) $(BENCH_ARGS)
 
 test-unit: $(STAMP_PY)
 	$(BIN)/pytest -q tests/unit

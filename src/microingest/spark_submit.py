@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+
 from microingest import settings
 from microingest.connections import env_name, get_connection, to_env_value
 from microingest.declarations import Pipeline
@@ -35,9 +37,15 @@ def connection_env(pipeline: Pipeline) -> dict[str, str]:
 def command(pipeline: Pipeline, plan: RunPlan, run: RunInfo, master: str = "local[2]",
             extra_conf: dict[str, str] | None = None) -> list[str]:
     """A spark-submit command line for running the job outside Airflow (tests, debugging)."""
+    return submit_argv(settings.spark_job_path(), job_args(pipeline.name, plan, run), f"microingest-{pipeline.name}",
+                       master, extra_conf)
+
+
+def submit_argv(script: Path, args: list[str], name: str, master: str = "local[2]",
+                extra_conf: dict[str, str] | None = None, jars: list[str] | None = None) -> list[str]:
+    """spark-submit of a Python script with the job's Spark conf and the Kafka source's jars (plus `jars`)."""
     conf = {**JOB_CONF, **(extra_conf or {})}
-    argv = ["spark-submit", "--master", master, "--name", f"microingest-{pipeline.name}",
-            "--jars", ",".join(settings.spark_jars())]
+    argv = ["spark-submit", "--master", master, "--name", name, "--jars", ",".join(settings.spark_jars() + (jars or []))]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return argv + [str(settings.spark_job_path()), *job_args(pipeline.name, plan, run)]
+    return argv + [str(script), *args]

@@ -1,0 +1,52 @@
+"""`make bench`: python -m microingest.bench [--records N] [--partitions P] ... ; see microingest.bench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from microingest import settings
+from microingest.bench import report
+from microingest.bench.contenders import CONTENDERS
+from microingest.bench.runner import Options, run_bench
+
+
+def main(argv: list[str]) -> int:
+    defaults = Options()
+    parser = argparse.ArgumentParser(prog="python -m microingest.bench",
+                                     description="this platform side by side with the alternatives, on the same "
+                                                 "Kafka data; writes report.md, report.json and chart.png")
+    parser.add_argument("--records", type=int, default=defaults.records)
+    parser.add_argument("--partitions", type=int, default=defaults.partitions)
+    parser.add_argument("--batch-records", type=int, default=defaults.batch_records)
+    parser.add_argument("--small-records", type=int, default=defaults.small_records)
+    parser.add_argument("--small-batches", type=int, default=defaults.small_batches)
+    parser.add_argument("--contenders", default=",".join(defaults.contenders),
+                        help=f"comma-separated, of {', '.join(CONTENDERS)}")
+    parser.add_argument("--out", type=Path, default=settings.state_dir() / "bench")
+    args = parser.parse_args(argv)
+    for name in ("records", "partitions", "batch_records", "small_records"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.small_batches < 0:
+        parser.error("--small-batches must be 0 or more")
+    served = settings.pipelines_dir().resolve()
+    if served == (settings.repo_root() / "pipelines").resolve():
+        parser.error(f"the platform serves {served}; the bench declares its pipelines in a folder of its own: run it "
+                     "with `make bench`, which restarts the platform on one")
+    opts = Options(args.records, args.partitions, args.batch_records, args.small_records, args.small_batches,
+                   tuple(c for c in args.contenders.split(",") if c), args.out)
+    result = run_bench(opts, say=lambda m: print(m, flush=True))
+    paths = report.write(result, args.out)
+    print(report.markdown(result))
+    print("written: " + ", ".join(map(str, paths)))
+    wrong = [m["key"] for m in result["measurements"] if not m["exact"]]
+    if wrong:
+        print(f"WRONG: {', '.join(wrong)} did not land exactly what was read", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

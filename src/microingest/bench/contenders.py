@@ -1,0 +1,195 @@
+"""How each contender is started and timed. Every run consumes what the topic holds at its start and is timed from
+launch (spark-submit, the DAG trigger, the loop's process start) to its last commit in Postgres."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from microingest import settings, spark_submit
+from microingest.bench.dataset import SCHEMA
+from microingest.bench.targets import table_name
+from microingest.declarations import Pipeline, load_pipeline_file
+from microingest.history import RunInfo
+from microingest.kafka_access import partition_bounds
+from microingest.live_planning import plan_live_run
+from microingest.postgres import connection
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Context:
+    pg: dict[str, Any]
+    kafka: dict[str, Any]
+    topic: str
+    run_id: str
+    batch_records: int
+    work_dir: Path  # checkpoints and logs of this bench run
+    say: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float  # launch → last commit
+    records: int  # records the contender says it consumed
+
+
+class Contender:
+    key = ""
+    label = ""
+    family = "alternative"  # or "microingest"
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+
+    @property
+    def marker(self) -> str:
+        """A string in the command line of this contender's processes, for the memory sampler."""
+        return f"bench-{self.ctx.run_id}-{self.key}"
+
+    def prepare(self) -> None:
+        """Work before the timed runs (declaring a pipeline and waiting for its DAG)."""
+
+    def run(self) -> Run:
+        raise NotImplementedError
+
+
+def run_logged(argv: list[str], env: dict[str, str], log: Path, timeout: float = 7200) -> str:
+    """Run to completion, output to `log`; returns its stdout. Fails with the log's tail."""
+    with log.open("w") as out:
+        proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=out, text=True, timeout=timeout)
+        out.write(proc.stdout)
+    if proc.returncode != 0:
+        raise BenchError(f"{argv[0]} exited {proc.returncode}; log {log}:\n" + "".join(log.read_text()[-3000:]))
+    return proc.stdout
+
+
+def bench_result(stdout: str) -> dict:
+    lines = [line[len("BENCH "):] for line in stdout.splitlines() if line.startswith("BENCH ")]
+    if not lines:
+        raise BenchError("the job printed no BENCH result line")
+    return json.loads(lines[-1])
+
+
+class _Platform(Contender):
+    family = "microingest"
+
+    def prepare(self) -> None:
+        folder = settings.pipelines_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.pipeline_name}.yaml"
+        path.write_text(json.dumps({
+            "name": self.pipeline_name, "description": f"make bench {self.ctx.run_id}: {self.label}",
+            "topic": self.ctx.topic, "target_table": table_name(self.key), "schema": SCHEMA,
+            "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": 1_000_000_000,
+            "max_run_seconds": 7200}))
+        self.pipeline: Pipeline = load_pipeline_file(path)
+
+    @property
+    def pipeline_name(self) -> str:
+        return f"bench_{self.ctx.run_id}_{self.key}"
+
+    @property
+    def marker(self) -> str:
+        return f"microingest-{self.pipeline_name}"  # the Spark application's name, also when Airflow submits it
+
+    def committed(self) -> tuple[float, int]:
+        """(epoch of the pipeline's last commit, records read by all its batches)."""
+        with connection(self.ctx.pg) as conn, conn.cursor() as cur:
+            cur.execute("SELECT extract(epoch FROM max(committed_at)), coalesce(sum(records_read), 0) FROM "
+                        "microingest.batches WHERE pipeline = %s", (self.pipeline.name,))
+            last, records = cur.fetchone()
+        return float(last or 0), int(records)
+
+    def _timed(self, launch: Callable[[], None]) -> Run:
+        _, before = self.committed()
+        started = time.time()
+        launch()
+        last, records = self.committed()
+        return Run(last - started, records - before)
+
+
+class SparkJobAlone(_Platform):
+    key, label = "spark_job", "microingest: the Spark job alone (spark-submit → committed)"
+
+    def run(self) -> Run:
+        def launch() -> None:
+            plan = plan_live_run(self.pipeline)
+            env = {**os.environ, **spark_submit.connection_env(self.pipeline)}
+            argv = spark_submit.command(self.pipeline, plan, RunInfo(), master="local[*]",
+                                        extra_conf={"spark.ui.enabled": "false"})
+            run_logged(argv, env, self.ctx.work_dir / f"{self.key}-{time.time():.0f}.log")
+
+        return self._timed(launch)
+
+
+class ThroughAirflow(_Platform):
+    key, label = "airflow", "microingest through Airflow (trigger → committed)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        from microingest.airflow.rest_client import AirflowClient
+
+        self.client = AirflowClient()
+
+    def wait_until_served(self) -> None:
+        self.client.wait_for_dag(self.pipeline.dag_id, timeout=300, say=lambda m: None)
+        self.client.unpause(self.pipeline.dag_id)
+
+    def run(self) -> Run:
+        def launch() -> None:
+            run_id = self.client.trigger(self.pipeline.dag_id, {}, note=f"make bench {self.ctx.run_id}")
+            run = self.client.wait_for_run(self.pipeline.dag_id, run_id, timeout=7200, poll=0.5)
+            if run.state != "success":
+                raise BenchError(f"{self.pipeline.dag_id} run {run_id} ended {run.state} ({run.describe()})")
+
+        return self._timed(launch)
+
+
+class KafkaLoop(Contender):
+    key, label = "kafka_loop", "hand-written kafka-python → COPY loop, offsets in the same transaction"
+
+    def run(self) -> Run:
+        _, ends = partition_bounds(self.ctx.kafka, self.ctx.topic)
+        started = time.time()
+        out = run_logged([sys.executable, "-m", "microingest.bench.kafka_loop", "--topic", self.ctx.topic,
+                           "--table", table_name(self.key), "--until", json.dumps(ends),
+                           "--batch-records", str(self.ctx.batch_records), "--name", self.marker],
+                          dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log")
+        result = json.loads(out.strip().splitlines()[-1])
+        return Run(result["done_at"] - started, result["records"])
+
+
+class AvailableNow(Contender):
+    key, label = "available_now", "Spark Structured Streaming, AvailableNow + foreachBatch (JDBC)"
+
+    def run(self) -> Run:
+        started = time.time()
+        argv = spark_submit.submit_argv(
+            settings.repo_root() / "spark_jobs" / "bench_available_now.py",
+            ["--topic", self.ctx.topic, "--table", table_name(self.key),
+             "--checkpoint", str(self.ctx.work_dir / "available_now-checkpoint"),
+             "--max-offsets-per-trigger", str(self.ctx.batch_records)],
+            self.marker, "local[*]", {"spark.ui.enabled": "false"}, jars=bench_jars())
+        result = bench_result(run_logged(argv, dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log"))
+        return Run(result["done_at"] - started, -1)  # the streaming query reports no count; the target's is checked
+
+
+def bench_jars() -> list[str]:
+    folder = settings.state_dir() / "spark" / "bench-jars"
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not jars:
+        raise BenchError(f"no PostgreSQL JDBC driver in {folder}; run `make bench` (it resolves it)")
+    return jars
+
+
+CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, KafkaLoop, AvailableNow)}

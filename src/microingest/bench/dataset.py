@@ -1,0 +1,94 @@
+"""The bench's data: deterministic JSON events of about 200 bytes, spread round-robin over a topic's partitions.
+
+Every contender reads the same topic. Record i goes to partition i % P at offset i // P with Kafka timestamp
+(the dataset's creation time + i ms; older ones would fall to the topic's retention at once), so the decoded rows
+(what the COPY limit loads) follow from i alone, without reading Kafka back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import IO, Any, Callable
+
+from kafka import KafkaProducer
+
+from microingest.codec import copy_text_row
+from microingest.kafka_access import create_topic, partition_bounds
+
+EVENT_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the first event's event_time
+SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
+          "amount": "double", "event_time": "timestamp", "country": "string", "page": "string",
+          "session_id": "string"}
+VALUE_COLUMNS = tuple(SCHEMA)
+_TYPES = ("view", "click", "add_to_cart", "purchase")
+_COUNTRIES = ("DE", "FR", "NL", "PL", "SE", "US", "BR", "JP")
+COPY_BATCH_ID = "00000000-0000-0000-0000-00000000be4c"
+
+
+def event(i: int) -> dict[str, Any]:
+    return {"event_id": f"ev-{i:012d}", "user_id": f"user-{i * 7919 % 100_003:06d}", "event_type": _TYPES[i % 4],
+            "amount": round((i * 37 % 100_000) / 100, 2), "event_time": EVENT_TIME_MS + i,
+            "country": _COUNTRIES[i % 8], "page": f"/catalog/item/{i * 31 % 50_000}?ref=campaign-{i % 97}",
+            "session_id": f"{i * 2654435761 % 2**32:08x}-{i % 65_536:04x}-{i * 40503 % 2**32:08x}"}
+
+
+def value_bytes(i: int) -> bytes:
+    return json.dumps(event(i), separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Dataset:
+    topic: str
+    partitions: int
+    records: int  # records 0..records-1, the large run's data
+    ends: dict[int, int]  # each partition's end offset after the large run's data
+    base_ts_ms: int  # record i's Kafka timestamp is base_ts_ms + i
+
+    @property
+    def record_bytes(self) -> float:
+        return sum(len(value_bytes(i)) for i in range(min(self.records, 1000))) / min(self.records, 1000)
+
+
+def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms: int, start: int, count: int,
+                  say: Callable[[str], None] = lambda m: None) -> None:
+    """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas."""
+    producer = KafkaProducer(**kafka, acks="all", linger_ms=50, batch_size=512 * 1024, enable_idempotence=True,
+                             max_in_flight_requests_per_connection=5)
+    started, step = time.monotonic(), max(count // 10, 1)
+    try:
+        for i in range(start, start + count):
+            producer.send(topic, key=f"ev-{i:012d}".encode(), value=value_bytes(i), partition=i % partitions,
+                          timestamp_ms=base_ts_ms + i)
+            if (i - start + 1) % step == 0 and count >= 100_000:
+                say(f"  produced {i - start + 1:,} of {count:,} records ({time.monotonic() - started:.0f}s)")
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def create_dataset(kafka: dict[str, Any], topic: str, records: int, partitions: int,
+                   say: Callable[[str], None] = lambda m: None) -> Dataset:
+    if not create_topic(kafka, topic, partitions):
+        raise RuntimeError(f"topic {topic} exists already; the bench needs a fresh one")
+    base_ts_ms = int(time.time() * 1000)
+    produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say)
+    _, ends = partition_bounds(kafka, topic)
+    expected = {p: len(range(p, records, partitions)) for p in range(partitions)}
+    if ends != expected:
+        raise RuntimeError(f"topic {topic} holds end offsets {ends}, expected {expected}: was it written to by "
+                           "something else?")
+    return Dataset(topic, partitions, records, ends, base_ts_ms)
+
+
+def write_copy_rows(dataset: Dataset, out: IO[str]) -> None:
+    """The large run's records decoded into the target's layout, in COPY text format (what the COPY limit loads)."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    for i in range(dataset.records):
+        e = event(i)
+        out.write(copy_text_row((dataset.topic, i % dataset.partitions, i // dataset.partitions,
+                                 epoch + timedelta(milliseconds=dataset.base_ts_ms + i), COPY_BATCH_ID)
+                                + tuple(e[c] if c != "event_time" else epoch + timedelta(milliseconds=e[c])
+                                        for c in VALUE_COLUMNS)))

@@ -1,0 +1,98 @@
+"""Contender: the consumer loop a user writes without this platform. kafka-python → json → psycopg2 COPY, with each
+batch's rows and the consumed offsets committed in one Postgres transaction (so it is exactly once too), in one
+Python process. It stops when every partition reached the given end offsets.
+
+    python -m microingest.bench.kafka_loop --topic T --table bench.kafka_loop --until '{"0": 1000}' --name M
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import psycopg2
+from kafka import KafkaConsumer, TopicPartition
+
+from microingest.bench.dataset import VALUE_COLUMNS
+from microingest.connections import get_connection, kafka_python_config, postgres_params
+
+OFFSETS_DDL = ("CREATE TABLE IF NOT EXISTS bench.kafka_loop_offsets (topic text, partition integer, next_offset "
+               "bigint NOT NULL, PRIMARY KEY (topic, partition))")
+
+
+def _text(v) -> str:
+    if v is None:
+        return r"\N"
+    s = str(v)
+    return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def row(msg, batch_id: str) -> str:
+    doc = json.loads(msg.value)
+    ts = datetime.fromtimestamp(msg.timestamp / 1000, timezone.utc).isoformat()
+    values = [doc.get(c) for c in VALUE_COLUMNS]
+    values[VALUE_COLUMNS.index("event_time")] = datetime.fromtimestamp(doc["event_time"] / 1000,
+                                                                       timezone.utc).isoformat()
+    return "\t".join([msg.topic, str(msg.partition), str(msg.offset), ts, batch_id] + [_text(v) for v in values]) + "\n"
+
+
+def consume(kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int], batch_records: int) -> int:
+    conn = psycopg2.connect(**pg)
+    with conn, conn.cursor() as cur:
+        cur.execute(OFFSETS_DDL)
+        cur.execute("SELECT partition, next_offset FROM bench.kafka_loop_offsets WHERE topic = %s", (topic,))
+        stored = dict(cur.fetchall())
+    consumer = KafkaConsumer(**kafka, enable_auto_commit=False, isolation_level="read_committed",
+                             max_partition_fetch_bytes=4 * 2**20, fetch_max_bytes=32 * 2**20)
+    parts = [TopicPartition(topic, p) for p in until]
+    consumer.assign(parts)
+    for tp in parts:
+        consumer.seek(tp, stored.get(tp.partition, 0))
+    position = {p: stored.get(p, 0) for p in until}
+    total = 0
+    while any(position[p] < until[p] for p in until):
+        buffer, count, batch_id = io.StringIO(), 0, str(uuid.uuid4())
+        while count < batch_records and any(position[p] < until[p] for p in until):
+            for tp, messages in consumer.poll(timeout_ms=1000, max_records=10_000).items():
+                for msg in messages:
+                    if msg.offset >= until[tp.partition]:
+                        break
+                    buffer.write(row(msg, batch_id))
+                    position[tp.partition] = msg.offset + 1
+                    count += 1
+        buffer.seek(0)
+        with conn, conn.cursor() as cur:
+            cur.copy_expert(f"COPY {table} (source_topic, source_partition, source_offset, kafka_timestamp, batch_id, "
+                            f"{', '.join(VALUE_COLUMNS)}) FROM STDIN", buffer)
+            cur.execute("INSERT INTO bench.kafka_loop_offsets SELECT %s, p, o FROM unnest(%s::int[], %s::bigint[]) "
+                        "AS u(p, o) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
+                        (topic, list(position), list(position.values())))
+        total += count
+    consumer.close()
+    conn.close()
+    return total
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--until", required=True, help="JSON {partition: end offset}")
+    parser.add_argument("--batch-records", type=int, default=100_000)
+    parser.add_argument("--name", default="", help="a marker for the bench's memory sampler")
+    args = parser.parse_args(argv)
+    kafka = kafka_python_config(get_connection("microingest_kafka"))
+    pg = postgres_params(get_connection("microingest_postgres"))
+    records = consume(kafka, pg, args.topic, args.table, {int(p): o for p, o in json.loads(args.until).items()},
+                      args.batch_records)
+    print(json.dumps({"records": records, "done_at": time.time()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,91 @@
+"""Peak memory of a contender while it runs: its own processes (found by a marker in their command line, with all
+their descendants) split into the Spark JVM and Python, plus the local Postgres server's processes.
+
+Memory is summed as PSS (proportional set size): like RSS, but pages shared between processes (Postgres' shared
+buffers, forked Python workers) are divided among them instead of counted once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import psutil
+
+ROLES = ("spark_jvm", "python", "postgres")
+
+
+@dataclass
+class Peaks:
+    mib: dict[str, float] = field(default_factory=dict)  # role -> peak MiB; a role never seen is absent
+
+    def to_dict(self) -> dict[str, float]:
+        return {r: round(v, 1) for r, v in self.mib.items()}
+
+
+def _role(name: str) -> str | None:
+    if name == "java":
+        return "spark_jvm"
+    if name.startswith("python"):
+        return "python"
+    return None
+
+
+class PeakMemory:
+    """Samples every `interval` seconds in a thread, from `with` entry to exit."""
+
+    def __init__(self, marker: str, interval: float = 0.5):
+        self.marker, self.interval = marker, interval
+        self.peaks = Peaks()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"peak-memory-{marker}", daemon=True)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval):
+                break
+
+    def sample(self) -> None:
+        procs = list(psutil.process_iter(["pid", "ppid", "name", "cmdline"]))
+        children: dict[int, list[psutil.Process]] = {}
+        for p in procs:
+            children.setdefault(p.info["ppid"], []).append(p)
+        ours = [p for p in procs if self.marker in " ".join(p.info["cmdline"] or ())]
+        seen, totals = set(), dict.fromkeys(ROLES, 0.0)
+        while ours:
+            p = ours.pop()
+            if p.pid in seen:
+                continue
+            seen.add(p.pid)
+            ours.extend(children.get(p.pid, ()))
+            role = _role(p.info["name"] or "")
+            if role:
+                totals[role] += _pss_mib(p)
+        for p in procs:
+            if p.info["name"] == "postgres":
+                totals["postgres"] += _pss_mib(p)
+        for role, value in totals.items():
+            if value:
+                self.peaks.mib[role] = max(self.peaks.mib.get(role, 0.0), value)
+
+
+def _pss_mib(proc: psutil.Process) -> float:
+    """From /proc/<pid>/smaps_rollup: the kernel sums it, where reading all of /proc/<pid>/smaps (psutil's
+    memory_full_info) walks every mapping under the process's memory lock and slows a large JVM down."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

@@ -1,0 +1,88 @@
+"""The bench report: a Markdown table of what one run measured, ratios computed within the run (absolute figures
+vary with the machine's load; ratios between contenders run back to back travel better), and the issue's targets
+each marked met or missed with the margin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from microingest.bench.limits import COPY_KEY, COUNT_KEY
+
+OURS = "airflow"  # end to end, as operators run it
+ROLES = (("spark_jvm", "Spark JVM"), ("python", "Python"), ("postgres", "Postgres"))
+
+
+def _by_key(report: dict) -> dict[str, dict]:
+    return {m["key"]: m for m in report["measurements"]}
+
+
+def _ratio(a: dict | None, b: dict | None) -> float | None:
+    if not a or not b or not b["rate"]:
+        return None
+    return a["rate"] / b["rate"]
+
+
+def _x(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def targets(report: dict) -> list[tuple[str, str, str]]:
+    """(target, measured, verdict) for the performance targets a default run can judge."""
+    m = _by_key(report)
+    ours = m.get(OURS)
+    rows = []
+    for goal, other, want in (("end to end ≥ 0.7× the COPY limit", COPY_KEY, 0.7),
+                              ("≥ 2× the hand-written loop", "kafka_loop", 2.0),
+                              ("≥ 1.5× AvailableNow + foreachBatch", "available_now", 1.5)):
+        ratio = _ratio(ours, m.get(other))
+        if ratio is None:
+            rows.append((goal, "not measured in this run", "–"))
+        else:
+            verdict = "met" if ratio >= want else f"missed: {ratio / want:.0%} of the target"
+            rows.append((goal, f"{ratio:.2f}×", verdict))
+    small = (ours or {}).get("small_median")
+    rows.append(("100-record batch trigger → committed ≤ 3 s with a long-lived driver",
+                 f"{small:.1f}s with a new Spark application per run" if small is not None else "not measured",
+                 "not judged: no long-lived driver contender yet"))
+    return rows
+
+
+def markdown(report: dict) -> str:
+    opts, mach, m = report["options"], report["machine"], _by_key(report)
+    copy, count, ours = m.get(COPY_KEY), m.get(COUNT_KEY), m.get(OURS)
+    lines = [f"# microingest bench {report['run_id']}", "",
+             f"{opts['records']:,} JSON records of {report['record_bytes']:.0f} bytes in {opts['partitions']} "
+             f"partitions (topic `{report['topic']}`), batches of {opts['batch_records']:,}; then "
+             f"{opts['small_batches']} batch(es) of {opts['small_records']} new records per contender. Started "
+             f"{report['started']} on {mach['cpus']} CPUs, {mach['memory_gib']} GiB; PostgreSQL {mach['postgres']}, "
+             f"Spark {mach['pyspark']}, Python {mach['python']}.", "",
+             "Time is from launch (spark-submit, DAG trigger, process start) to the last commit in Postgres; the "
+             "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
+             "all Postgres processes (shared buffers counted once).", "",
+             f"| contender | records/s | seconds | ÷ COPY limit | ÷ Spark count | microingest ÷ it | "
+             f"{opts['small_records']}-record batch (median) | "
+             + " | ".join(f"peak {label} MiB" for _, label in ROLES) + " | landed |",
+             "|" + "---|" * (8 + len(ROLES))]
+    for x in report["measurements"]:
+        small = f"{x['small_median']:.1f}s" if x["small_median"] is not None else "–"
+        theirs = "–" if x["family"] == "limit" or x["key"] == OURS else _x(_ratio(ours, x))
+        landed = (f"{x['rows']:,} rows, exact" if x["exact"] else
+                  f"**WRONG**: {x['rows']:,} rows, {x['distinct']:,} positions, expected {x['expected']:,}")
+        peaks = " | ".join(f"{x['peak_mib'][r]:,.0f}" if r in x["peak_mib"] else "–" for r, _ in ROLES)
+        lines.append(f"| {x['label']} | {x['rate']:,.0f} | {x['seconds']:.1f} | {_x(_ratio(x, copy))} | "
+                     f"{_x(_ratio(x, count))} | {theirs} | {small} | {peaks} | {landed} |")
+    lines += ["", "## Targets (issue 9)", "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {goal} | {measured} | {verdict} |" for goal, measured, verdict in targets(report)]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict, out: Path) -> list[Path]:
+    from microingest.bench.chart import draw
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "report.json", out / "report.md", out / "chart.png"]
+    paths[0].write_text(json.dumps(report, indent=2) + "\n")
+    paths[1].write_text(markdown(report))
+    draw(report, paths[2])
+    return paths

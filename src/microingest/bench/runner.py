@@ -1,0 +1,151 @@
+"""One bench run: the dataset, the limits, every contender on the large backlog, then small batches, each checked
+for exactly what it should have landed. Measurements go to the report and the chart."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import pyspark
+
+from microingest import settings
+from microingest.bench import limits
+from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow
+from microingest.bench.dataset import create_dataset, produce_range
+from microingest.bench.memory import PeakMemory
+from microingest.bench.targets import create_targets, landed
+from microingest.connections import get_connection, kafka_python_config, postgres_params
+from microingest.postgres import connection
+
+
+@dataclass(frozen=True)
+class Options:
+    records: int = 1_000_000
+    partitions: int = 6
+    batch_records: int = 100_000  # the platform's max_records_per_batch, the loop's batch, maxOffsetsPerTrigger
+    small_records: int = 100
+    small_batches: int = 3
+    contenders: tuple[str, ...] = tuple(CONTENDERS)
+    out: Path = Path(".state/bench")
+
+
+@dataclass
+class Measurement:
+    key: str
+    label: str
+    family: str  # microingest | alternative | limit
+    records: int
+    seconds: float
+    rows: int = 0  # what the target holds afterwards ...
+    distinct: int = 0  # ... and its distinct source positions
+    expected: int = 0  # what it should hold
+    peak_mib: dict[str, float] = field(default_factory=dict)
+    small_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def exact(self) -> bool:
+        return self.rows == self.distinct == self.expected
+
+    @property
+    def small_median(self) -> float | None:
+        return statistics.median(self.small_seconds) if self.small_seconds else None
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "rate": round(self.rate, 1), "exact": self.exact, "small_median": self.small_median}
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                                        / 2**30, 1),
+            "python": platform.python_version(), "pyspark": pyspark.__version__}
+
+
+def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
+    unknown = [c for c in opts.contenders if c not in CONTENDERS]
+    if unknown:
+        raise BenchError(f"unknown contender(s) {', '.join(unknown)}; choose from {', '.join(CONTENDERS)}")
+    pg = postgres_params(get_connection("microingest_postgres"))
+    kafka = kafka_python_config(get_connection("microingest_kafka"))
+    started = datetime.now(timezone.utc)
+    run_id = started.strftime("%m%d%H%M%S")
+    work = opts.out / "work" / run_id  # job logs and the streaming contender's checkpoint
+    work.mkdir(parents=True, exist_ok=True)
+    ctx = Context(pg, kafka, f"microingest-bench-{run_id}", run_id, opts.batch_records, work.resolve(), say)
+    _forget_earlier_declarations()
+    contenders = [CONTENDERS[key](ctx) for key in opts.contenders]
+    create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY])
+    for c in contenders:
+        c.prepare()  # declarations first: Airflow parses them while the data is produced
+    say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions)")
+    dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say)
+    for c in contenders:
+        if isinstance(c, ThroughAirflow):
+            say("waiting for Airflow to serve the bench pipeline's DAG")
+            c.wait_until_served()
+
+    results: list[Measurement] = []
+    for key, measure in ((limits.COUNT_KEY, limits.spark_count), (limits.COPY_KEY, limits.copy_limit)):
+        say(f"{limits.LABELS[key]} ...")
+        with PeakMemory(f"bench-{run_id}-{key}") as memory:
+            run = measure(ctx, dataset)
+        m = Measurement(key, limits.LABELS[key], "limit", run.records, run.seconds, peak_mib=memory.peaks.to_dict())
+        m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
+        if key == limits.COPY_KEY:
+            m.rows, m.distinct = landed(pg, key)
+            m.expected = dataset.records
+        results.append(m)
+        say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s)")
+
+    for c in contenders:
+        say(f"{c.label}: {dataset.records:,} records ...")
+        with PeakMemory(c.marker) as memory:
+            run = c.run()
+        m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
+        m.peak_mib = memory.peaks.to_dict()
+        results.append(m)
+        say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "
+            f"({'exact' if m.exact else 'WRONG'})")
+
+    by_key = {m.key: m for m in results}
+    for k in range(opts.small_batches):
+        start = dataset.records + k * opts.small_records
+        produce_range(kafka, ctx.topic, opts.partitions, dataset.base_ts_ms, start, opts.small_records)
+        for c in contenders:
+            run = c.run()
+            m = by_key[c.key]
+            m.small_seconds.append(round(run.seconds, 2))
+            m.expected = start + opts.small_records
+            m.rows, m.distinct = landed(pg, c.key)
+            say(f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
+                f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})")
+    return {"run_id": run_id, "started": started.isoformat(timespec="seconds"),
+            "options": {**asdict(opts), "out": str(opts.out)}, "topic": ctx.topic,
+            "record_bytes": round(dataset.record_bytes, 1), "machine": {**machine(), "postgres": _pg_version(pg)},
+            "measurements": [m.to_dict() for m in results]}
+
+
+def _measured(key: str, label: str, family: str, run: Run, expected: int, pg: dict) -> Measurement:
+    rows, distinct = landed(pg, key)
+    return Measurement(key, label, family, run.records if run.records >= 0 else rows, run.seconds, rows, distinct,
+                       expected)
+
+
+def _forget_earlier_declarations() -> None:
+    """Earlier bench runs' pipelines stop being served (their DAGs go stale); their targets are recreated."""
+    for path in settings.pipelines_dir().glob("bench_*.yaml"):
+        path.unlink()
+
+
+def _pg_version(pg: dict) -> str:
+    with connection(pg) as conn, conn.cursor() as cur:
+        cur.execute("SHOW server_version")
+        return cur.fetchone()[0]

@@ -1,0 +1,57 @@
+"""`make bench` in miniature: every contender and limit on a few hundred records, through the same entry point.
+
+It asserts what the report says, never how fast anything was: that each contender landed exactly what it read, that
+the platform's runs were cut into the planned batches, and that the ratios in the Markdown are those of the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from microingest.bench.contenders import CONTENDERS
+from microingest.bench.limits import COPY_KEY, COUNT_KEY
+from microingest.postgres import connection
+
+RECORDS, SMALL = 600, 10
+
+
+def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, pg):
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "microingest.bench", "--records", str(RECORDS), "--partitions", "2",
+                           "--batch-records", "250", "--small-records", str(SMALL), "--small-batches", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = json.loads((out / "report.json").read_text())
+    found = {m["key"]: m for m in report["measurements"]}
+    assert list(found) == [COUNT_KEY, COPY_KEY, *CONTENDERS]
+
+    assert found[COUNT_KEY]["records"] == RECORDS
+    assert (found[COPY_KEY]["rows"], found[COPY_KEY]["distinct"]) == (RECORDS, RECORDS)
+    for key in CONTENDERS:
+        m = found[key]
+        assert (m["rows"], m["distinct"], m["expected"]) == (RECORDS + SMALL,) * 3, m
+        assert m["records"] == RECORDS and m["seconds"] > 0 and len(m["small_seconds"]) == 1, m
+        assert abs(m["rate"] - m["records"] / m["seconds"]) < 0.1
+        assert m["peak_mib"].get("postgres", 0) > 0, m  # the sampler found the local Postgres
+    for key in ("airflow", "spark_job", "available_now"):
+        assert found[key]["peak_mib"].get("spark_jvm", 0) > 0, found[key]  # ... and each one's Spark application
+    assert found["kafka_loop"]["peak_mib"].get("python", 0) > 0
+
+    for key in ("airflow", "spark_job"):  # 600 records at 250 a batch, then the small batch
+        with connection(pg) as conn, conn.cursor() as cur:
+            cur.execute("SELECT records_read FROM microingest.batches WHERE pipeline = %s ORDER BY committed_at",
+                        (f"bench_{report['run_id']}_{key}",))
+            assert [b[0] for b in cur.fetchall()] == [250, 250, 100, SMALL]
+
+    markdown = (out / "report.md").read_text()
+    copy_rate = found[COPY_KEY]["rate"]
+    for m in report["measurements"]:
+        row = next(line for line in markdown.splitlines() if line.startswith(f"| {m['label']} |"))
+        assert f"| {m['rate']:,.0f} |" in row and f"| {m['rate'] / copy_rate:.2f}× |" in row, row
+        assert "exact" in row and "WRONG" not in row
+    assert re.search(r"\| end to end ≥ 0\.7× the COPY limit \| \d+\.\d\d× \| (met|missed)", markdown)
+    png = (out / "chart.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

@@ -1,0 +1,60 @@
+"""The bench's pure pieces: its data decodes on the platform to exactly the rows the COPY limit loads, and its report
+judges the targets from the figures."""
+
+from __future__ import annotations
+
+import io
+
+from microingest.bench import report
+from microingest.bench.dataset import COPY_BATCH_ID, SCHEMA, Dataset, event, value_bytes, write_copy_rows
+from microingest.codec import copy_text_row
+from microingest.declarations import parse_pipeline
+from microingest.records import RecordProcessor
+
+
+def test_records_are_about_200_bytes_and_deterministic():
+    sizes = [len(value_bytes(i)) for i in range(0, 1_000_000, 997)]
+    assert 190 <= sum(sizes) / len(sizes) <= 230
+    assert value_bytes(123) == value_bytes(123) and event(1) != event(2)
+
+
+def test_the_copy_limit_loads_what_the_platform_decodes_from_the_same_records():
+    pipeline = parse_pipeline({"name": "bench_check", "topic": "t", "target_table": "bench.x", "schema": SCHEMA})
+    processor = RecordProcessor(pipeline)
+    dataset = Dataset("t", 3, 50, {0: 17, 1: 17, 2: 16}, base_ts_ms=1_800_000_000_000)
+    out = io.StringIO()
+    write_copy_rows(dataset, out)
+    lines = out.getvalue().splitlines(keepends=True)
+    assert len(lines) == 50
+    for i, line in enumerate(lines):
+        record_key, tombstone, *values = processor.process(f"ev-{i:012d}".encode(), value_bytes(i))
+        head = line.split("\t")[:5]
+        assert head[:3] == ["t", str(i % 3), str(i // 3)] and head[4] == COPY_BATCH_ID
+        assert "\t".join(line.split("\t")[5:]) == copy_text_row(values), i
+
+
+def _report(**rates) -> dict:
+    ms = [{"key": k, "label": k, "family": "limit" if k in ("copy_limit", "spark_count") else "x", "rate": r,
+           "records": 1000, "seconds": 1000 / r, "rows": 1000, "distinct": 1000, "expected": 1000, "exact": True,
+           "peak_mib": {}, "small_median": None, "small_seconds": []} for k, r in rates.items()]
+    return {"run_id": "1", "started": "now", "topic": "t", "record_bytes": 200.0,
+            "options": {"records": 1000, "partitions": 6, "batch_records": 100, "small_records": 100,
+                        "small_batches": 0},
+            "machine": {"cpus": 2, "memory_gib": 24, "postgres": "15", "pyspark": "4", "python": "3"},
+            "measurements": ms}
+
+
+def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
+    verdicts = {goal: (measured, verdict) for goal, measured, verdict in
+                report.targets(_report(copy_limit=400_000, airflow=140_000, kafka_loop=50_000, available_now=100_000))}
+    assert verdicts["end to end ≥ 0.7× the COPY limit"] == ("0.35×", "missed: 50% of the target")
+    assert verdicts["≥ 2× the hand-written loop"] == ("2.80×", "met")
+    assert verdicts["≥ 1.5× AvailableNow + foreachBatch"] == ("1.40×", "missed: 93% of the target")
+
+
+def test_a_contender_that_landed_the_wrong_rows_is_marked_in_the_table():
+    r = _report(copy_limit=400_000, airflow=140_000)
+    r["measurements"][1].update(rows=1001, distinct=1000, exact=False)
+    table = report.markdown(r)
+    assert "**WRONG**: 1,001 rows, 1,000 positions, expected 1,000" in table
+    assert "| not measured in this run | – |" in table  # no loop in this run
