@@ -101,7 +101,8 @@ def start() -> dict:
     if not (data / "meta.properties").exists():
         cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
         say(f"formatting KRaft storage {data} (cluster {cluster_id})")
-        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+        # "--cluster-id=<id>": an id starting with "-" (1 in 64 of them) would otherwise read as an option
+        subprocess.run([*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
                        check=True, stdout=subprocess.DEVNULL)
     config = {"bootstrap_servers": [f"127.0.0.1:{KAFKA_PORT}"]}
     if not reachable(config):
