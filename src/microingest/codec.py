@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
@@ -117,6 +118,12 @@ def copy_text_row(values: Sequence[Any]) -> str:
 
 
 def _copy_text(v: Any) -> str:
+    # Text and integers are most of every row: test their exact types first, and escape only text that needs it.
+    kind = type(v)
+    if kind is str:
+        return _escaped(v) if _NEEDS_ESCAPE(v) else v
+    if kind is int:
+        return str(v)
     if v is None:
         return r"\N"
     if isinstance(v, bool):
@@ -127,5 +134,11 @@ def _copy_text(v: Any) -> str:
         return repr(v)
     if isinstance(v, (bytes, bytearray, memoryview)):
         return "\\\\x" + bytes(v).hex()
-    s = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+    return _escaped(json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+
+
+_NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]").search
+
+
+def _escaped(s: str) -> str:
     return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")

@@ -58,12 +58,14 @@ def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
     }
 
 
-def headers_json(headers) -> list[dict] | None:
-    """Kafka headers as JSON: values as UTF-8 text where they are, else base64."""
+def headers_json(headers: list[dict] | None) -> list[dict] | None:
+    """Kafka headers (as Arrow hands them over: [{"key": str, "value": bytes | None}]) as JSON: values as UTF-8
+    text where they are, else base64."""
     if not headers:
         return None
     out = []
-    for key, value in headers:
+    for header in headers:
+        key, value = header["key"], header["value"]
         entry: dict[str, Any] = {"key": key}
         if value is not None:
             try:
@@ -80,12 +82,16 @@ class Stager:
     def __init__(self, params: dict[str, Any], pipeline: Pipeline, batch_id: str):
         self.params, self.pipeline, self.batch_id = params, pipeline, batch_id
 
-    def __call__(self, records: Iterator[Any]) -> Iterator[tuple[int, int, int]]:
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
         processor = RecordProcessor(self.pipeline)
         with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as rows, \
                 tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
             good = bad = 0
-            for topic, partition, offset, ts_micros, key, value, headers in records:
+            first = None
+            for topic, partition, offset, ts_micros, key, value, headers in _records(batches):
+                first = first or (topic, partition, offset)
                 ts = None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
                 try:
                     staged = processor.process(key, value)
@@ -98,10 +104,20 @@ class Stager:
                 good += 1
             rows.seek(0)
             dead.seek(0)
-            counts = stage_part(self.params, self.pipeline, self.batch_id, rows, dead, StagedCounts(good, bad))
+            counts = stage_part(self.params, self.pipeline, self.batch_id, rows, dead, StagedCounts(good, bad), first)
         faults.crash_point("executor_after_stage")
         # The parent of a Python worker is its executor's pyspark daemon: one per executor JVM.
-        yield counts.rows, counts.dead, os.getppid()
+        yield pa.RecordBatch.from_pydict({"rows": [counts.rows], "dead": [counts.dead], "stager": [os.getppid()]},
+                                         schema=pa.schema([(c, pa.int64()) for c in ("rows", "dead", "stager")]))
+
+
+STAGED_SCHEMA = "rows long, dead long, stager long"  # what each Spark partition's Stager returns
+
+
+def _records(batches: Iterator[Any]) -> Iterator[tuple]:
+    """Rows of Arrow record batches, column by column into Python objects (far cheaper than unpickling rows)."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns))
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],
@@ -118,7 +134,7 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
         frame = (spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(ranges)).load()
                  .selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "key", "value",
                              "headers"))
-        parts = frame.rdd.mapPartitions(Stager(pg_params, pipeline, attempt.batch_id)).collect()
+        parts = frame.mapInArrow(Stager(pg_params, pipeline, attempt.batch_id), STAGED_SCHEMA).collect()
         staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
         staged_at = datetime.now(timezone.utc)
         log.info("batch %s staged: %d rows, %d dead letters, in %d Spark partitions staged by %d executor processes",

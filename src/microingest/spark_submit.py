@@ -21,6 +21,7 @@ JOB_CONF = {
     "spark.ui.showConsoleProgress": "false",
     # The executors' Python must be the one that has the microingest package (the project's virtualenv).
     "spark.pyspark.python": sys.executable,
+    "spark.python.daemon.module": "microingest.spark_worker_daemon",  # see there: saves about 0.3 s per task
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{settings.spark_job_path().parent / 'log4j2.properties'}",
 }
 

@@ -186,24 +186,38 @@ class BatchAttempt:
 
 
 def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: IO[str], dead: IO[str],
-               counts: StagedCounts) -> StagedCounts:
-    """Executor side: stage one Spark partition's rows and dead letters (COPY text buffers) in one transaction."""
+               counts: StagedCounts, first: tuple[str, int, int] | None) -> StagedCounts:
+    """Executor side: stage one Spark partition's rows and dead letters (COPY text buffers) in one transaction.
+
+    `first` is the position (topic, partition, offset) of the Spark partition's first record. A Spark partition is a
+    fixed offset range, so a retried or speculative copy of its task brings the same records: under a lock on that
+    position, finding it staged (as a row or a dead letter) means an earlier attempt's transaction staged them all,
+    and nothing is written twice. The rows are COPYed straight into staging, written once."""
     sink = sink_for(pipeline)
     with connection(params) as conn, conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (batch_id,))
         if cur.fetchone() is None:
             raise LedgerError(f"batch {batch_id} is no longer registered (its attempt was abandoned); not staging")
+        if first is None:
+            return counts
+        topic, partition, offset = first
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"microingest:stage:{batch_id}:{topic}:{partition}:{offset}",))
+        cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s AND source_topic = %s AND "
+                            "source_partition = %s AND source_offset = %s) OR EXISTS (SELECT 1 FROM {} WHERE "
+                            "batch_id = %s AND topic = %s AND partition = %s AND \"offset\" = %s)").format(
+            sink.staging, STAGED_DEAD), (batch_id, topic, partition, offset) * 2)
+        if cur.fetchone()[0]:
+            log.info("batch %s: %s[%s] from offset %s was staged by an earlier attempt of this task", batch_id, topic,
+                     partition, offset)
+            return counts
         if counts.rows:
-            _copy_idempotently(cur, sink.staging, sink.staging_columns, rows)
+            _copy(cur, sink.staging, sink.staging_columns, rows)
         if counts.dead:
-            _copy_idempotently(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, dead)
+            _copy(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, dead)
     return counts
 
 
-def _copy_idempotently(cur, table: sql.Identifier, columns: Sequence[str], buffer: IO[str]) -> None:
-    """COPY into a temporary twin, then insert what is not staged yet (a retried Spark task re-sends its rows)."""
-    tmp = sql.Identifier(f"microingest_copy_{table.strings[-1]}")
+def _copy(cur, table: sql.Identifier, columns: Sequence[str], buffer: IO[str]) -> None:
     cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-    cur.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DROP").format(tmp, table))
-    cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(tmp, cols).as_string(cur), buffer)
-    cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT DO NOTHING").format(table, cols, cols, tmp))
+    cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(table, cols).as_string(cur), buffer, size=1 << 20)

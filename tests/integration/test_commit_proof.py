@@ -22,6 +22,11 @@ from microingest.staging import BatchAttempt, StagedCounts, stage_part
 def staged_attempt(env, positions, dead=()) -> tuple[BatchAttempt, StagedCounts]:
     """An open batch attempt with rows staged at `positions` of partition 0 and dead letters at `dead`."""
     attempt = BatchAttempt(env.pg, env.pipeline).open()
+    return attempt, stage(env, attempt, positions, dead)
+
+
+def stage(env, attempt: BatchAttempt, positions, dead=()) -> StagedCounts:
+    """What one Spark task does: stage rows at `positions` and dead letters at `dead` of partition 0."""
     processor = RecordProcessor(env.pipeline)
     rows = "".join(copy_text_row((env.pipeline.topic, 0, o, None, attempt.batch_id)
                                  + processor.process(f"k{o}".encode(), b'{"event_id": "e%d"}' % o))
@@ -29,8 +34,8 @@ def staged_attempt(env, positions, dead=()) -> tuple[BatchAttempt, StagedCounts]
     letters = "".join(copy_text_row((attempt.batch_id, env.pipeline.topic, 0, o, None, None, b"x", None, "bad_json",
                                      "not JSON")) for o in dead)
     counts = StagedCounts(len(positions), len(dead))
-    stage_part(env.pg, env.pipeline, attempt.batch_id, io.StringIO(rows), io.StringIO(letters), counts)
-    return attempt, counts
+    first = (env.pipeline.topic, 0, min([*positions, *dead])) if counts.records else None
+    return stage_part(env.pg, env.pipeline, attempt.batch_id, io.StringIO(rows), io.StringIO(letters), counts, first)
 
 
 def planned(env, until: int) -> list[OffsetRange]:
@@ -54,6 +59,21 @@ def test_staging_that_does_not_match_the_plan_is_refused(env, positions, dead, u
     finally:
         attempt.close()
     assert nothing_written(env)
+
+
+def test_a_retried_task_finds_its_records_staged_and_writes_nothing_twice(env):
+    """A task's records are COPYed straight into staging, once: a re-run of the same task (Spark retries it when its
+    executor is lost after staging, or runs a speculative copy) finds its first position staged and stages nothing.
+    Here the first position is a dead letter."""
+    attempt, counts = staged_attempt(env, range(1, 6), dead=(0,))
+    try:
+        assert stage(env, attempt, range(1, 6), dead=(0,)) == counts
+        with attempt.conn.cursor() as cur:
+            assert attempt.staged_by_range(cur, planned(env, 6)).counts == StagedCounts(5, 1)
+        commit_batch(attempt, planned(env, 6), counts, RunInfo())
+    finally:
+        attempt.close()
+    assert [o for _, o, _ in env.target_rows()] == [1, 2, 3, 4, 5] and len(env.dead_letters()) == 1
 
 
 def test_a_held_pipeline_lock_times_out_the_commit_which_succeeds_once_it_is_free(env, monkeypatch):

@@ -48,3 +48,10 @@ def test_bad_values_are_rejected_with_a_reason(value, reason):
 
 def test_copy_text_escapes_what_copy_would_misread():
     assert copy_text_row(["a\tb\nc\\d", None, True, 1.5, 3]) == "a\\tb\\nc\\\\d\t\\N\tt\t1.5\t3\n"
+
+
+def test_copy_text_of_every_kind_of_value():
+    at = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=timezone.utc)
+    assert copy_text_row(["plain", "cr\r", False, at, b"\x00\xff", {"k": "a\tb"}, [1], 2**63 - 1, -0.0]) == (
+        'plain\tcr\\r\tf\t2026-01-02T03:04:05.600000+00:00\t\\\\x00ff\t{"k": "a\\\\tb"}\t[1]\t9223372036854775807'
+        '\t-0.0\n')
