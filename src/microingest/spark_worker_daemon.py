@@ -26,8 +26,17 @@ def without_bundled_archives(path: list[str]) -> list[str]:
     return [p for p in path if p not in archives or not os.path.realpath(p).startswith(package)]
 
 
+def drop_bundled_archives(path: list[str], importer_cache: dict) -> None:
+    """Take the bundled archives off `path`, and their zip importers out of `importer_cache`: the interpreter made
+    those while finding this module, and invalidate_caches reaches every importer in the cache, on the path or not."""
+    kept = without_bundled_archives(path)
+    for entry in set(path) - set(kept):
+        importer_cache.pop(entry, None)
+    path[:] = kept
+
+
 if __name__ == "__main__":
-    sys.path[:] = without_bundled_archives(sys.path)
+    drop_bundled_archives(sys.path, sys.path_importer_cache)
     importlib.invalidate_caches()
     from pyspark import daemon
 

@@ -3,7 +3,7 @@
 1. The driver opens a `BatchAttempt`: takes a session advisory lock on a fresh batch id, lists the id in
    microingest.staging_batches, and removes the staged rows of earlier attempts whose lock is free (their driver died).
 2. Executors `stage_part` in parallel, each Spark partition in its own transaction, into the pipeline's staging table
-   (rows) and microingest_staging.dead_letters (bad records). A batch that is no longer listed is refused, so a
+   (rows, COPYed while they are decoded) and microingest_staging.dead_letters (bad records). A batch that is no longer listed is refused, so a
    straggler of a dead attempt cannot leave rows behind; a re-run task's rows are ignored as already staged.
 3. The driver commits the batch (`commit.commit_batch`), which also removes its staging in the same transaction,
    then truncates the staging tables when no other attempt uses them (`release_space`).
@@ -11,17 +11,20 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import socket
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import IO, Any, Sequence
+from typing import Any, Callable, Sequence, TextIO
 
 import psycopg2
 from psycopg2 import sql
 
+from microingest.copy_stream import copy_while_producing
 from microingest.declarations import Pipeline
 from microingest.ledger import LedgerError
 from microingest.planning import OffsetRange
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 DEAD_LETTER_COLUMNS = ("batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
                        "headers", "error_class", "error_message")
 STAGED_DEAD = sql.Identifier("microingest_staging", "dead_letters")
+_SPILL_BYTES = 64 * 1024 * 1024  # a partition's dead letters stay in memory up to this size, then spill to disk
 
 
 def delete_staged(cur, staging: sql.Identifier, batch_id: str) -> None:
@@ -185,21 +189,23 @@ class BatchAttempt:
             self.conn.close()  # ends the session, which releases the attempt's advisory lock
 
 
-def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: IO[str], dead: IO[str],
-               counts: StagedCounts, first: tuple[str, int, int] | None) -> StagedCounts:
-    """Executor side: stage one Spark partition's rows and dead letters (COPY text buffers) in one transaction.
+def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first: tuple[str, int, int] | None,
+               decode: Callable[[TextIO, TextIO], StagedCounts]) -> StagedCounts:
+    """Executor side: stage one Spark partition in one transaction. `decode(rows, dead)` writes its good rows and its
+    dead letters as COPY text and returns their counts; the rows are COPYed into staging while it writes them.
 
     `first` is the position (topic, partition, offset) of the Spark partition's first record. A Spark partition is a
     fixed offset range, so a retried or speculative copy of its task brings the same records: under a lock on that
     position, finding it staged (as a row or a dead letter) means an earlier attempt's transaction staged them all,
-    and nothing is written twice. The rows are COPYed straight into staging, written once."""
+    and nothing is written twice (they are decoded again, for their counts). The rows are written once, straight
+    into staging."""
     sink = sink_for(pipeline)
     with connection(params) as conn, conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (batch_id,))
         if cur.fetchone() is None:
             raise LedgerError(f"batch {batch_id} is no longer registered (its attempt was abandoned); not staging")
         if first is None:
-            return counts
+            return StagedCounts(0, 0)
         topic, partition, offset = first
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                     (f"microingest:stage:{batch_id}:{topic}:{partition}:{offset}",))
@@ -210,14 +216,11 @@ def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, rows: 
         if cur.fetchone()[0]:
             log.info("batch %s: %s[%s] from offset %s was staged by an earlier attempt of this task", batch_id, topic,
                      partition, offset)
-            return counts
-        if counts.rows:
-            _copy(cur, sink.staging, sink.staging_columns, rows)
-        if counts.dead:
-            _copy(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, dead)
+            return decode(io.StringIO(), io.StringIO())
+        with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
+            counts = copy_while_producing(cur, sink.staging, sink.staging_columns, lambda rows: decode(rows, dead))
+            if counts.dead:
+                dead.seek(0)
+                cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
+                    STAGED_DEAD, sql.SQL(", ").join(map(sql.Identifier, DEAD_LETTER_COLUMNS))).as_string(cur), dead)
     return counts
-
-
-def _copy(cur, table: sql.Identifier, columns: Sequence[str], buffer: IO[str]) -> None:
-    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-    cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(table, cols).as_string(cur), buffer, size=1 << 20)

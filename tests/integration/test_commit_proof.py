@@ -2,7 +2,6 @@
 not match the plan is refused, a held pipeline lock times out, the history's commit time is when the publish ended,
 and discarding an attempt waits for a straggling executor so none of its rows stay behind."""
 
-import io
 import threading
 import time
 from datetime import datetime, timezone
@@ -33,9 +32,14 @@ def stage(env, attempt: BatchAttempt, positions, dead=()) -> StagedCounts:
                    for o in positions)
     letters = "".join(copy_text_row((attempt.batch_id, env.pipeline.topic, 0, o, None, None, b"x", None, "bad_json",
                                      "not JSON")) for o in dead)
-    counts = StagedCounts(len(positions), len(dead))
-    first = (env.pipeline.topic, 0, min([*positions, *dead])) if counts.records else None
-    return stage_part(env.pg, env.pipeline, attempt.batch_id, io.StringIO(rows), io.StringIO(letters), counts, first)
+    first = (env.pipeline.topic, 0, min([*positions, *dead])) if [*positions, *dead] else None
+
+    def decode(rows_out, dead_out) -> StagedCounts:
+        rows_out.write(rows)
+        dead_out.write(letters)
+        return StagedCounts(len(positions), len(dead))
+
+    return stage_part(env.pg, env.pipeline, attempt.batch_id, first, decode)
 
 
 def planned(env, until: int) -> list[OffsetRange]:
