@@ -43,6 +43,11 @@ class RowWriter:
             self._put("".join(self._parts))
             self._parts, self._size = [], 0
 
+    def close(self) -> None:
+        """Everything is written: the COPY ends once it has sent the last chunk."""
+        self.flush()
+        self._put(_END)
+
     def _put(self, item) -> None:
         while True:
             try:
@@ -90,8 +95,7 @@ def copy_while_producing(cur, table: sql.Identifier, columns: Sequence[str],
     writer = RowWriter(chunks, copying)
     try:
         result = produce(writer)
-        writer.flush()
-        writer._put(_END)
+        writer.close()
     except BaseException as exc:
         if copying.is_alive():
             _hand_over(chunks, exc, copying)

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import socket
@@ -189,6 +188,13 @@ class BatchAttempt:
             self.conn.close()  # ends the session, which releases the attempt's advisory lock
 
 
+class _Discard:
+    """Where a task whose records an earlier attempt staged writes them: nowhere."""
+
+    def write(self, text: str) -> None:
+        pass
+
+
 def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first: tuple[str, int, int] | None,
                decode: Callable[[TextIO, TextIO], StagedCounts]) -> StagedCounts:
     """Executor side: stage one Spark partition in one transaction. `decode(rows, dead)` writes its good rows and its
@@ -216,7 +222,7 @@ def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first:
         if cur.fetchone()[0]:
             log.info("batch %s: %s[%s] from offset %s was staged by an earlier attempt of this task", batch_id, topic,
                      partition, offset)
-            return decode(io.StringIO(), io.StringIO())
+            return decode(_Discard(), _Discard())
         with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
             counts = copy_while_producing(cur, sink.staging, sink.staging_columns, lambda rows: decode(rows, dead))
             if counts.dead:
