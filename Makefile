@@ -92,7 +92,7 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 test: install browser
 	rm -f $(TEST_PIPELINES)/*.yaml
-	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests
 
 chaos: install
@@ -106,7 +106,7 @@ BENCH_RECORDS    ?= 1000000
 BENCH_PARTITIONS ?= 6
 
 bench: install
-	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES)
+	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES) --spark-connect
 	$(WITH_ENV) $(BIN)/python -m microingest.bench --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) $(BENCH_ARGS)
 
 test-unit: $(STAMP_PY)

@@ -15,13 +15,15 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from local_platform import airflow, kafka, postgres
-from local_platform.config import AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, STATE, VENV_BIN, private_file
+from local_platform import airflow, kafka, postgres, spark_connect
+from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SPARK_CONNECT_PORT, STATE,
+                                   VENV_BIN, private_file)
 from local_platform.processes import running_pid, say
 from microingest.connections import (env_name, get_connection, kafka_python_config, parse_connection,
                                      postgres_params, to_env_value)
 
 PG_CONN, KAFKA_CONN, SPARK_CONN = "microingest_postgres", "microingest_kafka", "microingest_spark"
+SPARK_CONNECT_CONN = "microingest_spark_connect"  # pipelines select the long-lived driver with this spark_conn_id
 
 
 def configured(conn_id: str):
@@ -62,11 +64,23 @@ def connections() -> dict[str, str]:
         kafka_conn = parse_connection(KAFKA_CONN, json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": ",".join(config["bootstrap_servers"])}}))
     spark_value = os.environ.get(env_name(SPARK_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
+    connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
+                     or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
     return {env_name(PG_CONN): to_env_value(pg_conn), env_name(KAFKA_CONN): to_env_value(kafka_conn),
-            env_name(SPARK_CONN): spark_value}
+            env_name(SPARK_CONN): spark_value, env_name(SPARK_CONNECT_CONN): connect_value}
 
 
-def up(with_airflow_services: bool, pipelines_dir: Path) -> None:
+def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
+    """Pipelines declared in the folder whose Spark connection is the local Spark Connect server."""
+    from microingest.declarations import load_declarations
+
+    if configured(SPARK_CONNECT_CONN):
+        return []  # a server of someone else's: not ours to start
+    pipelines, _ = load_declarations(pipelines_dir)  # broken declarations are the dag-processor's to report
+    return [p.name for p in pipelines if p.spark_conn_id == SPARK_CONNECT_CONN]
+
+
+def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: bool = False) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     conns = connections()
     pg = postgres_params(parse_connection(PG_CONN, conns[env_name(PG_CONN)]))
@@ -85,6 +99,11 @@ def up(with_airflow_services: bool, pipelines_dir: Path) -> None:
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
+    selecting = selects_local_spark_connect(pipelines_dir) if pipelines_dir.is_dir() else []
+    if with_spark_connect or selecting:
+        if selecting:
+            say(f"pipeline(s) {', '.join(selecting)} run on the local Spark Connect server")
+        spark_connect.start()
     postgres.ensure_database({**pg, "dbname": "postgres"}, "airflow")
     say("airflow db migrate (first run takes a minute)")
     subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
@@ -97,13 +116,16 @@ def up(with_airflow_services: bool, pipelines_dir: Path) -> None:
 
 def down() -> None:
     airflow.stop_all()
+    spark_connect.stop_server()
     kafka.stop_broker()
     postgres.stop()
 
 
 def status(show_password: bool = True) -> None:
     rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file()),
-            ("kafka", f"127.0.0.1:{KAFKA_PORT}", running_pid("kafka") or "-", STATE / "kafka" / "broker.log")]
+            ("kafka", f"127.0.0.1:{KAFKA_PORT}", running_pid("kafka") or "-", STATE / "kafka" / "broker.log"),
+            ("spark connect", f"127.0.0.1:{SPARK_CONNECT_PORT}", running_pid(spark_connect.NAME) or "-",
+             spark_connect.log_file())]
     for service in airflow.SERVICES:
         port = f"127.0.0.1:{AIRFLOW_PORT}" if service == "api-server" else ""
         rows.append((f"airflow {service}", port, running_pid(f"airflow-{service}") or "-",
@@ -117,11 +139,14 @@ def status(show_password: bool = True) -> None:
 
 def control(action: str, service: str) -> None:
     """Stop, start or restart one local service (the chaos tests break them on purpose)."""
-    if service == "kafka":
+    stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
+                      "kafka": (kafka.stop_broker, kafka.start)}
+    if service in stop_and_start:
+        stop_service, start_service = stop_and_start[service]
         if action in ("stop", "restart"):
-            kafka.stop_broker()
+            stop_service()
         if action in ("start", "restart"):
-            kafka.start()
+            start_service()
         return
     if not postgres.is_local_cluster():
         raise SystemExit("[platform] Postgres is not a local cluster of this platform; not touching it")
@@ -137,15 +162,17 @@ def main() -> None:
     up_cmd.add_argument("--pipelines-dir", type=Path,
                         default=Path(os.environ.get("MICROINGEST_PIPELINES_DIR", REPO / "pipelines")),
                         help="the declarations Airflow serves (default: $MICROINGEST_PIPELINES_DIR or pipelines/)")
+    up_cmd.add_argument("--spark-connect", action="store_true",
+                        help="start the local Spark Connect server even if no declared pipeline selects it")
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where, with the Airflow login")
     sub.add_parser("clean", help="stop everything and delete the local Postgres cluster (may live outside the state)")
     for action in ("stop", "start", "restart"):
         cmd = sub.add_parser(action, help=f"{action} one local service")
-        cmd.add_argument("service", choices=("kafka", "postgres"))
+        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect"))
     args = parser.parse_args()
     if args.command == "up":
-        up(not args.no_airflow_services, args.pipelines_dir.resolve())
+        up(not args.no_airflow_services, args.pipelines_dir.resolve(), args.spark_connect)
     elif args.command == "down":
         down()
     elif args.command == "clean":

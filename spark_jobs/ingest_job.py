@@ -1,7 +1,9 @@
 """Spark job: ingest a run's planned Kafka offset ranges of one pipeline into Postgres, batch by batch, exactly once.
 
-Submitted by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator); all logic lives in
-the microingest package. Connections come from AIRFLOW_CONN_* environment variables set for this process.
+Started by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator): by spark-submit, or,
+with `--spark-connect <conn_id>`, as a plain Python client of a long-lived Spark Connect server
+(microingest.spark_connect). All logic lives in the microingest package. Connections come from AIRFLOW_CONN_*
+environment variables set for this process.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import uuid
 
 from pyspark.sql import SparkSession
 
@@ -30,6 +34,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plan", required=True, help="JSON run plan: {kind, ranges, batch_cap, time_budget_seconds, "
                         "overlap}")
     parser.add_argument("--run", default="{}", help="JSON {dag_id, run_id, task_try, kind} for the batch history")
+    parser.add_argument("--spark-connect", metavar="CONN_ID",
+                        help="run on the Spark Connect server of this connection instead of a Spark application of "
+                             "its own")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -38,23 +45,43 @@ def main(argv: list[str]) -> int:
     pg = postgres_params(get_connection(pipeline.postgres_conn_id))
     kafka = spark_kafka_options(get_connection(pipeline.kafka_conn_id))
 
-    spark = SparkSession.builder.appName(f"microingest-{pipeline.name}").getOrCreate()
+    spark = session(pipeline.name, args.spark_connect)
     progress = RunProgress()
     mirror = GroupMirror(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.name, pipeline.topic)
+    finished = False
     try:
         run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress, mirror=mirror)
+        finished = True
     except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose not to commit the batch
+        finished = True
         print(f"microingest: {exc}", file=sys.stderr)
         write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc),
                        **progress.to_dict()})
         return 3
     finally:
         mirror.close()
+        if args.spark_connect and not finished:
+            # The server would go on staging for a client that is gone (harmless: fenced, but wasted work).
+            for tag in spark.getTags():
+                spark.interruptTag(tag)
         spark.stop()
     outcome = {"status": "committed", **progress.to_dict()}
     write_outcome(outcome)
     print("microingest: " + json.dumps(outcome))
     return 0
+
+
+def session(name: str, connect_conn_id: str | None):
+    """A Spark application of this process's own, or a session on a Spark Connect server."""
+    if not connect_conn_id:
+        return SparkSession.builder.appName(f"microingest-{name}").getOrCreate()
+    from microingest.spark_connect import job_session
+
+    spark = job_session(get_connection(connect_conn_id), f"microingest-{name}-{uuid.uuid4().hex}")
+    # Killed (the task's on_kill, a timeout): unwind, so the batch's staging is discarded and the server's work
+    # for this job is interrupted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    return spark
 
 
 def write_outcome(outcome: dict) -> None:

@@ -15,6 +15,7 @@ KAFKA_PORT = int(os.environ.get("MICROINGEST_KAFKA_PORT", "9092"))
 CONTROLLER_PORT = int(os.environ.get("MICROINGEST_KAFKA_CONTROLLER_PORT", "9093"))
 KAFKA_SASL_PORT = int(os.environ.get("MICROINGEST_KAFKA_SASL_PORT", "9094"))
 AIRFLOW_PORT = int(os.environ.get("MICROINGEST_AIRFLOW_PORT", "8080"))
+SPARK_CONNECT_PORT = int(os.environ.get("MICROINGEST_SPARK_CONNECT_PORT", "15002"))
 
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))

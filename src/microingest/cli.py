@@ -5,6 +5,7 @@
   microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest migrate             apply sql/ migrations to the pipelines' Postgres
+  microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
 """
 
 from __future__ import annotations
@@ -111,6 +112,15 @@ def cmd_migrate(args) -> None:
         print(f"{conn_id}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))
 
 
+def cmd_spark_connect_server(args) -> None:
+    import os
+
+    from microingest.spark_connect import server_argv
+
+    argv = server_argv(args.host, args.port, args.master)
+    os.execvp(argv[0], argv)  # the server is this process: a supervisor or container stops it directly
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microingest", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -141,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--dry-run", action="store_true", help="plan and print, write nothing")
     backfill.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     backfill.set_defaults(func=cmd_backfill)
+    server = sub.add_parser("spark-connect-server", help="run a Spark Connect server for pipelines whose Spark "
+                            "connection is of type spark_connect (in the foreground)")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    server.add_argument("--port", type=int, default=15002, help="port (default 15002)")
+    server.add_argument("--master", default="local[*]", help="where its executors run (default local[*])")
+    server.set_defaults(func=cmd_spark_connect_server)
     return parser
 
 

@@ -53,6 +53,9 @@ def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
         # A missing offset inside a planned range means data loss: fail rather than skip silently.
         "failOnDataLoss": "true",
         "kafka.isolation.level": "read_committed",
+        # A range usually ends at the log's end, where the consumer's last fetch finds nothing and the broker holds
+        # it for fetch.max.wait.ms (500 ms by default) in every task. Fetches that find data return at once anyway.
+        "kafka.fetch.max.wait.ms": "20",
         "includeHeaders": "true",
     }
 
@@ -148,7 +151,7 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
                 f"first reasons: {'; '.join(attempt.sample_dead_letters())}")
         faults.crash_point("after_stage")
         result = commit_batch(attempt, ranges, staged, run, overlap=overlap, staged_at=staged_at,
-                              spark_app_id=spark.sparkContext.applicationId, run_batch=run_batch_no)
+                              spark_app_id=spark.conf.get("spark.app.id"), run_batch=run_batch_no)
         attempt.release_space()
     except BaseException:
         attempt.discard()

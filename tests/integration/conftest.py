@@ -16,7 +16,7 @@ import browser_session
 import pytest
 from psycopg2 import sql
 
-from microingest import spark_submit
+from microingest import spark_connect, spark_submit
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.declarations import Pipeline, load_pipeline_file
 from microingest.identifiers import split_table_name
@@ -147,7 +147,8 @@ class Env:
     def spark_job(self, ranges: list[OffsetRange] | RunPlan, fault: str | None = None, wait: bool = True,
                   extra_conf: dict | None = None, master: str = "local[2]", run: RunInfo = RunInfo(),
                   env_extra: dict | None = None):
-        """Run the Spark job outside Airflow, the way the operator does (connections in the environment).
+        """Run the Spark job outside Airflow, the way the operator does (connections in the environment): by
+        spark-submit, or as a client of the Spark Connect server when the pipeline's Spark connection is one.
 
         Ranges make a live run's plan at the pipeline's batch cap. spark-submit forwards the Python driver's stdout
         and stderr both to its stdout."""
@@ -158,8 +159,12 @@ class Env:
         env.update(env_extra or {})
         if fault:
             env["MICROINGEST_FAULT"] = fault
-        cmd = spark_submit.command(self.pipeline, plan, run, master=master,
-                                   extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
+        if spark_connect.is_spark_connect(get_connection(self.pipeline.spark_conn_id)):
+            assert master == "local[2]" and not extra_conf, "Spark conf is the Spark Connect server's"
+            cmd = spark_connect.job_command(self.pipeline, plan, run)
+        else:
+            cmd = spark_submit.command(self.pipeline, plan, run, master=master,
+                                       extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
         # A session of its own, so a test can kill -9 the whole job: spark-submit's JVM and its Python processes.
         proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
@@ -217,6 +222,7 @@ SERVED_DECLARATIONS = {
     "gated": {"schedule": "* * * * *", "lag": {"gate": {"min_records": 50, "max_wait_seconds": 3600,
                                                          "wait_seconds": 600, "poke_seconds": 3}}},
     "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
+    "connect": {"spark_conn_id": "microingest_spark_connect"},  # runs on the long-lived Spark Connect server
 }
 
 

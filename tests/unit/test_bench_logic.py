@@ -58,3 +58,13 @@ def test_a_contender_that_landed_the_wrong_rows_is_marked_in_the_table():
     table = report.markdown(r)
     assert "**WRONG**: 1,001 rows, 1,000 positions, expected 1,000" in table
     assert "| not measured in this run | – |" in table  # no loop in this run
+
+
+def test_the_small_batch_target_is_judged_on_the_long_lived_driver_through_airflow():
+    r = _report(copy_limit=400_000, airflow=140_000, airflow_connect=150_000)
+    goal = "100-record batch trigger → committed ≤ 3 s with a long-lived driver"
+    r["measurements"][1]["small_median"] = 30.0  # a Spark application per run: not what the target is about
+    r["measurements"][2]["small_median"] = 4.4
+    assert {g: (m, v) for g, m, v in report.targets(r)}[goal] == ("4.4s", "missed by 1.4s")
+    r["measurements"][2]["small_median"] = 2.5
+    assert {g: (m, v) for g, m, v in report.targets(r)}[goal] == ("2.5s", "met")

@@ -19,7 +19,8 @@ def service_env(name):
 
 
 def test_names_every_service():
-    assert {"kafka", "postgres", "spark-master", "spark-worker", *AIRFLOW_COMPONENTS} <= set(COMPOSE["services"])
+    assert {"kafka", "postgres", "spark-master", "spark-worker", "spark-connect", *AIRFLOW_COMPONENTS} <= set(
+        COMPOSE["services"])
     assert COMPOSE["services"]["kafka"]["image"].startswith("apache/kafka:4.")
     assert COMPOSE["services"]["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
 
@@ -29,7 +30,7 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
     for component in AIRFLOW_COMPONENTS:
         env = service_env(component)
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
-        for p in load_pipelines():
+        for p in load_pipelines(REPO / "pipelines"):  # the ones compose mounts
             for conn_id in (p.kafka_conn_id, p.postgres_conn_id, p.spark_conn_id):
                 assert env_name(conn_id) in env, f"{component} lacks {env_name(conn_id)}"
             kafka = parse_connection(p.kafka_conn_id, env[env_name(p.kafka_conn_id)])
@@ -39,6 +40,9 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
             spark = json.loads(env[env_name(p.spark_conn_id)])
             assert urlsplit(spark["host"]).hostname in services
         assert urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).hostname in services
+        # what a pipeline selects with spark_conn_id: microingest_spark_connect
+        spark_connect = json.loads(env[env_name("microingest_spark_connect")])
+        assert spark_connect["conn_type"] == "spark_connect" and urlsplit(spark_connect["host"]).hostname in services
 
 
 def test_mounts_and_build_files_exist():

@@ -1,17 +1,26 @@
 """How the ingest operator hands the job to the Spark provider: the command the provider's hook builds carries no
 credential, a missing Spark connection means local[*], a broken one fails with its reason, and masters whose
-provider code would put the environment on the command line are refused."""
+provider code would put the environment on the command line are refused. A Spark Connect connection runs the job as
+that server's client, its token in the environment like every other secret."""
 
 import json
+import logging
+import signal
+import sys
+import threading
+import time
+from urllib.parse import quote
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from microingest.airflow.job_process import JobProcess
 from microingest.airflow.operators import SparkIngestOperator
-from microingest.connections import ConnectionConfigError
+from microingest.connections import ConnectionConfigError, ConnectionInfo, parse_connection
 from microingest.declarations import parse_pipeline
 from microingest.history import RunInfo
 from microingest.planning import OffsetRange, RunPlan
+from microingest.spark_connect import remote_url
 
 PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
                            "schema": {"order_id": "string"}})
@@ -66,3 +75,57 @@ def test_a_defined_but_unreadable_spark_connection_fails_instead_of_running_loca
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", '{"conn_type": "spark", "host": ')
     with pytest.raises(ConnectionConfigError, match="connection 'microingest_spark': invalid JSON"):
         operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+
+
+TOKEN = "c0nnect-t;ken/secret"
+
+
+def test_a_spark_connect_connection_runs_the_job_as_its_client_with_every_secret_in_the_environment(
+        operator, monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({
+        "conn_type": "spark_connect", "host": "sc://spark-connect.internal", "port": 15002, "password": TOKEN}))
+    client = operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+    assert isinstance(client, JobProcess)
+    assert client.argv[-2:] == ["--spark-connect", "microingest_spark"]
+    assert "spark-submit" not in client.argv[0]
+    joined = " ".join(client.argv)
+    for secret in (TOKEN, quote(TOKEN, safe=""), KAFKA_SECRET, PG_SECRET, "password"):
+        assert secret not in joined
+    spark = parse_connection("microingest_spark", client.env["AIRFLOW_CONN_MICROINGEST_SPARK"])
+    assert remote_url(spark) == f"sc://spark-connect.internal:15002/;token={quote(TOKEN, safe='')}"
+    assert json.loads(client.env["AIRFLOW_CONN_MICROINGEST_POSTGRES"])["password"] == PG_SECRET
+    assert client.env["MICROINGEST_OUTCOME_FILE"] == str(tmp_path / "outcome.json")
+
+
+def test_a_spark_connect_connection_with_a_path_fails_with_its_reason(operator, monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({"conn_type": "spark_connect",
+                                                                     "host": "sc://spark-host/cluster-a"}))
+    with pytest.raises(ConnectionConfigError, match="takes no path"):
+        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+
+
+@pytest.mark.parametrize("conn, url", [
+    (ConnectionInfo("c", "spark_connect", "spark-host"), "sc://spark-host:15002/"),
+    (ConnectionInfo("c", "spark_connect", "sc://spark-host", 443, login="ingest", extra={"use_ssl": True}),
+     "sc://spark-host:443/;user_id=ingest;use_ssl=true"),
+    (ConnectionInfo("c", "spark_connect", "sc://spark-host:15003"), "sc://spark-host:15003/"),
+])
+def test_spark_connect_urls_follow_the_providers_connection_fields(conn, url):
+    assert remote_url(conn) == url
+
+
+def test_the_jobs_output_goes_to_the_task_log_and_a_stop_ends_it(tmp_path, caplog):
+    log = logging.getLogger("test-job-process")
+    with caplog.at_level(logging.INFO, logger="test-job-process"):
+        assert JobProcess([sys.executable, "-c", "print('one'); print('two'); raise SystemExit(3)"], {}, log).run() == 3
+    assert [r.getMessage() for r in caplog.records][-2:] == ["one", "two"]
+
+    job = JobProcess([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], {}, log)
+    runner = threading.Thread(target=job.run)
+    runner.start()
+    deadline = time.time() + 30
+    while "up" not in [r.getMessage() for r in caplog.records] and time.time() < deadline:
+        time.sleep(0.05)
+    job.stop(grace_seconds=10)
+    runner.join(10)
+    assert not runner.is_alive() and job._proc.returncode == -signal.SIGTERM

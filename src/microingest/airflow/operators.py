@@ -11,8 +11,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from microingest import settings, spark_submit
-from microingest.connections import ConnectionInfo, env_name, get_connection, postgres_params
+from microingest import settings, spark_connect, spark_submit
+from microingest.airflow.job_process import JobProcess
+from microingest.connections import ConnectionInfo, env_name, get_connection, postgres_params, to_env_value
 from microingest.declarations import Pipeline
 from microingest.history import RunInfo, committed_by_run
 from microingest.planning import RunPlan
@@ -32,9 +33,10 @@ class SparkIngestOperator(SparkSubmitOperator):
     what this run committed), and returns the committed outcome without Spark when nothing is left.
 
     The Spark master comes from the pipeline's Spark connection, `local[*]` when that connection is not defined (the
-    provider on its own would fall back to YARN). Kafka and Postgres connections are resolved here and
-    handed to spark-submit as environment variables after templates are rendered, so credentials appear neither in
-    rendered templates nor on the command line.
+    provider on its own would fall back to YARN). A connection of type `spark_connect` runs the job on that long-lived
+    Spark Connect server instead (microingest.spark_connect): the job is then a Python client, started here without
+    spark-submit. Kafka and Postgres connections are resolved here and handed to the job as environment variables
+    after templates are rendered, so credentials appear neither in rendered templates nor on the command line.
     """
 
     ui_color = "#f4a460"
@@ -45,6 +47,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         super().__init__(application=str(settings.spark_job_path()), conn_id=pipeline.spark_conn_id, **kwargs)
         self.pipeline = pipeline
         self.plan_task_id = plan_task_id
+        self._client: JobProcess | None = None  # the job as a Spark Connect client
 
     def execute(self, context: Any) -> dict:
         ti = context["ti"]
@@ -61,7 +64,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         try:
             self.prepare_submit(plan, run, outcome_file)
             try:
-                super().execute(context)
+                self._run_job(context)
             except Exception:
                 outcome = _read_outcome(outcome_file)
                 if outcome.get("status") != "failed":
@@ -84,17 +87,24 @@ class SparkIngestOperator(SparkSubmitOperator):
                           "next run", plan.time_budget_seconds, outcome["remaining"])
         return outcome
 
-    def prepare_submit(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> SparkSubmitHook:
-        """Set the job's arguments and environment and build the provider's hook that submits it.
+    def prepare_submit(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> SparkSubmitHook | JobProcess:
+        """Set the job's arguments and environment and build what starts it: the provider's spark-submit hook, or for
+        a Spark Connect connection the job as a client process.
 
-        Credentials reach spark-submit only through its process environment. On YARN and Kubernetes the provider
-        turns `env_vars` into `--conf ...Env.<NAME>=<value>` arguments, i.e. secrets on a command line anyone on the
-        host can read, so those masters are refused until secrets reach the job another way."""
+        Credentials reach the job only through its process environment. On YARN and Kubernetes the provider turns
+        `env_vars` into `--conf ...Env.<NAME>=<value>` arguments, i.e. secrets on a command line anyone on the host
+        can read, so those masters are refused until secrets reach the job another way."""
         self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
-        self.jars = ",".join(settings.spark_jars())
         self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
                          "MICROINGEST_OUTCOME_FILE": outcome_file}
         spark = _spark_connection_or_local(self._conn_id)
+        if spark_connect.is_spark_connect(spark):
+            spark_connect.remote_url(spark)  # a malformed connection fails here, with its reason
+            self._client = JobProcess(spark_connect.job_command(self.pipeline, plan, run),
+                                      {**os.environ, **self.env_vars, env_name(spark.conn_id): to_env_value(spark)},
+                                      self.log)
+            return self._client
+        self.jars = ",".join(settings.spark_jars())
         master = f"{spark.host}:{spark.port}" if spark.port else spark.host
         if "yarn" in master or "k8s" in master:  # the provider's own test of the master (SparkSubmitHook.__init__)
             raise AirflowFailException(
@@ -103,6 +113,20 @@ class SparkIngestOperator(SparkSubmitOperator):
                 "command line, so microingest refuses these masters; use local[*] or a spark:// standalone master")
         self._hook = None  # the hook captures its arguments when built; build it from the values set above
         return self._get_hook()
+
+    def _run_job(self, context: Any) -> None:
+        if self._client is None:
+            super().execute(context)
+            return
+        code = self._client.run()
+        if code:
+            raise RuntimeError(f"the ingest job (a client of Spark Connect connection '{self._conn_id}') exited {code}")
+
+    def on_kill(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+        else:
+            super().on_kill()
 
     def _committed_earlier(self, plan: RunPlan, run: RunInfo) -> dict | None:
         """On a retry: the outcome, when earlier tries of this run committed its whole plan (e.g. the job died after

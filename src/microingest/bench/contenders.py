@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from microingest import settings, spark_submit
+from microingest import settings, spark_connect, spark_submit
 from microingest.bench.dataset import SCHEMA
 from microingest.bench.targets import table_name
+from microingest.connections import get_connection
 from microingest.declarations import Pipeline, load_pipeline_file
 from microingest.history import RunInfo
 from microingest.kafka_access import partition_bounds
@@ -52,9 +53,9 @@ class Contender:
         self.ctx = ctx
 
     @property
-    def marker(self) -> str:
-        """A string in the command line of this contender's processes, for the memory sampler."""
-        return f"bench-{self.ctx.run_id}-{self.key}"
+    def markers(self) -> tuple[str, ...]:
+        """Strings in the command lines of this contender's processes, for the memory sampler."""
+        return (f"bench-{self.ctx.run_id}-{self.key}",)
 
     def prepare(self) -> None:
         """Work before the timed runs (declaring a pipeline and waiting for its DAG)."""
@@ -80,8 +81,12 @@ def bench_result(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
+SPARK_CONNECT_CONN = "microingest_spark_connect"  # the local server `make bench` starts
+
+
 class _Platform(Contender):
     family = "microingest"
+    spark_conn_id: str | None = None  # the declaration's; None: the default (a Spark application per run)
 
     def prepare(self) -> None:
         folder = settings.pipelines_dir()
@@ -91,16 +96,24 @@ class _Platform(Contender):
             "name": self.pipeline_name, "description": f"make bench {self.ctx.run_id}: {self.label}",
             "topic": self.ctx.topic, "target_table": table_name(self.key), "schema": SCHEMA,
             "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": 1_000_000_000,
-            "max_run_seconds": 7200}))
+            "max_run_seconds": 7200, **({"spark_conn_id": self.spark_conn_id} if self.spark_conn_id else {})}))
         self.pipeline: Pipeline = load_pipeline_file(path)
+        if self.spark_conn_id:
+            try:
+                spark_connect.answers(get_connection(self.spark_conn_id))
+            except Exception as exc:
+                raise BenchError(f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
+                                 f"not answer ({type(exc).__name__}); `make bench` starts it") from None
 
     @property
     def pipeline_name(self) -> str:
         return f"bench_{self.ctx.run_id}_{self.key}"
 
     @property
-    def marker(self) -> str:
-        return f"microingest-{self.pipeline_name}"  # the Spark application's name, also when Airflow submits it
+    def markers(self) -> tuple[str, ...]:
+        if self.spark_conn_id:  # the job's client process (its arguments name the pipeline) and the server's
+            return (f"--pipeline {self.pipeline_name} ", "microingest-spark-connect")
+        return (f"microingest-{self.pipeline_name}",)  # the Spark application's name, also when Airflow submits it
 
     def committed(self) -> tuple[float, int]:
         """(epoch of the pipeline's last commit, records read by all its batches)."""
@@ -132,6 +145,20 @@ class SparkJobAlone(_Platform):
         return self._timed(launch)
 
 
+class SparkConnectJob(_Platform):
+    key, label = "connect_job", "microingest: the job alone on the long-lived Spark Connect driver"
+    spark_conn_id = SPARK_CONNECT_CONN
+
+    def run(self) -> Run:
+        def launch() -> None:
+            plan = plan_live_run(self.pipeline)
+            env = {**os.environ, **spark_submit.connection_env(self.pipeline)}
+            argv = spark_connect.job_command(self.pipeline, plan, RunInfo())
+            run_logged(argv, env, self.ctx.work_dir / f"{self.key}-{time.time():.0f}.log")
+
+        return self._timed(launch)
+
+
 class ThroughAirflow(_Platform):
     key, label = "airflow", "microingest through Airflow (trigger → committed)"
 
@@ -155,6 +182,11 @@ class ThroughAirflow(_Platform):
         return self._timed(launch)
 
 
+class ThroughAirflowOnSparkConnect(ThroughAirflow):
+    key, label = "airflow_connect", "microingest through Airflow on the long-lived Spark Connect driver"
+    spark_conn_id = SPARK_CONNECT_CONN
+
+
 class KafkaLoop(Contender):
     key, label = "kafka_loop", "hand-written kafka-python → COPY loop, offsets in the same transaction"
 
@@ -163,7 +195,7 @@ class KafkaLoop(Contender):
         started = time.time()
         out = run_logged([sys.executable, "-m", "microingest.bench.kafka_loop", "--topic", self.ctx.topic,
                            "--table", table_name(self.key), "--until", json.dumps(ends),
-                           "--batch-records", str(self.ctx.batch_records), "--name", self.marker],
+                           "--batch-records", str(self.ctx.batch_records), "--name", self.markers[0]],
                           dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log")
         result = json.loads(out.strip().splitlines()[-1])
         return Run(result["done_at"] - started, result["records"])
@@ -179,7 +211,7 @@ class AvailableNow(Contender):
             ["--topic", self.ctx.topic, "--table", table_name(self.key),
              "--checkpoint", str(self.ctx.work_dir / "available_now-checkpoint"),
              "--max-offsets-per-trigger", str(self.ctx.batch_records)],
-            self.marker, "local[*]", {"spark.ui.enabled": "false"}, jars=bench_jars())
+            self.markers[0], "local[*]", {"spark.ui.enabled": "false"}, jars=bench_jars())
         result = bench_result(run_logged(argv, dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log"))
         return Run(result["done_at"] - started, -1)  # the streaming query reports no count; the target's is checked
 
@@ -192,4 +224,5 @@ def bench_jars() -> list[str]:
     return jars
 
 
-CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, KafkaLoop, AvailableNow)}
+CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, ThroughAirflowOnSparkConnect, SparkConnectJob,
+                                  KafkaLoop, AvailableNow)}

@@ -34,11 +34,11 @@ def _role(name: str) -> str | None:
 class PeakMemory:
     """Samples every `interval` seconds in a thread, from `with` entry to exit."""
 
-    def __init__(self, marker: str, interval: float = 0.5):
-        self.marker, self.interval = marker, interval
+    def __init__(self, markers: tuple[str, ...], interval: float = 0.5):
+        self.markers, self.interval = markers, interval
         self.peaks = Peaks()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"peak-memory-{marker}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"peak-memory-{markers[0]}", daemon=True)
 
     def __enter__(self) -> "PeakMemory":
         self._thread.start()
@@ -59,7 +59,7 @@ class PeakMemory:
         children: dict[int, list[psutil.Process]] = {}
         for p in procs:
             children.setdefault(p.info["ppid"], []).append(p)
-        ours = [p for p in procs if self.marker in " ".join(p.info["cmdline"] or ())]
+        ours = [p for p in procs if any(m in " ".join(p.info["cmdline"] or ()) for m in self.markers)]
         seen, totals = set(), dict.fromkeys(ROLES, 0.0)
         while ours:
             p = ours.pop()

@@ -10,6 +10,7 @@ from pathlib import Path
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
 
 OURS = "airflow"  # end to end, as operators run it
+LONG_LIVED = "airflow_connect"  # the same on the Spark Connect server
 ROLES = (("spark_jvm", "Spark JVM"), ("python", "Python"), ("postgres", "Postgres"))
 
 
@@ -41,10 +42,12 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
         else:
             verdict = "met" if ratio >= want else f"missed: {ratio / want:.0%} of the target"
             rows.append((goal, f"{ratio:.2f}×", verdict))
-    small = (ours or {}).get("small_median")
-    rows.append(("100-record batch trigger → committed ≤ 3 s with a long-lived driver",
-                 f"{small:.1f}s with a new Spark application per run" if small is not None else "not measured",
-                 "not judged: no long-lived driver contender yet"))
+    small = (m.get(LONG_LIVED) or {}).get("small_median")
+    goal = f"{report['options']['small_records']}-record batch trigger → committed ≤ 3 s with a long-lived driver"
+    if small is None:
+        rows.append((goal, "not measured in this run", "–"))
+    else:
+        rows.append((goal, f"{small:.1f}s", "met" if small <= 3 else f"missed by {small - 3:.1f}s"))
     return rows
 
 

@@ -95,7 +95,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     results: list[Measurement] = []
     for key, measure in ((limits.COUNT_KEY, limits.spark_count), (limits.COPY_KEY, limits.copy_limit)):
         say(f"{limits.LABELS[key]} ...")
-        with PeakMemory(f"bench-{run_id}-{key}") as memory:
+        with PeakMemory((f"bench-{run_id}-{key}",)) as memory:
             run = measure(ctx, dataset)
         m = Measurement(key, limits.LABELS[key], "limit", run.records, run.seconds, peak_mib=memory.peaks.to_dict())
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
@@ -107,7 +107,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
 
     for c in contenders:
         say(f"{c.label}: {dataset.records:,} records ...")
-        with PeakMemory(c.marker) as memory:
+        with PeakMemory(c.markers) as memory:
             run = c.run()
         m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
         m.peak_mib = memory.peaks.to_dict()
