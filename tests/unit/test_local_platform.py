@@ -45,3 +45,20 @@ def test_the_admin_password_is_shown_by_status_but_not_by_what_up_prints(tmp_pat
                               env={**os.environ, "MICROINGEST_STATE": str(state)})
     assert after_up.returncode == 0, after_up.stderr
     assert "login: user admin, password in" in after_up.stdout and "pw-Xq7" not in after_up.stdout
+
+
+def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_it(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO / "scripts"))
+    import services
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    for name, spark in (("on_connect", "microingest_spark_connect"), ("on_submit", "microingest_spark")):
+        (folder / f"{name}.yaml").write_text(json.dumps({"name": name, "topic": "t", "target_table": f"public.{name}",
+                                                         "schema": {"id": "string"}, "spark_conn_id": spark}))
+    (folder / "broken.yaml").write_text("name: [")
+    monkeypatch.delenv("AIRFLOW_CONN_MICROINGEST_SPARK_CONNECT", raising=False)
+    assert services.selects_local_spark_connect(folder) == ["on_connect"]
+    # a server of someone else's is not the platform's to start
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK_CONNECT", '{"conn_type": "spark_connect", "host": "sc://x"}')
+    assert services.selects_local_spark_connect(folder) == []
