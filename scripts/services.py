@@ -21,9 +21,10 @@ from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, 
 from local_platform.processes import running_pid, say
 from microingest.connections import (env_name, get_connection, kafka_python_config, parse_connection,
                                      postgres_params, to_env_value)
+from microingest.spark_connect import PLATFORM_CONN_ID
 
 PG_CONN, KAFKA_CONN, SPARK_CONN = "microingest_postgres", "microingest_kafka", "microingest_spark"
-SPARK_CONNECT_CONN = "microingest_spark_connect"  # pipelines select the long-lived driver with this spark_conn_id
+SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # pipelines select the long-lived driver with this spark_conn_id
 
 
 def configured(conn_id: str):

@@ -61,9 +61,9 @@ def main(argv: list[str]) -> int:
     finally:
         mirror.close()
         if args.spark_connect and not finished:
-            # The server would go on staging for a client that is gone (harmless: fenced, but wasted work).
-            for tag in spark.getTags():
-                spark.interruptTag(tag)
+            from microingest.spark_connect import interrupt_own
+
+            interrupt_own(spark)
         spark.stop()
     outcome = {"status": "committed", **progress.to_dict()}
     write_outcome(outcome)

@@ -33,6 +33,8 @@ from microingest.spark_submit import JOB_CONF, job_args
 log = logging.getLogger(__name__)
 
 CONN_TYPE = "spark_connect"  # the Airflow Spark provider's connection type for Spark Connect
+# The connection `make up` and docker compose define: a pipeline selects the long-lived driver by naming it.
+PLATFORM_CONN_ID = "microingest_spark_connect"
 DEFAULT_PORT = 15002  # Spark Connect's own default
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _CLIENT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
@@ -86,16 +88,35 @@ def retry_policy():
     return DefaultPolicy(max_retries=8, backoff_multiplier=2.0, initial_backoff=250, max_backoff=10_000)
 
 
+def _remote_session(url: str, *, create: bool):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.remote(url)
+    spark = builder.create() if create else builder.getOrCreate()
+    spark.client.set_retry_policies([retry_policy()])
+    return spark
+
+
+def interrupt_own(spark) -> None:
+    """Best effort, once, on a job that did not finish: interrupt the server's operations carrying this job's tags
+    (the server would otherwise go on staging for a client that is gone: harmless, as it is fenced, but wasted). No
+    retries and no error of its own: when the server is what failed, the job's own error is the one to report."""
+    spark.client.set_retry_policies([])
+    for tag in spark.getTags():
+        try:
+            spark.interruptTag(tag)
+        except Exception as exc:  # the server may be gone: the job's own error is already on its way
+            log.warning("could not interrupt the server's operations of tag %s: %s", tag, str(exc).splitlines()[0])
+
+
 def job_session(conn: ConnectionInfo, tag: str):
     """The job's session: the shared one, or one of its own when the server has closed the shared one (a server not
     started by this platform closes idle sessions after an hour by default). Its operations carry `tag`."""
     from pyspark.errors import PySparkException
-    from pyspark.sql import SparkSession
 
     for session_id in (SHARED_SESSION_ID, None):
-        spark = SparkSession.builder.remote(remote_url(conn, session_id)).create()
+        spark = _remote_session(remote_url(conn, session_id), create=True)
         spark.release_session_on_close = session_id is None  # the shared session outlives every job
-        spark.client.set_retry_policies([retry_policy()])
         try:
             for key, value in SESSION_CONF.items():  # the first call: it finds out whether the session is usable
                 spark.conf.set(key, value)
@@ -117,12 +138,9 @@ def answers(conn: ConnectionInfo) -> bool:
     pyspark marks its whole process as a Spark Connect client in the environment when it opens a remote session, and
     leaves the mark after stop(); a spark-submit started later by this process would inherit it and refuse to start a
     Spark application of its own. The mark is taken back here."""
-    from pyspark.sql import SparkSession
-
     before = {key: os.environ.get(key) for key in _CLIENT_MARKS}
     try:
-        spark = SparkSession.builder.remote(remote_url(conn)).getOrCreate()
-        spark.client.set_retry_policies([retry_policy()])
+        spark = _remote_session(remote_url(conn), create=False)
         try:
             return spark.range(3).count() == 3
         finally:

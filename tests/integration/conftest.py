@@ -6,6 +6,7 @@ Every test gets its own topic, target table and pipeline declaration, so tests n
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import uuid
@@ -27,6 +28,8 @@ from microingest.postgres import connection
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
+# kafka-python logs every connection at INFO: a failing test's report would be that chatter, not the failure.
+logging.getLogger("kafka").setLevel(logging.WARNING)
 
 
 def pytest_collection_modifyitems(items):
@@ -150,8 +153,8 @@ class Env:
         """Run the Spark job outside Airflow, the way the operator does (connections in the environment): by
         spark-submit, or as a client of the Spark Connect server when the pipeline's Spark connection is one.
 
-        Ranges make a live run's plan at the pipeline's batch cap. spark-submit forwards the Python driver's stdout
-        and stderr both to its stdout."""
+        Ranges make a live run's plan at the pipeline's batch cap. Either way the job's own output, its stdout and
+        stderr, is in the result's stdout (spark-submit forwards the Python driver's both there)."""
         plan = ranges if isinstance(ranges, RunPlan) else RunPlan("ingest", tuple(ranges),
                                                                   self.pipeline.max_records_per_batch)
         env = {**os.environ, **spark_submit.connection_env(self.pipeline),
@@ -162,18 +165,20 @@ class Env:
         if spark_connect.is_spark_connect(get_connection(self.pipeline.spark_conn_id)):
             assert master == "local[2]" and not extra_conf, "Spark conf is the Spark Connect server's"
             cmd = spark_connect.job_command(self.pipeline, plan, run)
+            stderr = subprocess.STDOUT  # the job's log and errors in stdout, as spark-submit forwards them
         else:
             cmd = spark_submit.command(self.pipeline, plan, run, master=master,
                                        extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
+            stderr = subprocess.PIPE
         # A session of its own, so a test can kill -9 the whole job: spark-submit's JVM and its Python processes.
-        proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=stderr,
                                 text=True, start_new_session=True)
         return _finish(proc) if wait else proc
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:
     out, err = proc.communicate(timeout=timeout)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err or "")
 
 
 @pytest.fixture
@@ -199,18 +204,34 @@ def new_env(pg, kafka, folder: Path, name: str, topic: str, **declaration) -> En
     return Env(load_pipeline_file(path), pg, kafka, folder)
 
 
-@pytest.fixture
-def env(pg, kafka, tmp_path, monkeypatch) -> Env:
+def _test_env(pg, kafka, tmp_path, monkeypatch, **declaration) -> Env:
     suffix = uuid.uuid4().hex[:10]
     folder = tmp_path / "pipelines"
     monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
-    return new_env(pg, kafka, folder, f"it_{suffix}", f"it-{suffix}")
+    return new_env(pg, kafka, folder, f"it_{suffix}", f"it-{suffix}", **declaration)
+
+
+@pytest.fixture
+def env(pg, kafka, tmp_path, monkeypatch) -> Env:
+    """A pipeline of the test's own whose Spark jobs run on the Spark Connect server `make test` starts: the same
+    run_plan, Kafka source and staging as under spark-submit, without a JVM start (about 20 s) for every job. Modules
+    whose subject is spark-submit itself (its command, the operator, executor fault points, a cluster) take
+    `submit_env` instead."""
+    return _test_env(pg, kafka, tmp_path, monkeypatch, spark_conn_id=spark_connect.PLATFORM_CONN_ID)
+
+
+@pytest.fixture
+def submit_env(pg, kafka, tmp_path, monkeypatch) -> Env:
+    """A pipeline of the test's own on the default Spark connection: each job is a spark-submit of its own."""
+    return _test_env(pg, kafka, tmp_path, monkeypatch)
 
 
 SERVED_FOLDER = os.environ.get("MICROINGEST_PIPELINES_DIR", "")  # before any test changes it
 
 # Pipelines served by the running Airflow (`make test` starts it on this folder), one per role of the tests that go
 # through Airflow's API or UI. Declared together so that one parsing cycle of the dag-processor registers them all.
+# Their jobs run on the Spark Connect server, except those of "live": a scheduler's run through spark-submit.
+ON_SPARK_SUBMIT = ("live",)
 SERVED_DECLARATIONS = {
     "live": {},
     "bad_params": {"max_active_runs": 3},
@@ -222,7 +243,7 @@ SERVED_DECLARATIONS = {
     "gated": {"schedule": "* * * * *", "lag": {"gate": {"min_records": 50, "max_wait_seconds": 3600,
                                                          "wait_seconds": 600, "poke_seconds": 3}}},
     "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
-    "connect": {"spark_conn_id": "microingest_spark_connect"},  # runs on the long-lived Spark Connect server
+    "connect": {},
 }
 
 
@@ -247,6 +268,8 @@ def served(pg, kafka, api) -> dict[str, Env]:
     envs = {}
     for role, declaration in SERVED_DECLARATIONS.items():
         suffix = uuid.uuid4().hex[:8]
+        if role not in ON_SPARK_SUBMIT:
+            declaration = {"spark_conn_id": spark_connect.PLATFORM_CONN_ID, **declaration}
         envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}", **declaration)
     for env in envs.values():
         api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)

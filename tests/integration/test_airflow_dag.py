@@ -7,9 +7,16 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(submit_env):
+    """These runs go through the operator's spark-submit path (its command, output and kill handling)."""
+    return submit_env
 
 
 def run_dag(env, conf: dict | None = None, **extra_env) -> subprocess.CompletedProcess:

@@ -3,14 +3,27 @@ sensor fails a pipeline that stalls."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from microingest.airflow.dag_factory import SLA_DAG_ID
 from microingest.airflow.remote_run import error_events
+from microingest.airflow.rest_client import AirflowApiError
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.live_planning import plan_live_run
 from microingest.planning import OffsetRange
+
+
+def service_log(service: str, *needles: str, limit: int = 20) -> str:
+    """The latest lines of an Airflow service's log that mention one of `needles` or an error: what a failure here
+    needs to be explained (a run waiting on the triggerer fails by timing out, which says nothing of why)."""
+    path = Path(os.environ["AIRFLOW_HOME"]) / "logs" / f"{service}.log"
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else [f"(no {path})"]
+    hits = [line[:300] for line in lines
+            if any(n in line for n in needles) or "[error" in line or "Traceback" in line]
+    return f"\n--- {service}.log ---\n" + "\n".join(hits[-limit:])
 
 
 def scheduled_run_waiting(api, dag_id: str, timeout: float = 180) -> str:
@@ -37,10 +50,13 @@ def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
             assert api.dag_run(dag_id, run_id).tasks["wait_for_records"] == "deferred"
         rest = env.produce(40, start=20)
         run = api.wait_for_run(dag_id, run_id, timeout=600)
+    except (AssertionError, AirflowApiError) as exc:  # a timeout
+        raise AssertionError(f"{exc}{service_log('triggerer', env.pipeline.name)}") from exc
     finally:
         api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
     assert (run.state, run.tasks) == ("success", {"wait_for_records": "success", "plan": "success",
-                                                  "ingest": "success"})
+                                                  "ingest": "success"}), (
+        run.describe() + service_log("triggerer", env.pipeline.name) + service_log("scheduler", dag_id))
     opened = api.xcom(run, "wait_for_records")
     assert opened["status"] == "met" and opened["offset_lag"] >= 50
     assert env.target_rows() == sorted(first + rest)
@@ -67,8 +83,12 @@ def test_the_sla_sensor_fails_a_pipeline_that_stalls(api, served):
 
     api.wait_for_dag(SLA_DAG_ID, say=lambda m: None)
     api.unpause(SLA_DAG_ID)
-    run = api.wait_for_run(SLA_DAG_ID, api.trigger(SLA_DAG_ID), timeout=300)
+    try:
+        run = api.wait_for_run(SLA_DAG_ID, api.trigger(SLA_DAG_ID), timeout=300)
+    except (AssertionError, AirflowApiError) as exc:  # a timeout
+        raise AssertionError(f"{exc}{service_log('triggerer', env.pipeline.name)}") from exc
     task = f"sla_{env.pipeline.name}"
-    assert run.state == "failed" and run.tasks[task] == "failed"
+    assert run.state == "failed" and run.tasks[task] == "failed", run.describe() + service_log("triggerer",
+                                                                                                env.pipeline.name)
     errors = " ".join(error_events(api, run, task))
     assert "breached for longer than grace_seconds 15" in errors and "STALL" in errors, errors

@@ -17,6 +17,12 @@ from microingest.connections import jaas_quote
 
 
 @pytest.fixture
+def env(submit_env):
+    """The password must stay off spark-submit's command line and reach Spark's Kafka source through it."""
+    return submit_env
+
+
+@pytest.fixture
 def sasl(monkeypatch):
     path = settings.state_dir() / "kafka" / "sasl.json"
     if not path.exists():

@@ -17,6 +17,12 @@ from microingest.live_planning import plan_next_batch
 MASTER_PORT, MASTER_UI, WORKER_UI = 17077, 18080, 18081
 
 
+@pytest.fixture
+def env(submit_env):
+    """A job on a standalone cluster: spark-submit with a master of its own."""
+    return submit_env
+
+
 def _master_state() -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{MASTER_UI}/json", timeout=5) as resp:
         return json.loads(resp.read())

@@ -16,13 +16,11 @@ from collections import Counter
 
 import pytest
 
-from microingest import settings
+from microingest import settings, spark_connect
 from microingest.live_planning import plan_live_run, plan_next_batch
 from microingest.postgres import connection
 
 from conftest import REPO
-
-CONNECT = "microingest_spark_connect"
 
 
 def platform(*args: str) -> None:
@@ -36,7 +34,7 @@ def server():
 
 @pytest.fixture
 def connect_env(env, server):
-    env.redeclare(spark_conn_id=CONNECT)
+    assert env.pipeline.spark_conn_id == spark_connect.PLATFORM_CONN_ID
     return env
 
 
@@ -123,6 +121,9 @@ def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the
 
     failed = finish(proc)
     assert failed.returncode != 0
+    # Its own error is what it reports: the interruption of its operations on a server that is gone is tried once.
+    assert "could not interrupt the server's operations" in failed.stdout, failed.stdout[-3000:]
+    assert "Traceback" in failed.stdout and "interruptTag" not in failed.stdout, failed.stdout[-3000:]
     assert env.target_rows() == [] and env.ledger() == {}
     platform("start", "spark-connect")
     env.ingest_all()

@@ -1,7 +1,15 @@
 """The Spark job and the commit protocol against real Kafka, Postgres and Spark (no Airflow in the loop)."""
 
+import pytest
+
 from microingest.live_planning import plan_next_batch
 from microingest.planning import OffsetRange
+
+
+@pytest.fixture
+def env(submit_env):
+    """The job as spark-submit starts it: a Spark application of its own for every run."""
+    return submit_env
 
 
 def test_job_ingests_exactly_the_planned_ranges(env):

@@ -81,7 +81,6 @@ def bench_result(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
-SPARK_CONNECT_CONN = "microingest_spark_connect"  # the local server `make bench` starts
 
 
 class _Platform(Contender):
@@ -147,7 +146,7 @@ class SparkJobAlone(_Platform):
 
 class SparkConnectJob(_Platform):
     key, label = "connect_job", "microingest: the job alone on the long-lived Spark Connect driver"
-    spark_conn_id = SPARK_CONNECT_CONN
+    spark_conn_id = spark_connect.PLATFORM_CONN_ID
 
     def run(self) -> Run:
         def launch() -> None:
@@ -184,7 +183,7 @@ class ThroughAirflow(_Platform):
 
 class ThroughAirflowOnSparkConnect(ThroughAirflow):
     key, label = "airflow_connect", "microingest through Airflow on the long-lived Spark Connect driver"
-    spark_conn_id = SPARK_CONNECT_CONN
+    spark_conn_id = spark_connect.PLATFORM_CONN_ID
 
 
 class KafkaLoop(Contender):
