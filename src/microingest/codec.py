@@ -37,6 +37,8 @@ def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]
                                           f"{exc.colno}") from None
     except RecursionError:
         raise DecodeError("invalid_json", "value is JSON nested too deeply to decode") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+        raise DecodeError("invalid_json", f"value could not be decoded as JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise DecodeError("not_an_object", f"value must be a JSON object, got {type(doc).__name__}")
     return fields_from_object(doc, schema)

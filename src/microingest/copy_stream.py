@@ -25,22 +25,23 @@ class CopyAborted(RuntimeError):
 
 
 class RowWriter:
-    """The producer's end: `write` COPY text; full chunks go to the COPY thread, waiting while the queue is full."""
+    """The producer's end: `write` COPY data (all str or all bytes); full chunks go to the COPY thread, waiting while
+    the queue is full."""
 
     def __init__(self, chunks: "queue.Queue", copying: threading.Thread):
         self._chunks, self._copying = chunks, copying
         self._parts: list[str] = []
         self._size = 0
 
-    def write(self, text: str) -> None:
-        self._parts.append(text)
-        self._size += len(text)
+    def write(self, data: str | bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
         if self._size >= CHUNK_CHARS:
             self.flush()
 
     def flush(self) -> None:
         if self._parts:
-            self._put("".join(self._parts))
+            self._put(self._parts[0][:0].join(self._parts))
             self._parts, self._size = [], 0
 
     def close(self) -> None:
@@ -64,23 +65,29 @@ class _ChunkReader:
     def __init__(self, chunks: "queue.Queue"):
         self._chunks = chunks
 
-    def read(self, size: int = -1) -> str:
+    def read(self, size: int = -1) -> str | bytes:
         item = self._chunks.get()
         if item is _END:
-            return ""
+            return b""
         if isinstance(item, BaseException):
             raise CopyAborted(f"the rows' producer failed: {type(item).__name__}: {item}")
         return item
 
 
-def copy_while_producing(cur, table: sql.Identifier, columns: Sequence[str],
-                         produce: Callable[[RowWriter], T]) -> T:
-    """COPY into `table` the rows `produce` writes (COPY text lines) while it writes them; returns what it returns.
+def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], csv: bool = False) -> str:
+    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+    options = sql.SQL(" (FORMAT csv)" if csv else "")
+    return sql.SQL("COPY {} ({}) FROM STDIN{}").format(table, cols, options).as_string(cur)
+
+
+def copy_while_producing(cur, table: sql.Identifier, columns: Sequence[str], produce: Callable[[RowWriter], T],
+                         csv: bool = False) -> T:
+    """COPY into `table` the rows `produce` writes (COPY text lines, or CSV) while it writes them; returns what it
+    returns.
 
     Either everything `produce` wrote is copied, or this raises (the producer's exception first) and the COPY, with
     the transaction around it, has failed."""
-    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(table, cols).as_string(cur)
+    statement = copy_statement(cur, table, columns, csv)
     chunks: queue.Queue = queue.Queue(maxsize=QUEUED_CHUNKS)
     failure: list[BaseException] = []
 

@@ -8,18 +8,16 @@ Spark application (`run_plan`).
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import logging
 import os
 import time
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator, Sequence, TextIO
+from datetime import datetime, timezone
+from typing import Any, BinaryIO, Iterator, Sequence, TextIO
 
 from microingest import faults
-from microingest.codec import copy_text_row
 from microingest.declarations import Pipeline
 from microingest.commit import CommitResult, commit_batch
 from microingest.history import RunInfo, committed_by_run
@@ -27,10 +25,10 @@ from microingest.ledger import LedgerError
 from microingest.planning import OffsetRange, RunPlan
 from microingest.postgres import connection
 from microingest.staging import BatchAttempt, StagedCounts, stage_part
-from microingest.records import BadRecord, RecordProcessor
+from microingest.records import RecordProcessor
+from microingest.staged_rows import csv_bytes, stage_batch
 
 log = logging.getLogger(__name__)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class DeadLetterLimitError(LedgerError):
@@ -60,24 +58,6 @@ def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
     }
 
 
-def headers_json(spark_json: str | None) -> list[dict] | None:
-    """Kafka headers, as Spark's to_json gives them ([{"key": str, "value": base64 text}], no "value" for a null
-    one), as the dead-letter table keeps them: values as UTF-8 text where they are, else base64."""
-    if not spark_json:
-        return None
-    out = []
-    for header in json.loads(spark_json):
-        entry: dict[str, Any] = {"key": header["key"]}
-        if header.get("value") is not None:
-            value = base64.b64decode(header["value"])
-            try:
-                entry["value"] = value.decode("utf-8")
-            except UnicodeDecodeError:
-                entry["value_base64"] = header["value"]
-        out.append(entry)
-    return out
-
-
 class Stager:
     """Runs on executors, once per Spark partition: process each record and stage the results in one transaction."""
 
@@ -91,21 +71,14 @@ class Stager:
         head = next(batches, None)
         first = None if head is None else tuple(head.column(i)[0].as_py() for i in range(3))
 
-        def decode(rows: TextIO, dead: TextIO) -> StagedCounts:
+        def decode(rows: BinaryIO, dead: TextIO) -> StagedCounts:
             processor = RecordProcessor(self.pipeline)
             good = bad = 0
             for batch in itertools.chain([head], batches):
-                for topic, partition, offset, ts_micros, key, value, headers in _records(batch):
-                    ts = None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
-                    try:
-                        staged = processor.process(key, value)
-                    except BadRecord as exc:
-                        dead.write(copy_text_row((self.batch_id, topic, partition, offset, ts, key, value,
-                                                  headers_json(headers), exc.error_class, str(exc))))
-                        bad += 1
-                        continue
-                    rows.write(copy_text_row((topic, partition, offset, ts, self.batch_id) + staged))
-                    good += 1
+                staged = stage_batch(batch, processor, self.batch_id)
+                rows.write(csv_bytes(staged.rows))
+                dead.writelines(staged.dead_letters)
+                good, bad = good + staged.rows.num_rows, bad + len(staged.dead_letters)
             return StagedCounts(good, bad)
 
         counts = stage_part(self.params, self.pipeline, self.batch_id, first, decode)
@@ -116,11 +89,6 @@ class Stager:
 
 
 STAGED_SCHEMA = "rows long, dead long, stager long"  # what each Spark partition's Stager returns
-
-
-def _records(batch: Any) -> Iterator[tuple]:
-    """Rows of an Arrow record batch, column by column into Python objects (far cheaper than unpickling rows)."""
-    return zip(*(column.to_pylist() for column in batch.columns))
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],

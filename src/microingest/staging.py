@@ -18,12 +18,12 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, BinaryIO, Callable, Sequence, TextIO
 
 import psycopg2
 from psycopg2 import sql
 
-from microingest.copy_stream import copy_while_producing
+from microingest.copy_stream import copy_statement, copy_while_producing
 from microingest.declarations import Pipeline
 from microingest.ledger import LedgerError
 from microingest.planning import OffsetRange
@@ -191,14 +191,17 @@ class BatchAttempt:
 class _Discard:
     """Where a task whose records an earlier attempt staged writes them: nowhere."""
 
-    def write(self, text: str) -> None:
+    def write(self, data) -> None:
+        pass
+
+    def writelines(self, lines) -> None:
         pass
 
 
 def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first: tuple[str, int, int] | None,
-               decode: Callable[[TextIO, TextIO], StagedCounts]) -> StagedCounts:
-    """Executor side: stage one Spark partition in one transaction. `decode(rows, dead)` writes its good rows and its
-    dead letters as COPY text and returns their counts; the rows are COPYed into staging while it writes them.
+               decode: Callable[[BinaryIO, TextIO], StagedCounts]) -> StagedCounts:
+    """Executor side: stage one Spark partition in one transaction. `decode(rows, dead)` writes its good rows as CSV
+    bytes and its dead letters as COPY text, and returns their counts; the rows are COPYed into staging while it writes them.
 
     `first` is the position (topic, partition, offset) of the Spark partition's first record. A Spark partition is a
     fixed offset range, so a retried or speculative copy of its task brings the same records: under a lock on that
@@ -224,9 +227,9 @@ def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first:
                      partition, offset)
             return decode(_Discard(), _Discard())
         with tempfile.SpooledTemporaryFile(_SPILL_BYTES, mode="w+") as dead:
-            counts = copy_while_producing(cur, sink.staging, sink.staging_columns, lambda rows: decode(rows, dead))
+            counts = copy_while_producing(cur, sink.staging, sink.staging_columns, lambda rows: decode(rows, dead),
+                                          csv=True)
             if counts.dead:
                 dead.seek(0)
-                cur.copy_expert(sql.SQL("COPY {} ({}) FROM STDIN").format(
-                    STAGED_DEAD, sql.SQL(", ").join(map(sql.Identifier, DEAD_LETTER_COLUMNS))).as_string(cur), dead)
+                cur.copy_expert(copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS), dead)
     return counts

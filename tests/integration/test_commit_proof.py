@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import psycopg2
 import pytest
+from conftest import kafka_batch
 
 from microingest.codec import copy_text_row
 from microingest.commit import CommitTimeoutError, StagingMismatchError, commit_batch
@@ -15,6 +16,7 @@ from microingest.history import RunInfo
 from microingest.ledger import lock_pipeline
 from microingest.planning import OffsetRange
 from microingest.records import RecordProcessor
+from microingest.staged_rows import csv_bytes, stage_batch
 from microingest.staging import BatchAttempt, StagedCounts, stage_part
 
 
@@ -26,10 +28,9 @@ def staged_attempt(env, positions, dead=()) -> tuple[BatchAttempt, StagedCounts]
 
 def stage(env, attempt: BatchAttempt, positions, dead=()) -> StagedCounts:
     """What one Spark task does: stage rows at `positions` and dead letters at `dead` of partition 0."""
-    processor = RecordProcessor(env.pipeline)
-    rows = "".join(copy_text_row((env.pipeline.topic, 0, o, None, attempt.batch_id)
-                                 + processor.process(f"k{o}".encode(), b'{"event_id": "e%d"}' % o))
-                   for o in positions)
+    batch = kafka_batch(env.pipeline.topic, 0, positions, [(f"k{o}".encode(), b'{"event_id": "e%d"}' % o)
+                                                           for o in positions])
+    rows = csv_bytes(stage_batch(batch, RecordProcessor(env.pipeline), attempt.batch_id).rows)
     letters = "".join(copy_text_row((attempt.batch_id, env.pipeline.topic, 0, o, None, None, b"x", None, "bad_json",
                                      "not JSON")) for o in dead)
     first = (env.pipeline.topic, 0, min([*positions, *dead])) if [*positions, *dead] else None

@@ -24,6 +24,7 @@ def processor(**changes):
         (b"k", b'{"id": "a", "pad": "' + b"x" * 2048 + b'"}', "value_too_large", "more than max_value_bytes 1024"),
         (b"k", None, "tombstone", "tombstone"),
         (b"k", b"[" * 50_000 + b"]" * 50_000, "invalid_json", "nested too deeply|not valid JSON"),
+        (b"k", b'{"id": "a", "big": ' + b"7" * 5000 + b"}", "invalid_json", "could not be decoded as JSON"),
     ],
 )
 def test_bad_values_in_append_mode(key, value, error_class, reason):

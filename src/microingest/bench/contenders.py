@@ -81,8 +81,6 @@ def bench_result(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
-
-
 class _Platform(Contender):
     family = "microingest"
     spark_conn_id: str | None = None  # the declaration's; None: the default (a Spark application per run)

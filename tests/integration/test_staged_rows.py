@@ -1,0 +1,90 @@
+"""Staged rows reach Postgres exactly as the reference decoder (RecordProcessor) typed them, by either path (the
+whole-batch decoder, or record by record when a batch holds a record it declines), through Arrow's CSV writer and
+COPY (FORMAT csv): quotes, separators, line breaks, empty text against NULL, doubles to the last bit, microseconds."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import uuid
+from datetime import datetime, timedelta, timezone
+from io import BytesIO
+
+import pytest
+from conftest import KAFKA_TIMESTAMP_MICROS, kafka_batch
+from psycopg2 import sql
+
+from microingest import arrow_json
+from microingest.copy_stream import copy_statement
+from microingest.declarations import parse_pipeline
+from microingest.postgres import connection
+from microingest.records import BadRecord, RecordProcessor
+from microingest.sinks import sink_for
+from microingest.staged_rows import csv_bytes, stage_batch
+
+PIPELINE = parse_pipeline({"name": "staged_rows_test", "topic": "t", "target_table": "public.t", "schema": {
+    "id": {"type": "string", "required": True}, "n": "integer", "amount": "double", "ok": "boolean",
+    "at": "timestamp", "note": "string"}})
+TRICKY_TEXT = ["", "plain", 'say "hi"', "a,b", "line\nbreak", "cr\rlf", "tab\there", "back\\slash", "\\N", "NULL",
+               "\u00e9\u4e2d\U0001f600", " padded "]
+
+
+def records(rng: random.Random, count: int) -> list[tuple[bytes, bytes]]:
+    out = []
+    for i in range(count):
+        doc = {"id": rng.choice(TRICKY_TEXT) + str(i),
+               "n": rng.choice([None, 0, -2**63, 2**63 - 1, rng.randrange(10**9)]),
+               "amount": rng.choice([None, -0.0, 5e-324, 1.7976931348623157e308, 0.1, rng.uniform(-1e6, 1e6)]),
+               "ok": rng.choice([None, True, False]), "at": rng.choice([None, 0, -1, 1700000000123,
+                                                                        rng.randrange(-4 * 10**12 + 1, 4 * 10**12)]),
+               "note": rng.choice([None] + TRICKY_TEXT)}
+        out.append((rng.choice([None, b"key", b""]), json.dumps(doc).encode()))
+    return out
+
+
+@pytest.fixture
+def cur(pg):
+    sink = sink_for(PIPELINE)
+    with connection(pg) as conn, conn.cursor() as cursor:
+        cols = ", ".join(f'"{c}" {t}' for c, t in sink.staging_types())
+        cursor.execute(f"CREATE TEMP TABLE staged_rows_test ({cols})")
+        yield cursor
+        conn.rollback()
+
+
+@pytest.mark.parametrize("with_a_bad_record", [False, True], ids=["whole-batch", "record-by-record"])
+def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
+    recs = records(random.Random(7), 400)
+    if with_a_bad_record:
+        recs[123] = (b"key", b'{"id": "x", "n": "seven"}')
+    batch_id = str(uuid.uuid4())
+    staged = stage_batch(kafka_batch("t", 3, range(100, 100 + len(recs)), recs), RecordProcessor(PIPELINE), batch_id)
+    assert (staged.rows.num_rows, len(staged.dead_letters)) == ((399, 1) if with_a_bad_record else (400, 0))
+
+    batch = kafka_batch("t", 3, range(100, 100 + len(recs)), recs)
+    taken = arrow_json.decode_values(batch.column("key"), batch.column("value"), PIPELINE) is not None
+    assert taken is not with_a_bad_record
+    columns = sink_for(PIPELINE).staging_columns
+    cur.copy_expert(copy_statement(cur, sql.Identifier("staged_rows_test"), columns, csv=True),
+                    BytesIO(csv_bytes(staged.rows)))
+    cur.execute("SELECT * FROM staged_rows_test ORDER BY source_offset")
+    landed = cur.fetchall()
+
+    reference = RecordProcessor(PIPELINE)
+    expected = []
+    for i, (key, value) in enumerate(recs):
+        try:
+            values = reference.process(key, value)
+        except BadRecord:
+            continue
+        ts = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=KAFKA_TIMESTAMP_MICROS + 100 + i)
+        expected.append(("t", 3, 100 + i, ts, batch_id) + values)
+    assert len(landed) == len(expected)
+    for got, want in zip(landed, expected):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            if isinstance(b, float):
+                assert isinstance(a, float) and a == b and math.copysign(1, a) == math.copysign(1, b), (got, want)
+            else:
+                assert a == b, (got, want)
