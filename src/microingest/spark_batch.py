@@ -89,6 +89,15 @@ class Stager:
 
 
 STAGED_SCHEMA = "rows long, dead long, stager long"  # what each Spark partition's Stager returns
+# Below this many records a Spark task costs more than its work: its Python worker round trip, its Postgres connection
+# and its staging transaction. Measured on a warm Spark Connect server: 100 records in 6 tasks 0.7 s, in one 0.45 s.
+RECORDS_PER_TASK = 2_000
+
+
+def staging_tasks(ranges: Sequence[OffsetRange]) -> int:
+    """How many Spark tasks stage a batch: one per range (the Kafka source's own split), fewer for a small batch."""
+    records = sum(r.size for r in ranges)
+    return max(1, min(len(ranges), -(-records // RECORDS_PER_TASK)))
 
 
 def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_params: dict[str, Any],
@@ -107,6 +116,11 @@ def run_batch(spark, pipeline: Pipeline, ranges: Sequence[OffsetRange], pg_param
         frame = (spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(ranges)).load()
                  .selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "key", "value",
                              "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers"))
+        tasks = staging_tasks(ranges)
+        if tasks < len(ranges):
+            # Without a shuffle: each task reads whole ranges, a fixed set of them, so a re-run task (or a
+            # speculative copy) brings the same records in the same order and stage_part still recognises them.
+            frame = frame.coalesce(tasks)
         parts = frame.mapInArrow(Stager(pg_params, pipeline, attempt.batch_id), STAGED_SCHEMA).collect()
         staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
         staged_at = datetime.now(timezone.utc)

@@ -40,6 +40,11 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         assert found[key]["peak_mib"].get("spark_jvm", 0) > 0, found[key]  # ... and each one's Spark application
     assert found["kafka_loop"]["peak_mib"].get("python", 0) > 0
 
+    for m in found.values():  # the platform's time, phase by phase, adds up to what was measured
+        if m["family"] == "microingest":
+            assert abs(sum(m["phases"].values()) - m["seconds"]) < 0.02 and m["phases"]["staging"] > 0, m
+            assert ("airflow" in m["phases"]) == m["key"].startswith("airflow"), m
+            assert set(m["small_phases_median"]) == set(m["phases"]), m
     for key in ("airflow", "spark_job"):  # 600 records at 250 a batch, then the small batch
         with connection(pg) as conn, conn.cursor() as cur:
             cur.execute("SELECT records_read FROM microingest.batches WHERE pipeline = %s ORDER BY committed_at",
@@ -53,5 +58,6 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         assert f"| {m['rate']:,.0f} |" in row and f"| {m['rate'] / copy_rate:.2f}× |" in row, row
         assert "exact" in row and "WRONG" not in row
     assert re.search(r"\| end to end ≥ 0\.7× the COPY limit \| \d+\.\d\d× \| (met|missed)", markdown)
+    assert "## Where the platform's time goes" in markdown
     png = (out / "chart.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

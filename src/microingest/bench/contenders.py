@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any, Callable
 
 from microingest import settings, spark_connect, spark_submit
 from microingest.bench.dataset import SCHEMA
+from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
 from microingest.connections import get_connection
 from microingest.declarations import Pipeline, load_pipeline_file
@@ -42,6 +45,7 @@ class Context:
 class Run:
     seconds: float  # launch → last commit
     records: int  # records the contender says it consumed
+    phases: dict[str, float] = field(default_factory=dict)  # the platform's: where the seconds went (bench.phases)
 
 
 class Contender:
@@ -120,12 +124,14 @@ class _Platform(Contender):
             last, records = cur.fetchone()
         return float(last or 0), int(records)
 
-    def _timed(self, launch: Callable[[], None]) -> Run:
+    def _timed(self, launch: Callable[[], float | None]) -> Run:
+        """`launch` runs the contender to its end; through Airflow it returns when the ingest task started."""
         _, before = self.committed()
         started = time.time()
-        launch()
+        ingest_started = launch()
         last, records = self.committed()
-        return Run(last - started, records - before)
+        phases = split(started, batch_times(self.ctx.pg, self.pipeline.name, started), ingest_started)
+        return Run(last - started, records - before, phases)
 
 
 class SparkJobAlone(_Platform):
@@ -170,11 +176,15 @@ class ThroughAirflow(_Platform):
         self.client.unpause(self.pipeline.dag_id)
 
     def run(self) -> Run:
-        def launch() -> None:
-            run_id = self.client.trigger(self.pipeline.dag_id, {}, note=f"make bench {self.ctx.run_id}")
-            run = self.client.wait_for_run(self.pipeline.dag_id, run_id, timeout=7200, poll=0.5)
+        def launch() -> float:
+            dag_id = self.pipeline.dag_id
+            run_id = self.client.trigger(dag_id, {}, note=f"make bench {self.ctx.run_id}")
+            run = self.client.wait_for_run(dag_id, run_id, timeout=7200, poll=0.5)
             if run.state != "success":
-                raise BenchError(f"{self.pipeline.dag_id} run {run_id} ended {run.state} ({run.describe()})")
+                raise BenchError(f"{dag_id} run {run_id} ended {run.state} ({run.describe()})")
+            tis = self.client.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}/taskInstances")
+            ingest = next(t for t in tis["task_instances"] if t["task_id"] == "ingest")
+            return datetime.fromisoformat(ingest["start_date"]).timestamp()
 
         return self._timed(launch)
 

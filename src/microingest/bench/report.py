@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
+from microingest.bench.phases import NAMES, PHASES, bottleneck
 
 OURS = "airflow"  # end to end, as operators run it
 LONG_LIVED = "airflow_connect"  # the same on the Spark Connect server
@@ -41,14 +42,41 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
             rows.append((goal, "not measured in this run", "–"))
         else:
             verdict = "met" if ratio >= want else f"missed: {ratio / want:.0%} of the target"
+            if ratio < want and ours.get("phases"):
+                verdict += f"; its time: {bottleneck(ours['phases'])}"
             rows.append((goal, f"{ratio:.2f}×", verdict))
     small = (m.get(LONG_LIVED) or {}).get("small_median")
     goal = f"{report['options']['small_records']}-record batch trigger → committed ≤ 3 s with a long-lived driver"
     if small is None:
         rows.append((goal, "not measured in this run", "–"))
     else:
-        rows.append((goal, f"{small:.1f}s", "met" if small <= 3 else f"missed by {small - 3:.1f}s"))
+        verdict = "met" if small <= 3 else f"missed by {small - 3:.1f}s"
+        phases = m[LONG_LIVED].get("small_phases_median")
+        if small > 3 and phases:
+            verdict += "; its time: " + ", ".join(f"{NAMES[k]} {v:.1f}s" for k, v in phases.items() if v >= 0.05)
+        rows.append((goal, f"{small:.1f}s", verdict))
     return rows
+
+
+def phase_table(report: dict) -> list[str]:
+    """Where the platform's contenders spent their seconds: the backlog run, and the median small batch."""
+    ours = [x for x in report["measurements"] if x.get("phases") or x.get("small_phases_median")]
+    if not ours:
+        return []
+    small = report["options"]["small_records"]
+    lines = ["", "## Where the platform's time goes", "",
+             "From the batch history (each batch's start, end of staging and commit) and, through Airflow, the "
+             "ingest task's start; the phases add up to the contender's time. "
+             + " ".join(f"*{name}*: {what}." for _, name, what in PHASES), "",
+             "| contender | run | " + " | ".join(name for _, name, _ in PHASES) + " | total |",
+             "|" + "---|" * (3 + len(PHASES))]
+    for x in ours:
+        for run, phases in ((f"{x['records']:,} records", x.get("phases") or {}),
+                            (f"{small}-record batch (median)", x.get("small_phases_median") or {})):
+            if phases:
+                cells = " | ".join(f"{phases[k]:.1f}s" if k in phases else "–" for k, _, _ in PHASES)
+                lines.append(f"| {x['label']} | {run} | {cells} | {sum(phases.values()):.1f}s |")
+    return lines
 
 
 def markdown(report: dict) -> str:
@@ -75,6 +103,7 @@ def markdown(report: dict) -> str:
         peaks = " | ".join(f"{x['peak_mib'][r]:,.0f}" if r in x["peak_mib"] else "–" for r, _ in ROLES)
         lines.append(f"| {x['label']} | {x['rate']:,.0f} | {x['seconds']:.1f} | {_x(_ratio(x, copy))} | "
                      f"{_x(_ratio(x, count))} | {theirs} | {small} | {peaks} | {landed} |")
+    lines += phase_table(report)
     lines += ["", "## Targets (issue 9)", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {goal} | {measured} | {verdict} |" for goal, measured, verdict in targets(report)]
     return "\n".join(lines) + "\n"

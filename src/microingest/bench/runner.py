@@ -18,6 +18,7 @@ from microingest.bench import limits
 from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow
 from microingest.bench.dataset import create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
+from microingest.bench.phases import median_split
 from microingest.bench.targets import create_targets, landed
 from microingest.connections import get_connection, kafka_python_config, postgres_params
 from microingest.postgres import connection
@@ -46,6 +47,8 @@ class Measurement:
     expected: int = 0  # what it should hold
     peak_mib: dict[str, float] = field(default_factory=dict)
     small_seconds: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # the platform's contenders: the backlog run by phase ...
+    small_phases: list[dict[str, float]] = field(default_factory=list)  # ... and each small batch's
 
     @property
     def rate(self) -> float:
@@ -60,7 +63,8 @@ class Measurement:
         return statistics.median(self.small_seconds) if self.small_seconds else None
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "rate": round(self.rate, 1), "exact": self.exact, "small_median": self.small_median}
+        return {**asdict(self), "rate": round(self.rate, 1), "exact": self.exact, "small_median": self.small_median,
+                "small_phases_median": median_split(self.small_phases)}
 
 
 def machine() -> dict:
@@ -110,7 +114,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         with PeakMemory(c.markers) as memory:
             run = c.run()
         m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
-        m.peak_mib = memory.peaks.to_dict()
+        m.peak_mib, m.phases = memory.peaks.to_dict(), run.phases
         results.append(m)
         say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "
             f"({'exact' if m.exact else 'WRONG'})")
@@ -123,6 +127,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             run = c.run()
             m = by_key[c.key]
             m.small_seconds.append(round(run.seconds, 2))
+            if run.phases:
+                m.small_phases.append(run.phases)
             m.expected = start + opts.small_records
             m.rows, m.distinct = landed(pg, c.key)
             say(f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
