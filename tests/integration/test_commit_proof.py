@@ -66,6 +66,19 @@ def test_staging_that_does_not_match_the_plan_is_refused(env, positions, dead, u
     assert nothing_written(env)
 
 
+def test_a_record_staged_twice_is_refused_by_staging(env):
+    """Two tasks whose records overlap (which Spark's split of the ranges never makes): the second one's staging
+    transaction fails on the first record already there, and leaves nothing."""
+    attempt, _ = staged_attempt(env, range(3, 8))
+    try:
+        with pytest.raises(psycopg2.errors.UniqueViolation, match=r"\(batch_id, source_partition, source_offset, "
+                                                                  r"source_topic\)=\(\S+, 0, [34], it-"):
+            stage(env, attempt, range(0, 5))
+        assert env.staged_rows() == 5
+    finally:
+        attempt.close()
+
+
 def test_a_retried_task_finds_its_records_staged_and_writes_nothing_twice(env):
     """A task's records are COPYed straight into staging, once: a re-run of the same task (Spark retries it when its
     executor is lost after staging, or runs a speculative copy) finds its first position staged and stages nothing.
@@ -170,3 +183,15 @@ def test_staging_is_left_alone_when_its_lock_is_not_granted_at_once(env):
         reader.close()
         attempt.close()
     assert env.query(f"SELECT pg_relation_size('microingest_staging.\"{env.pipeline.name}\"')") == [(0,)]
+
+
+def test_a_staging_index_made_topic_first_is_rebuilt_topic_last(env):
+    """Staging made by an earlier version had its unique index topic first; opening an attempt rebuilds it."""
+    BatchAttempt(env.pg, env.pipeline).open().close()
+    index = f'microingest_staging."{env.pipeline.name}_position"'
+    env.query_commit(f"DROP INDEX {index}")
+    env.query_commit(f'CREATE UNIQUE INDEX "{env.pipeline.name}_position" ON microingest_staging."{env.pipeline.name}" '
+                     "(batch_id, source_topic, source_partition, source_offset)")
+    BatchAttempt(env.pg, env.pipeline).open().close()
+    assert env.query("SELECT pg_get_indexdef(%s::regclass)", (index,))[0][0].endswith(
+        "(batch_id, source_partition, source_offset, source_topic)")
