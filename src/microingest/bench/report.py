@@ -12,6 +12,7 @@ from microingest.bench.phases import NAMES, PHASES, bottleneck
 
 OURS = "airflow"  # end to end, as operators run it
 LONG_LIVED = "airflow_connect"  # the same on the Spark Connect server
+THROUGH_AIRFLOW = ((OURS, "spark-submit"), (LONG_LIVED, "the long-lived driver"))  # judged against the targets
 ROLES = (("spark_jvm", "Spark JVM"), ("python", "Python"), ("postgres", "Postgres"))
 
 
@@ -32,19 +33,19 @@ def _x(value: float | None) -> str:
 def targets(report: dict) -> list[tuple[str, str, str]]:
     """(target, measured, verdict) for the performance targets a default run can judge."""
     m = _by_key(report)
-    ours = m.get(OURS)
     rows = []
     for goal, other, want in (("end to end ≥ 0.7× the COPY limit", COPY_KEY, 0.7),
                               ("≥ 2× the hand-written loop", "kafka_loop", 2.0),
                               ("≥ 1.5× AvailableNow + foreachBatch", "available_now", 1.5)):
-        ratio = _ratio(ours, m.get(other))
-        if ratio is None:
+        judged = [(key, how, _ratio(m.get(key), m.get(other))) for key, how in THROUGH_AIRFLOW]
+        judged = [(key, how, ratio) for key, how, ratio in judged if ratio is not None]
+        if not judged:
             rows.append((goal, "not measured in this run", "–"))
-        else:
+        for key, how, ratio in judged:
             verdict = "met" if ratio >= want else f"missed: {ratio / want:.0%} of the target"
-            if ratio < want and ours.get("phases"):
-                verdict += f"; its time: {bottleneck(ours['phases'])}"
-            rows.append((goal, f"{ratio:.2f}×", verdict))
+            if ratio < want and m[key].get("phases"):
+                verdict += f"; its time: {bottleneck(m[key]['phases'])}"
+            rows.append((f"{goal}, through Airflow on {how}", f"{ratio:.2f}×", verdict))
     small = (m.get(LONG_LIVED) or {}).get("small_median")
     goal = f"{report['options']['small_records']}-record batch trigger → committed ≤ 3 s with a long-lived driver"
     if small is None:
