@@ -30,7 +30,7 @@ class RowWriter:
 
     def __init__(self, chunks: "queue.Queue", copying: threading.Thread):
         self._chunks, self._copying = chunks, copying
-        self._parts: list[str] = []
+        self._parts: list[str | bytes] = []
         self._size = 0
 
     def write(self, data: str | bytes) -> None:

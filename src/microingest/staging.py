@@ -201,11 +201,12 @@ class _Discard:
 def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first: tuple[str, int, int] | None,
                decode: Callable[[BinaryIO, TextIO], StagedCounts]) -> StagedCounts:
     """Executor side: stage one Spark partition in one transaction. `decode(rows, dead)` writes its good rows as CSV
-    bytes and its dead letters as COPY text, and returns their counts; the rows are COPYed into staging while it writes them.
+    bytes and its dead letters as COPY text, and returns their counts; the rows are COPYed into staging while it
+    writes them.
 
     `first` is the position (topic, partition, offset) of the Spark partition's first record. A Spark partition is a
-    fixed offset range, so a retried or speculative copy of its task brings the same records: under a lock on that
-    position, finding it staged (as a row or a dead letter) means an earlier attempt's transaction staged them all,
+    fixed set of whole offset ranges (one, or several coalesced for a small batch), so a retried or speculative copy
+    of its task brings the same records: under a lock on that position, finding it staged (as a row or a dead letter) means an earlier attempt's transaction staged them all,
     and nothing is written twice (they are decoded again, for their counts). The rows are written once, straight
     into staging."""
     sink = sink_for(pipeline)

@@ -10,8 +10,14 @@ import json
 import re
 import subprocess
 import sys
+import time
+import uuid
+
+import pytest
 
 from microingest.bench.contenders import CONTENDERS
+from microingest.bench.dataset import first_timestamp_ms, produce_range
+from microingest.kafka_access import create_topic, partition_bounds
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
 from microingest.postgres import connection
 
@@ -63,3 +69,17 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
     assert "## Where the platform's time goes" in markdown
     png = (out / "chart.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_the_dataset_fails_on_a_refused_record_and_stamps_every_record_in_the_past(kafka):
+    """A broker refuses timestamps more than an hour ahead of its clock (message.timestamp.after.max.ms); once, the
+    dataset stamped record i at now + i ms, and 10M records "were produced" while 3.9M landed."""
+    topic = f"bench_dataset_{uuid.uuid4().hex[:8]}"
+    assert create_topic(kafka, topic, 2)
+    now_ms = int(time.time() * 1000)
+    with pytest.raises(RuntimeError, match="refused 4 record"):
+        produce_range(kafka, topic, 2, now_ms + 2 * 3_600_000, 0, 4)
+
+    records = 10_000_000  # base + i stays behind the clock for every record of a 10M-record dataset
+    produce_range(kafka, topic, 2, first_timestamp_ms(now_ms, records), records - 4, 4)
+    assert partition_bounds(kafka, topic)[1] == {0: 2, 1: 2}

@@ -183,7 +183,10 @@ class ThroughAirflow(_Platform):
             if run.state != "success":
                 raise BenchError(f"{dag_id} run {run_id} ended {run.state} ({run.describe()})")
             tis = self.client.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}/taskInstances")
-            ingest = next(t for t in tis["task_instances"] if t["task_id"] == "ingest")
+            ingest = next((t for t in tis["task_instances"] if t["task_id"] == "ingest"), {})
+            if ingest.get("state") != "success":  # e.g. the plan found nothing to read: the bench's data never arrived
+                raise BenchError(f"{dag_id} run {run_id} succeeded without running its ingest task "
+                                 f"(ingest: {ingest.get('state', 'absent')})")
             return datetime.fromisoformat(ingest["start_date"]).timestamp()
 
         return self._timed(launch)

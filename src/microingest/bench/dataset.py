@@ -1,8 +1,10 @@
 """The bench's data: deterministic JSON events of about 200 bytes, spread round-robin over a topic's partitions.
 
 Every contender reads the same topic. Record i goes to partition i % P at offset i // P with Kafka timestamp
-(the dataset's creation time + i ms; older ones would fall to the topic's retention at once), so the decoded rows
-(what the COPY limit loads) follow from i alone, without reading Kafka back.
+base + i ms, so the decoded rows (what the COPY limit loads) follow from i alone, without reading Kafka back. The base
+is the dataset's creation time minus one ms per record: every timestamp is in the past, since a broker refuses
+records more than `message.timestamp.after.max.ms` (an hour by default) ahead of its clock, and recent, since ones
+older than the topic's retention (7 days by default) would be deleted at once.
 """
 
 from __future__ import annotations
@@ -54,26 +56,43 @@ class Dataset:
 
 def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms: int, start: int, count: int,
                   say: Callable[[str], None] = lambda m: None) -> None:
-    """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas."""
+    """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas.
+
+    Raises on the first record the broker refused: the bench must not go on with a dataset that has holes."""
     producer = KafkaProducer(**kafka, acks="all", linger_ms=50, batch_size=512 * 1024, enable_idempotence=True,
                              max_in_flight_requests_per_connection=5)
+    refused: list[Exception] = []  # per-record futures would hold millions of objects; one errback sees them all
     started, step = time.monotonic(), max(count // 10, 1)
     try:
         for i in range(start, start + count):
             producer.send(topic, key=f"ev-{i:012d}".encode(), value=value_bytes(i), partition=i % partitions,
-                          timestamp_ms=base_ts_ms + i)
-            if (i - start + 1) % step == 0 and count >= 100_000:
-                say(f"  produced {i - start + 1:,} of {count:,} records ({time.monotonic() - started:.0f}s)")
+                          timestamp_ms=base_ts_ms + i).add_errback(refused.append)
+            if (i - start + 1) % step == 0:
+                _raise_refused(refused, topic)
+                if count >= 100_000:
+                    say(f"  produced {i - start + 1:,} of {count:,} records ({time.monotonic() - started:.0f}s)")
         producer.flush()
+        _raise_refused(refused, topic)
     finally:
         producer.close()
+
+
+def _raise_refused(refused: list[Exception], topic: str) -> None:
+    if refused:
+        raise RuntimeError(f"the broker refused {len(refused):,} record(s) of topic {topic}; the first: "
+                           f"{refused[0]!r}") from refused[0]
+
+
+def first_timestamp_ms(now_ms: int, records: int) -> int:
+    """The dataset's base timestamp: record `records` (the first after the backlog) is stamped `now_ms`."""
+    return now_ms - records
 
 
 def create_dataset(kafka: dict[str, Any], topic: str, records: int, partitions: int,
                    say: Callable[[str], None] = lambda m: None) -> Dataset:
     if not create_topic(kafka, topic, partitions):
         raise RuntimeError(f"topic {topic} exists already; the bench needs a fresh one")
-    base_ts_ms = int(time.time() * 1000)
+    base_ts_ms = first_timestamp_ms(int(time.time() * 1000), records)
     produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say)
     _, ends = partition_bounds(kafka, topic)
     expected = {p: len(range(p, records, partitions)) for p in range(partitions)}
