@@ -2,6 +2,7 @@
 transaction; a killed or retried run goes on where it stopped, losing and duplicating nothing."""
 
 import re
+import time
 from collections import Counter
 
 from microingest.history import RunInfo
@@ -84,3 +85,28 @@ def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_
     env.redeclare(max_run_seconds=1800)
     env.ingest_all()
     assert_exactly_once(env, produced)
+
+
+
+def test_a_run_stages_while_another_run_of_the_pipeline_holds_its_commit_open(env, tmp_path, finish):
+    """Runs of one pipeline on disjoint partitions (as a backfill beside live runs): the second one's batch opens
+    and stages while the first one's commit, everything written, holds its locks; only the commits take turns."""
+    produced = env.produce(900)
+    first, second, third = plan_live_run(env.pipeline).ranges
+    marker = tmp_path / "paused"
+    holding = env.spark_job([first], fault=f"before_commit:pause:{marker}", wait=False)
+    deadline = time.time() + 120
+    while not marker.exists() and holding.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), finish(holding).stdout[-3000:]
+
+    beside = env.spark_job([second], wait=False)
+    while env.staged_rows() < first.size + second.size and beside.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert env.staged_rows() == first.size + second.size and env.target_rows() == [], "staged beside the commit"
+    marker.unlink()
+
+    assert finish(holding).returncode == 0 and finish(beside).returncode == 0
+    assert env.spark_job([third]).returncode == 0
+    assert_exactly_once(env, produced)
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
