@@ -72,7 +72,9 @@ class Sink:
         second = cur.fetchone()[0]
         if second == "source_topic":  # made topic-first, before
             cur.execute(sql.SQL("DROP INDEX {}").format(index))
-        if second != "source_partition":  # CREATE INDEX IF NOT EXISTS would wait for the commit in flight's lock
+        # Even when the index exists, CREATE INDEX IF NOT EXISTS takes a share lock on the table, which waits for any
+        # other attempt's open commit (it deletes its staged rows): only when it is missing.
+        if second != "source_partition":
             cur.execute(sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (batch_id, source_partition, "
                                 "source_offset, source_topic)").format(sql.Identifier(name), self.staging))
 

@@ -126,8 +126,9 @@ class BatchAttempt:
             "AS r(t, p, f, u, i)), staged AS (SELECT source_topic AS t, source_partition AS p, source_offset AS o, "
             "false AS dead FROM {} WHERE batch_id = %s UNION ALL SELECT topic, partition, \"offset\", true FROM {} "
             "WHERE batch_id = %s) SELECT r.i, count(*) FILTER (WHERE NOT s.dead), count(*) FILTER (WHERE s.dead), "
-            "min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FILTER (WHERE r.i IS NULL) FROM staged s LEFT JOIN planned r ON r.t = s.t AND r.p = s.p "
-            "AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(self.sink.staging, STAGED_DEAD),
+            "min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FILTER (WHERE r.i IS NULL) FROM staged s "
+            "LEFT JOIN planned r ON r.t = s.t AND r.p = s.p AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(
+                self.sink.staging, STAGED_DEAD),
             ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
              [r.until_offset for r in ranges], self.batch_id, self.batch_id))
         found = StagedByRange(StagedCounts(0, 0), [0] * len(ranges))
@@ -167,22 +168,18 @@ class BatchAttempt:
         when another attempt is registered or a lock is not granted at once.
 
         The table lock comes before the decisive look at the registry, so no attempt can stage between the two. A
-        first look goes before it: while the next batch of a run stages, the lock would wait, and new COPYs would
-        queue behind it."""
+        first look goes before it: while another attempt of the pipeline stages, the lock would wait, and that
+        attempt's next COPYs would queue behind it."""
         checks = ((self.sink.staging, "pipeline = %s", (self.pipeline.name,)), (STAGED_DEAD, "true", ()))
         for table, scope, args in checks:
-            def unused(cur) -> bool:
-                cur.execute(f"SELECT count(*) = 0 FROM microingest.staging_batches WHERE {scope}", args)
-                return cur.fetchone()[0]
-
             try:
                 with self.conn.cursor() as cur:
-                    if not unused(cur):
+                    if not _unregistered(cur, scope, args):
                         continue
                     cur.execute("BEGIN")
                     cur.execute("SET LOCAL lock_timeout = '200ms'")
                     cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
-                    if unused(cur):
+                    if _unregistered(cur, scope, args):
                         cur.execute(sql.SQL("TRUNCATE {}").format(table))
                     cur.execute("COMMIT")
             except psycopg2.Error:  # typically the lock was not granted at once; leave it to a later commit
@@ -194,6 +191,12 @@ class BatchAttempt:
     def close(self) -> None:
         if self.conn is not None and not self.conn.closed:
             self.conn.close()  # ends the session, which releases the attempt's advisory lock
+
+
+def _unregistered(cur, scope: str, args: tuple) -> bool:
+    """No attempt in the registry within `scope` (a fixed SQL condition)."""
+    cur.execute(f"SELECT count(*) = 0 FROM microingest.staging_batches WHERE {scope}", args)
+    return cur.fetchone()[0]
 
 
 class _Discard:
@@ -214,9 +217,9 @@ def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first:
 
     `first` is the position (topic, partition, offset) of the Spark partition's first record. A Spark partition is a
     fixed set of whole offset ranges (one, or several coalesced for a small batch), so a retried or speculative copy
-    of its task brings the same records: under a lock on that position, finding it staged (as a row or a dead letter) means an earlier attempt's transaction staged them all,
-    and nothing is written twice (they are decoded again, for their counts). The rows are written once, straight
-    into staging."""
+    of its task brings the same records: under a lock on that position, finding it staged (as a row or a dead
+    letter) means an earlier attempt's transaction staged them all, and nothing is written twice (they are decoded
+    again, for their counts). The rows are written once, straight into staging."""
     sink = sink_for(pipeline)
     with connection(params) as conn, conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM microingest.staging_batches WHERE batch_id = %s FOR SHARE", (batch_id,))
