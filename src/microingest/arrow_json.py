@@ -7,7 +7,8 @@ show that every record in it would come out of the reference as a staged row wit
 speed, so the checks below are conservative:
 
 - no transform (user Python code), every value present (no tombstones), at most `max_value_bytes` and valid UTF-8,
-  every key valid UTF-8 (present, for upsert_latest);
+  every key valid UTF-8 without NUL and not beginning with a backslash and x (present, for upsert_latest): staged
+  as it is, not in `storable.key_text`'s escaped form;
 - every value one line holding one object: no line breaks or BOM, short enough and with few enough brackets that
   Python's limits (4,300-digit integers, nesting depth) cannot apply, and Arrow found exactly one row per value;
 - Arrow converted every declared field to its declared type without error (it refuses what Python refuses: a number
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from microingest import storable
 from microingest.declarations import Field, Pipeline
 
 # Shorter values cannot hold a 4,301-digit integer (Python's int limit); values with fewer brackets cannot nest near
@@ -52,6 +54,9 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline) -> list[
         return None
     record_keys = _utf8(keys)
     if record_keys is None or (pipeline.sink_mode == "upsert_latest" and record_keys.null_count):
+        return None
+    if pc.any(pc.match_substring(record_keys, "\x00")).as_py() or \
+            pc.any(pc.starts_with(record_keys, storable.KEY_HEX_PREFIX)).as_py():
         return None
     if pc.max(pc.binary_length(values)).as_py() > min(pipeline.max_value_bytes, MAX_VALUE_BYTES):
         return None

@@ -7,11 +7,11 @@ the message reaches an on-call engineer (and, from the dead-letter work onwards,
 from __future__ import annotations
 
 import json
-import math
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Sequence
 
+from microingest import storable
 from microingest.declarations import Field
 
 
@@ -58,6 +58,8 @@ def _field(doc: dict, field: Field) -> Any:
         return None
     try:
         return _CONVERTERS[field.type](raw)
+    except storable.Unstorable as exc:
+        raise DecodeError("unstorable", f"field '{field.name}' ({field.type}): {exc}") from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise DecodeError("wrong_type", f"field '{field.name}' ({field.type}): {exc}") from None
 
@@ -65,9 +67,7 @@ def _field(doc: dict, field: Field) -> Any:
 def _string(v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"expected a string, got {type(v).__name__}")
-    if "\x00" in v:
-        raise ValueError("contains a NUL character, which Postgres text cannot store")
-    return v
+    return storable.text(v)
 
 
 def _integer(v: Any) -> int:
@@ -75,19 +75,13 @@ def _integer(v: Any) -> int:
         raise TypeError(f"expected an integer, got {type(v).__name__}")
     if isinstance(v, float) and not v.is_integer():
         raise ValueError(f"expected an integer, got {v}")
-    v = int(v)
-    if not -(2**63) <= v < 2**63:
-        raise OverflowError(f"{v} does not fit in 64 bits")
-    return v
+    return storable.integer(int(v))
 
 
 def _double(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError(f"expected a number, got {type(v).__name__}")
-    v = float(v)
-    if not math.isfinite(v):
-        raise ValueError(f"expected a finite number, got {v}")
-    return v
+    return storable.double(float(v))
 
 
 def _boolean(v: Any) -> bool:
@@ -101,11 +95,10 @@ def _timestamp(v: Any) -> datetime:
     if isinstance(v, bool):
         raise TypeError("expected an ISO-8601 string or epoch milliseconds, got bool")
     if isinstance(v, (int, float)):
-        return datetime.fromtimestamp(v / 1000, tz=timezone.utc)
+        return storable.epoch_millis(v)
     if not isinstance(v, str):
         raise TypeError(f"expected an ISO-8601 string or epoch milliseconds, got {type(v).__name__}")
-    parsed = datetime.fromisoformat(v)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return storable.timestamp(datetime.fromisoformat(v))
 
 
 _CONVERTERS = {"string": _string, "integer": _integer, "double": _double, "boolean": _boolean, "timestamp": _timestamp}

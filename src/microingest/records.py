@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+from microingest import storable
 from microingest.codec import DecodeError, decode_json, fields_from_object
 from microingest.declarations import Pipeline
 
 # error_class values of microingest.dead_letters
 TOMBSTONE = "tombstone"
 NULL_KEY = "null_key"
-INVALID_KEY = "invalid_key"
 VALUE_TOO_LARGE = "value_too_large"
 TRANSFORM_FAILED = "transform_failed"
 
@@ -67,12 +67,7 @@ class RecordProcessor:
             if self.keyed:
                 raise BadRecord(NULL_KEY, "record key is null; upsert_latest needs a key to know which row to update")
             return None
-        try:
-            return bytes(key).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if self.keyed:
-                raise BadRecord(INVALID_KEY, f"record key is not valid UTF-8 at byte {exc.start}") from None
-            return None  # append and aggregate do not use the key; an odd one is no reason to reject the record
+        return storable.key_text(bytes(key))
 
     def _transformed(self, values: tuple) -> tuple:
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
+from microingest import storable
 from microingest.codec import PG_TYPES
 from microingest.declarations import SOURCE_COLUMNS, Pipeline
 from microingest.identifiers import split_table_name
@@ -79,6 +80,12 @@ class Sink:
                                 "source_offset, source_topic)").format(sql.Identifier(name), self.staging))
 
     def check_target(self, cur) -> None:
+        cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
+                    "WHERE datname = current_database()")
+        database, encoding = cur.fetchone()
+        if encoding not in storable.SERVER_ENCODINGS:
+            raise TargetError(f"database {database} uses encoding {encoding}; microingest stages text as UTF-8, "
+                              "which it can store only in a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')")
         schema, table = split_table_name(self.pipeline.target_table)
         cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
                     (schema, table))

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from microingest import arrow_json
+from microingest import arrow_json, storable
 from microingest.codec import copy_text_row
 from microingest.records import BadRecord, RecordProcessor
 
@@ -44,9 +44,9 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
         try:
             staged.append(processor.process(key, value))
         except BadRecord as exc:
-            ts = None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
+            ts = _kafka_time(ts_micros)
             dead.append(copy_text_row((batch_id, topic, partition, offset, ts, key, value, headers_json(headers),
-                                       exc.error_class, str(exc))))
+                                       exc.error_class, storable.message(str(exc)))))
             continue
         kept.append(i)
     types = [pa.string(), pa.bool_()] + [arrow_json.ARROW_TYPES[f.type] for f in processor.pipeline.schema]
@@ -67,6 +67,15 @@ def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array]) -> pa.T
     return pa.Table.from_arrays(source + decoded, names=[str(i) for i in range(len(source) + len(decoded))])
 
 
+def _kafka_time(ts_micros: int | None) -> datetime | None:
+    # Brokers refuse timestamps over an hour ahead by default; a topic allowing more could carry one past year 9999.
+    # The dead letter keeps the record whole without it, rather than fail the batch over a column of its own.
+    try:
+        return None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
+    except OverflowError:
+        return None
+
+
 def _records(batch: pa.RecordBatch) -> Iterator[tuple]:
     """Rows of an Arrow record batch, column by column into Python objects (far cheaper than unpickling rows)."""
     return zip(*(batch.column(name).to_pylist() for name in KAFKA_COLUMNS))
@@ -74,17 +83,22 @@ def _records(batch: pa.RecordBatch) -> Iterator[tuple]:
 
 def headers_json(spark_json: str | None) -> list[dict] | None:
     """Kafka headers, as Spark's to_json gives them ([{"key": str, "value": base64 text}], no "value" for a null
-    one), as the dead-letter table keeps them: values as UTF-8 text where they are, else base64."""
+    one), as the dead-letter table keeps them: key and value as text where jsonb can hold them (UTF-8 without NUL),
+    else as base64 of their bytes in `key_base64` / `value_base64`."""
     if not spark_json:
         return None
     out = []
     for header in json.loads(spark_json):
-        entry: dict[str, Any] = {"key": header["key"]}
+        entry: dict[str, Any] = {}
+        key = header["key"]
+        try:
+            entry["key"] = storable.text(key)
+        except storable.Unstorable:
+            entry["key_base64"] = base64.b64encode(key.encode("utf-8", "surrogatepass")).decode("ascii")
         if header.get("value") is not None:
-            value = base64.b64decode(header["value"])
             try:
-                entry["value"] = value.decode("utf-8")
-            except UnicodeDecodeError:
+                entry["value"] = storable.text(base64.b64decode(header["value"]).decode("utf-8"))
+            except (UnicodeDecodeError, storable.Unstorable):
                 entry["value_base64"] = header["value"]
         out.append(entry)
     return out

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import browser_session
-import pyarrow as pa
 import pytest
 from psycopg2 import sql
 
@@ -26,20 +25,8 @@ from microingest.kafka_access import create_topic, json_bytes, produce
 from microingest.history import RunInfo
 from microingest.planning import OffsetRange, RunPlan
 from microingest.postgres import connection
-from microingest.staged_rows import KAFKA_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
-KAFKA_TIMESTAMP_MICROS = 1_700_000_000_000_000  # kafka_batch's records: this plus their offset
-
-
-def kafka_batch(topic: str, partition: int, offsets, records) -> pa.RecordBatch:
-    """What a Spark task hands the Stager: (key, value) records at these offsets of one partition, as Arrow."""
-    records, offsets = list(records), list(offsets)
-    return pa.RecordBatch.from_arrays([
-        pa.array([topic] * len(offsets)), pa.array([partition] * len(offsets), pa.int32()),
-        pa.array(offsets, pa.int64()), pa.array([KAFKA_TIMESTAMP_MICROS + o for o in offsets], pa.int64()),
-        pa.array([k for k, _ in records], pa.binary()), pa.array([v for _, v in records], pa.binary()),
-        pa.array([None] * len(offsets), pa.string())], names=list(KAFKA_COLUMNS))
 REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
 # kafka-python logs every connection at INFO: a failing test's report would be that chatter, not the failure.
 logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -257,6 +244,7 @@ SERVED_DECLARATIONS = {
                                                          "wait_seconds": 600, "poke_seconds": 3}}},
     "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
     "connect": {},
+    "poison": {},
 }
 
 

@@ -1,6 +1,7 @@
 """Bad records end in the dead-letter table in the same transaction as their batch; too many refuse the batch."""
 
 import json
+import struct
 
 from microingest.live_planning import plan_next_batch
 
@@ -69,3 +70,38 @@ def test_too_many_bad_records_refuse_the_whole_batch(env):
     assert "invalid_json: value is not valid JSON" in result.stdout
     assert env.target_rows() == [] and env.dead_letters() == [] and env.ledger() == {} and env.batches() == []
     assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+# The issue's poison records: before values were proven storable, each failed its batch on every retry.
+POISON = [  # (key, value, headers, expected error_class or None for a row)
+    (struct.pack(">i", 7), good("int-key"), None, None),                         # Kafka's IntegerSerializer
+    (struct.pack(">q", 7), good("long-key"), [("trace", b"\x00")], None),        # LongSerializer, NUL header
+    (b"k", b'{"event_id": "nul-header", "amount": "x"}', [("trace", b"a\x00b")], "wrong_type"),
+    (b"k", b'{"event_id": "surrogate", "user_id": "\\ud800"}', None, "unstorable"),
+    (b"k", b'{"event_id": "ms", "event_time": 1e20}', None, "unstorable"),
+    (b"k", b'{"event_id": "iso", "event_time": "0001-01-01T00:30:00+01:00"}', None, "unstorable"),
+    (b"k", b'{"event_id": "nul\\u0000"}', None, "unstorable"),
+    (b"\x00", b'{"event_id": "year-one", "event_time": "0001-01-01T00:00:00"}', None, None),
+]
+
+
+def test_a_run_through_airflow_with_poison_records_among_good_ones_reaches_the_log_end(api, served):
+    env = served["poison"]
+    records = [(f"g{i}".encode(), good(i)) for i in range(300)]
+    for i, poison in enumerate(POISON):
+        records.insert(37 * i + 5, poison[:3])
+    positions = env.send(records)
+
+    run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+
+    ends: dict[int, int] = {}  # the topic is this test's alone: its log ends follow the last acknowledged offsets
+    for p, o in positions:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    assert env.ledger() == ends, "the ledger is at the log end"
+    landed = [(p, o) for p, o, _ in env.target_rows()]
+    dead = {(p, o): cls for p, o, cls, *_ in env.dead_letters()}
+    assert sorted(landed + list(dead)) == sorted(positions), "every record a row or a dead letter, once"
+    by_position = dict(zip(positions, records))
+    expected = {positions[records.index(r[:3])]: r[3] for r in POISON if r[3]}
+    assert dead == expected, {pos: by_position[pos] for pos in set(dead) ^ set(expected)}

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import psycopg2
 import pytest
-from conftest import kafka_batch
+from hostile_records import kafka_batch
 
 from microingest.codec import copy_text_row
 from microingest.commit import CommitTimeoutError, StagingMismatchError, commit_batch

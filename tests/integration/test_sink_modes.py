@@ -1,6 +1,7 @@
 """upsert_latest and aggregate sinks against real Kafka, Spark and Postgres, across several capped batches."""
 
 import json
+import struct
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -8,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
+from psycopg2 import sql
 
 from microingest.backfill_planning import plan_backfill
 from microingest.overlap import OverlapError
@@ -113,3 +115,24 @@ def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
     for policy in ("refuse", "replace", "skip_existing"):
         with pytest.raises(OverlapError, match="already counted and would be counted twice"):
             plan_backfill(env.pipeline, parse_request({"backfill_ranges": {str(p): [0, 5]}, "overlap": policy}))
+
+
+def test_upsert_latest_keys_written_by_kafkas_numeric_serializers_are_keys_like_any_other(env):
+    """IntegerSerializer keys hold NUL bytes, which Postgres text cannot: they are keyed by their escaped form
+    (`\\x` + hex, see storable.key_text), updated and deleted like text keys, and SQL gives their bytes back."""
+    env.replace_target(f"record_key text PRIMARY KEY, {SOURCE_COLUMNS}, event_id text NOT NULL, user_id text, "
+                       "event_type text, amount double precision, event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest")
+    records = [(struct.pack(">i", seq % 4), reading(f"d{seq % 4}", seq, float(seq))) for seq in range(12)]
+    records += [(struct.pack(">i", 2), None), (b"\\x00000001", reading("text", 0, 0.5))]
+    env.send_to(0, records, 1_700_000_000_000)
+
+    env.ingest_all()
+
+    rows = env.query(sql.SQL("SELECT record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
+                             "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END, event_id FROM {} "
+                             "ORDER BY 1").format(env.table))
+    assert [(k, bytes(b), e) for k, b, e in rows] == [
+        ("\\x00000000", struct.pack(">i", 0), "d0-8"), ("\\x00000001", struct.pack(">i", 1), "d1-9"),
+        ("\\x00000003", struct.pack(">i", 3), "d3-11"), ("\\x5c783030303030303031", b"\\x00000001", "text-0")]
+    assert env.dead_letters() == []

@@ -8,11 +8,12 @@ import json
 import math
 import random
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from io import BytesIO
+from io import BytesIO, StringIO
 
 import pytest
-from conftest import KAFKA_TIMESTAMP_MICROS, kafka_batch
+from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from psycopg2 import sql
 
 from microingest import arrow_json
@@ -22,10 +23,9 @@ from microingest.postgres import connection
 from microingest.records import BadRecord, RecordProcessor
 from microingest.sinks import sink_for
 from microingest.staged_rows import csv_bytes, stage_batch
+from microingest.staging import DEAD_LETTER_COLUMNS
 
-PIPELINE = parse_pipeline({"name": "staged_rows_test", "topic": "t", "target_table": "public.t", "schema": {
-    "id": {"type": "string", "required": True}, "n": "integer", "amount": "double", "ok": "boolean",
-    "at": "timestamp", "note": "string"}})
+PIPELINE = parse_pipeline({"name": "staged_rows_test", "topic": "t", "target_table": "public.t", "schema": SCHEMA})
 TRICKY_TEXT = ["", "plain", 'say "hi"', "a,b", "line\nbreak", "cr\rlf", "tab\there", "back\\slash", "\\N", "NULL",
                "\u00e9\u4e2d\U0001f600", " padded "]
 
@@ -88,3 +88,37 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
                 assert isinstance(a, float) and a == b and math.copysign(1, a) == math.copysign(1, b), (got, want)
             else:
                 assert a == b, (got, want)
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert_latest"])
+def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accepts(cur, mode):
+    """The output of the poison-record property test (tests/unit/test_hostile_records.py), COPYed as the stager
+    does: Postgres takes every row and dead letter, and gives back each key and header as the producer sent it."""
+    pipeline = replace(PIPELINE, sink_mode=mode)
+    cur.execute("CREATE TEMP TABLE dead_letters_test (LIKE microingest_staging.dead_letters)")
+    rng, offset, sent = random.Random(11), 0, {}
+    processor = RecordProcessor(pipeline)
+    for _ in range(60):
+        recs = [hostile_record(rng, i) for i in range(rng.choice([1, 5, 30]))]
+        staged = stage_batch(kafka_batch("t", 1, range(offset, offset + len(recs)), recs), processor,
+                             str(uuid.uuid4()))
+        sent.update(zip(range(offset, offset + len(recs)), recs))
+        offset += len(recs)
+        cur.copy_expert(copy_statement(cur, sql.Identifier("staged_rows_test"), sink_for(pipeline).staging_columns,
+                                       csv=True), BytesIO(csv_bytes(staged.rows)))
+        cur.copy_expert(copy_statement(cur, sql.Identifier("dead_letters_test"), DEAD_LETTER_COLUMNS),
+                        StringIO("".join(staged.dead_letters)))
+
+    cur.execute("SELECT source_offset, record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
+                "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END FROM staged_rows_test")
+    rows = cur.fetchall()
+    cur.execute('SELECT "offset", record_key, headers FROM dead_letters_test')
+    dead = cur.fetchall()
+    assert sorted([o for o, *_ in rows] + [o for o, *_ in dead]) == list(range(offset)), "each record once"
+    assert rows and dead
+    for o, staged_key, key_bytes in rows:
+        assert (None if staged_key is None else bytes(key_bytes)) == sent[o][0], "the key's bytes, from SQL"
+    for o, key, headers in dead:
+        assert (None if key is None else bytes(key)) == sent[o][0]
+        assert original_headers(headers) == (sent[o][2] or None)
+

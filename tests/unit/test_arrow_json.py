@@ -127,5 +127,6 @@ def test_a_transform_or_a_key_upsert_cannot_use_keeps_the_batch_with_the_referen
     assert decoded_or_none(pipeline(transform="microingest.transforms:require_positive_amount"),
                            [(b"k", value)]) is None
     assert decoded_or_none(pipeline(sink_mode="upsert_latest"), [(None, value)]) is None
-    assert decoded_or_none(pipeline(), [(b"\xff", value)]) is None  # append maps it to NULL: the reference's call
+    assert decoded_or_none(pipeline(), [(b"\xff", value)]) is None  # escaped by the reference (storable.key_text)
+    assert decoded_or_none(pipeline(), [(b"\\x41", value)]) is None  # text that looks escaped: escaped too
     assert decoded_or_none(pipeline(max_value_bytes=5), [(b"k", value)]) is None

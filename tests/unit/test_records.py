@@ -44,11 +44,9 @@ def test_tombstone_in_upsert_mode_is_a_deletion_of_its_key():
     assert processor(sink_mode="upsert_latest").process(b"dev-1", None) == ("dev-1", True, None, None, None)
 
 
-def test_key_that_is_not_utf8_is_rejected_only_where_keys_matter():
-    assert processor().process(b"\xff", b'{"id": "a"}')[0] is None
-    with pytest.raises(BadRecord) as err:
-        processor(sink_mode="upsert_latest").process(b"\xff", b'{"id": "a"}')
-    assert err.value.error_class == "invalid_key"
+def test_key_that_is_not_text_is_kept_in_its_escaped_form_in_every_mode():
+    for mode in ("append", "upsert_latest"):
+        assert processor(sink_mode=mode).process(b"\xff\x00", b'{"id": "a"}')[0] == "\\xff00"
 
 
 def test_schema_valid_record_failing_the_transform():
