@@ -139,7 +139,7 @@ def status(show_password: bool = True) -> None:
 
 
 def control(action: str, service: str) -> None:
-    """Stop, start or restart one local service (the chaos tests break them on purpose)."""
+    """Stop, start, restart or crash one local service (the chaos tests break them on purpose)."""
     stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
                       "kafka": (kafka.stop_broker, kafka.start)}
     if service in stop_and_start:
@@ -151,7 +151,7 @@ def control(action: str, service: str) -> None:
         return
     if not postgres.is_local_cluster():
         raise SystemExit("[platform] Postgres is not a local cluster of this platform; not touching it")
-    {"stop": postgres.stop, "restart": postgres.restart, "start": postgres.start}[action]()
+    {"stop": postgres.stop, "restart": postgres.restart, "start": postgres.start, "crash": postgres.crash}[action]()
 
 
 def main() -> None:
@@ -171,6 +171,8 @@ def main() -> None:
     for action in ("stop", "start", "restart"):
         cmd = sub.add_parser(action, help=f"{action} one local service")
         cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect"))
+    crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")
+    crash.add_argument("service", choices=("postgres",))
     args = parser.parse_args()
     if args.command == "up":
         up(not args.no_airflow_services, args.pipelines_dir.resolve(), args.spark_connect)
@@ -179,7 +181,7 @@ def main() -> None:
     elif args.command == "clean":
         down()
         postgres.remove()
-    elif args.command in ("stop", "start", "restart"):
+    elif args.command in ("stop", "start", "restart", "crash"):
         control(args.command, args.service)
     else:
         status()

@@ -114,6 +114,12 @@ def restart() -> None:
     say("restarted Postgres")
 
 
+def crash() -> None:
+    """Stop as a power cut would (no checkpoint), then start: crash recovery empties every UNLOGGED table."""
+    pg_ctl("-m", "immediate", "restart")
+    say("crashed and restarted Postgres")
+
+
 def is_local_cluster() -> bool:
     return (data_dir() / "PG_VERSION").exists()
 

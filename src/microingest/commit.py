@@ -27,7 +27,12 @@ log = logging.getLogger(__name__)
 
 
 class StagingMismatchError(LedgerError):
-    pass
+    """Staging holds records the plan did not ask for: the read did not match the plan, and would not on a retry."""
+
+
+class StagingLostError(RuntimeError):
+    """Staging holds fewer records than the executors staged. Staging is UNLOGGED: a Postgres crash empties it, and
+    a failover to a replica finds it empty. Nothing was committed; a retry stages the batch again."""
 
 
 class CommitTimeoutError(RuntimeError):
@@ -58,6 +63,11 @@ def prove_staging(cur, attempt: BatchAttempt, ranges: Sequence[OffsetRange], rep
     or left over from elsewhere), every staged record lies inside a planned range, and no range yields more records
     than it has offsets (fewer is normal: transaction markers and aborted records take offsets too)."""
     found = attempt.staged_by_range(cur, ranges)
+    if found.counts.rows <= reported.rows and found.counts.dead <= reported.dead and found.counts != reported:
+        raise StagingLostError(
+            f"batch {attempt.batch_id}: executors staged {reported.rows} rows and {reported.dead} dead letters but "
+            f"only {found.counts.rows} and {found.counts.dead} are left (unlogged staging does not survive a Postgres "
+            "crash or failover); nothing was committed, a retry stages the batch again")
     if found.counts != reported:
         raise StagingMismatchError(
             f"batch {attempt.batch_id}: executors reported {reported.rows} rows and {reported.dead} dead letters but "

@@ -2,18 +2,24 @@
 not match the plan is refused, a held pipeline lock times out, the history's commit time is when the publish ended,
 and discarding an attempt waits for a straggling executor so none of its rows stay behind."""
 
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timezone
 
 import psycopg2
+from psycopg2 import sql
 import pytest
+from conftest import REPO
 from hostile_records import kafka_batch
 
 from microingest.codec import copy_text_row
+from microingest.airflow.operators import DETERMINISTIC_REFUSALS
 from microingest.commit import CommitTimeoutError, StagingMismatchError, commit_batch
 from microingest.history import RunInfo
 from microingest.ledger import lock_pipeline
+from microingest.live_planning import plan_next_batch
 from microingest.planning import OffsetRange
 from microingest.records import RecordProcessor
 from microingest.staged_rows import csv_bytes, stage_batch
@@ -195,3 +201,50 @@ def test_a_staging_index_made_topic_first_is_rebuilt_topic_last(env):
     BatchAttempt(env.pg, env.pipeline).open().close()
     assert env.query("SELECT pg_get_indexdef(%s::regclass)", (index,))[0][0].endswith(
         "(batch_id, source_partition, source_offset, source_topic)")
+
+
+def job_paused_after_staging(env, marker):
+    """The job of the next batch, started and paused once its batch is staged, before the commit."""
+    proc = env.spark_job(list(plan_next_batch(env.pipeline).ranges), fault=f"after_stage:pause:{marker}",
+                         wait=False)
+    deadline = time.time() + 180
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the job did not reach the staged batch"
+    return proc
+
+
+def test_staging_lost_to_a_postgres_crash_is_retried_and_lands_once(env, tmp_path):
+    """Staging is UNLOGGED: crash recovery empties it. The batch staged before the crash is not refused as if the
+    read were wrong: the job fails as a transient failure (no refusal exit code) and the retry lands every record."""
+    produced = env.produce(300)
+    marker = tmp_path / "staged"
+    proc = job_paused_after_staging(env, marker)
+    subprocess.run([sys.executable, str(REPO / "scripts" / "services.py"), "crash", "postgres"], check=True,
+                   capture_output=True)
+    assert env.staged_rows() == 0, "crash recovery emptied staging"
+    marker.unlink()
+    out, _ = proc.communicate(timeout=300)
+
+    assert proc.returncode != 0 and not any(refusal in out for refusal in DETERMINISTIC_REFUSALS), out[-3000:]
+    assert env.target_rows() == [] and env.ledger() == {}
+    env.ingest_all()
+    assert env.target_rows() == sorted(produced)
+
+
+def test_staging_emptied_under_a_surviving_session_is_retried_not_refused(env, tmp_path):
+    """A failover (behind a pooler, say) can find staging empty while the driver's session lives on: the proof
+    sees fewer records than were staged. That is lost staging, which a retry redoes, not a read that missed the
+    plan, which a retry would repeat."""
+    produced = env.produce(200)
+    marker = tmp_path / "staged"
+    proc = job_paused_after_staging(env, marker)
+    env.query_commit(sql.SQL("TRUNCATE {}").format(sql.Identifier("microingest_staging", env.pipeline.name)))
+    marker.unlink()
+    out, _ = proc.communicate(timeout=300)
+
+    assert proc.returncode != 0 and "StagingLostError" in out and "a retry stages the batch again" in out, out[-3000:]
+    assert not any(refusal in out for refusal in DETERMINISTIC_REFUSALS), out[-3000:]
+    assert env.target_rows() == [] and env.ledger() == {}
+    env.ingest_all()
+    assert env.target_rows() == sorted(produced)
