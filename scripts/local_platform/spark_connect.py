@@ -4,6 +4,7 @@ run on (microingest.spark_connect). Started by `up` when a declared pipeline sel
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 from local_platform.config import SPARK_CONNECT_PORT, STATE
@@ -29,11 +30,19 @@ def listening() -> bool:
         return s.connect_ex((HOST, SPARK_CONNECT_PORT)) == 0
 
 
+_CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
+
+
+def server_env(environ: dict[str, str]) -> dict[str, str]:
+    """The server's environment: no credential, since every job brings its own connections. Nothing of Airflow's
+    (its connections, its config: JWT and API secrets, the fernet key, the metadata database URL with its password)
+    nor anything named like a secret: the server has no authentication, and its Python workers run any job's code."""
+    return {k: v for k, v in environ.items() if not k.startswith("AIRFLOW") and not _CREDENTIAL.search(k)}
+
+
 def start() -> None:
     if not listening():
-        # The server needs no credential: every job brings its own connections.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
-        spawn(NAME, spark_connect.server_argv(HOST, SPARK_CONNECT_PORT), log_file(), env)
+        spawn(NAME, spark_connect.server_argv(HOST, SPARK_CONNECT_PORT), log_file(), server_env(dict(os.environ)))
         wait_for("Spark Connect", listening, 180, log_file())
     wait_for("Spark Connect", lambda: spark_connect.answers(local_connection("check")), 120, log_file())
     say(f"Spark Connect server answers at sc://{HOST}:{SPARK_CONNECT_PORT}")

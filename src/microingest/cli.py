@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from microingest.airflow.rest_client import AirflowApiError
 from microingest.connections import ConnectionConfigError, get_connection, postgres_params
-from microingest.declarations import DeclarationError, get_pipeline, load_pipelines
+from microingest.declarations import DeclarationError, Pipeline, get_pipeline, load_declarations
 from microingest.kafka_access import KafkaAccessError
 from microingest.ledger import LedgerError
 from microingest.overlap import OVERLAP_POLICIES
@@ -33,11 +33,22 @@ class UsageError(ValueError):
     """Arguments that do not make a request; reported like argparse's own errors (exit 2)."""
 
 
-def cmd_validate(args) -> None:
-    pipelines = load_pipelines()
+def cmd_validate(args) -> int:
+    pipelines, errors = load_declarations()
     for p in pipelines:
         print(f"ok  {p.name}: topic {p.topic} -> {p.target_table} (DAG {p.dag_id}, schedule {p.schedule})")
-    print(f"{len(pipelines)} pipeline declaration(s) valid")
+    for error in errors:
+        print(f"bad {error}")
+    print(f"{len(pipelines)} pipeline declaration(s) valid" + (f", {len(errors)} malformed" if errors else ""))
+    return 2 if errors else 0
+
+
+def declared_pipelines() -> list[Pipeline]:
+    """The valid declarations; each malformed one is reported on stderr and left out, as the DAG file does."""
+    pipelines, errors = load_declarations()
+    for error in errors:
+        print(f"microingest: skipping a malformed declaration: {error}", file=sys.stderr)
+    return pipelines
 
 
 def cmd_plan(args) -> None:
@@ -51,7 +62,7 @@ def cmd_lag(args) -> None:
     from microingest.lag.status import pipeline_status
     from microingest.lag.text import status_lines
 
-    names = [args.pipeline] if args.pipeline else [p.name for p in load_pipelines()]
+    names = [args.pipeline] if args.pipeline else [p.name for p in declared_pipelines()]
     statuses = [pipeline_status(get_pipeline(name)) for name in names]
     if args.json:
         print(json.dumps([s.to_dict() for s in statuses] if not args.pipeline else statuses[0].to_dict(), indent=2))
@@ -106,7 +117,7 @@ def cmd_backfill(args) -> int:
 def cmd_migrate(args) -> None:
     from microingest.migrations import migrate
 
-    conn_ids = sorted({p.postgres_conn_id for p in load_pipelines()} or {"microingest_postgres"})
+    conn_ids = sorted({p.postgres_conn_id for p in declared_pipelines()} or {"microingest_postgres"})
     for conn_id in conn_ids:
         applied = migrate(postgres_params(get_connection(conn_id)))
         print(f"{conn_id}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))

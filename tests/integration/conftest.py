@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +175,15 @@ class Env:
         proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=stderr,
                                 text=True, start_new_session=True)
         return _finish(proc) if wait else proc
+
+    def paused_job(self, ranges: list[OffsetRange], point: str, marker: Path, **job) -> subprocess.Popen:
+        """The Spark job of these ranges, started and paused at fault point `point` (until `marker` is removed)."""
+        proc = self.spark_job(ranges, fault=f"{point}:pause:{marker}", wait=False, **job)
+        deadline = time.time() + 180
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), f"the job did not reach {point}: exit {proc.poll()}"
+        return proc
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:

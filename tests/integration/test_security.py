@@ -1,5 +1,6 @@
 """Credentials and names: SASL settings flow from the Airflow connection to kafka-python and Spark, secrets stay out
-of output, command lines and readable files, and injection attempts in declarations are rejected before anything runs."""
+of output, command lines and readable files, injection attempts in declarations are rejected before anything runs, and
+the lag page's app lets nothing through without a token signed with the platform's key."""
 
 import json
 import os
@@ -9,8 +10,10 @@ import subprocess
 import threading
 from pathlib import Path
 
+import jwt
 import pytest
 from test_airflow_dag import run_dag
+from test_lag_page import get
 
 from microingest import settings
 from microingest.connections import jaas_quote
@@ -124,3 +127,40 @@ def test_injection_attempts_in_a_declaration_are_rejected_before_anything_runs(e
     assert f"field '{shown}" in result.stderr and re.search(r"is not a (valid|table)", result.stderr)
     assert env.query("SELECT to_regclass('microingest.ledger') IS NOT NULL") == [(True,)]
     assert env.ledger() == {} and env.batches() == []
+
+
+# docker-compose.yml's JWT_SECRET default before issue 20: public, so anyone could sign an admin token with it.
+OLD_COMPOSE_JWT_SECRET = "change-me-in-production"
+
+
+def minted(key: str, like: str) -> str:
+    """A token made by Airflow's own JWTGenerator (jti, iss, aud, nbf, exp, iat, kid, alg as the api-server sets
+    them) for the user of the issued token `like`, signed with `key`."""
+    from airflow.api_fastapi.auth.tokens import JWTGenerator
+
+    issued = jwt.decode(like, options={"verify_signature": False})
+    user = {k: issued[k] for k in ("sub", "role", "teams") if k in issued}
+    return JWTGenerator(secret_key=key, valid_for=300, audience=issued["aud"]).generate(extras=user)
+
+
+def minted_with_the_platform_key(like: str) -> str:
+    from airflow.configuration import conf
+
+    return minted(conf.get("api_auth", "jwt_secret"), like)  # kept out of the asserts: pytest would print it
+
+
+def test_a_token_signed_with_the_old_compose_default_key_is_refused_by_the_lag_page(api):
+    assert get("/microingest/lag.json", token=api.token)[0] == 200
+    # The same claims with the platform's key pass, so the forged token below is refused for its key alone.
+    control = get("/microingest/lag.json", token=minted_with_the_platform_key(api.token))[0]
+    assert control == 200
+    forged = minted(OLD_COMPOSE_JWT_SECRET, api.token)
+    assert jwt.get_unverified_header(forged) == jwt.get_unverified_header(api.token)
+    for path in ("/microingest/lag", "/microingest/lag.json"):
+        assert get(path, token=forged)[0] in (401, 403), path
+
+
+@pytest.mark.parametrize("path", ["/microingest/docs", "/microingest/redoc", "/microingest/openapi.json"])
+def test_the_lag_apps_api_docs_are_not_served_without_a_login(path):
+    status, body = get(path)
+    assert status != 200 and "openapi" not in body.lower(), (status, body[:200])

@@ -62,3 +62,14 @@ def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_
     # a server of someone else's is not the platform's to start
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK_CONNECT", '{"conn_type": "spark_connect", "host": "sc://x"}')
     assert services.selects_local_spark_connect(folder) == []
+
+
+def test_the_spark_connect_server_inherits_no_credential():
+    sys.path.insert(0, str(REPO / "scripts"))
+    from local_platform.spark_connect import server_env
+
+    given = {"PATH": "/bin", "JAVA_HOME": "/jdk", "MICROINGEST_STATE": "/s", "AIRFLOW_CONN_MICROINGEST_POSTGRES": "x",
+             "AIRFLOW__API_AUTH__JWT_SECRET": "x", "AIRFLOW__API__SECRET_KEY": "x", "AIRFLOW__CORE__FERNET_KEY": "x",
+             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://u:p@h/db", "AIRFLOW_HOME": "/a",
+             "MICROINGEST_AIRFLOW_PASSWORD": "x", "PGPASSWORD": "x", "SOME_API_TOKEN": "x"}
+    assert server_env(given) == {"PATH": "/bin", "JAVA_HOME": "/jdk", "MICROINGEST_STATE": "/s"}

@@ -10,6 +10,7 @@ requests get 401 and invalid tokens 403.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from fastapi import Depends, FastAPI
@@ -17,23 +18,33 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
 
+from microingest.declarations import Pipeline, load_declarations
 from microingest.lag.status import PipelineStatus
 from microingest.lag.text import age
 
 CHART_SPAN = timedelta(hours=24)
 COLOURS = {"OK": "#2e7d32", "WARN": "#f9a825", "STALL": "#ef6c00", "STOP": "#c62828", "ERR": "#6a1b9a"}
 
-app = FastAPI(title="microingest lag", dependencies=[Depends(requires_access_dag("GET"))])
+# FastAPI adds its /docs, /redoc and /openapi.json routes outside the app's dependencies, so they would be served
+# without a login: the page has no API to document, and every route left is behind the check.
+app = FastAPI(title="microingest lag", dependencies=[Depends(requires_access_dag("GET"))], docs_url=None,
+              redoc_url=None, openapi_url=None)
 
 
-def statuses() -> list[tuple[PipelineStatus, list[tuple[datetime, int]]]]:
+def declarations() -> tuple[list[Pipeline], list[str]]:
+    """The valid declarations, and the errors of the malformed ones: those are shown on the page, never a failure of
+    the page for every pipeline."""
+    pipelines, errors = load_declarations()
+    return pipelines, [str(error) for error in errors]
+
+
+def statuses(pipelines: list[Pipeline]) -> list[tuple[PipelineStatus, list[tuple[datetime, int]]]]:
     from microingest.connections import get_connection, postgres_params
-    from microingest.declarations import load_pipelines
     from microingest.lag.status import pipeline_status
     from microingest.postgres import connection
 
     out = []
-    for pipeline in load_pipelines():
+    for pipeline in pipelines:
         status = pipeline_status(pipeline)
         with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
             out.append((status, lag_series(conn, pipeline.name, datetime.now(timezone.utc) - CHART_SPAN)))
@@ -51,12 +62,13 @@ def lag_series(conn, pipeline: str, since: datetime) -> list[tuple[datetime, int
 
 @app.get("/lag", response_class=HTMLResponse)
 def lag_page() -> str:
-    return render(statuses(), datetime.now(timezone.utc))
+    pipelines, errors = declarations()
+    return render(statuses(pipelines), datetime.now(timezone.utc), errors)
 
 
 @app.get("/lag.json")
 def lag_json() -> JSONResponse:
-    return JSONResponse([status.to_dict() for status, _ in statuses()])
+    return JSONResponse([status.to_dict() for status, _ in statuses(declarations()[0])])
 
 
 def chart(series: list[tuple[datetime, int]], now: datetime, width: int = 560, height: int = 120) -> str:
@@ -82,7 +94,14 @@ def chart(series: list[tuple[datetime, int]], now: datetime, width: int = 560, h
             f'<text x="{width - 24}" y="{height + 13}" font-size="10">now</text></svg>')
 
 
-def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], now: datetime) -> str:
+def malformed(errors: Sequence[str]) -> str:
+    items = "".join(f"<li>{html.escape(error)}</li>" for error in errors)
+    return (f'<section class="malformed"><h2>Malformed declarations</h2><p class="muted">These pipelines have no DAG '
+            f"and are not shown below until their files are fixed.</p><ul>{items}</ul></section>")
+
+
+def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], now: datetime,
+           errors: Sequence[str] = ()) -> str:
     e = html.escape
     parts = []
     for status, series in pipelines:
@@ -117,6 +136,8 @@ def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], n
         f"<td>{age(now - s.last_commit) + ' ago' if s.last_commit else 'never'}</td></tr>" for s, _ in pipelines)
     body = (f"<table><thead><tr><th>pipeline</th><th>state</th><th>offset lag</th><th>time lag</th><th>last commit</th>"
             f"</tr></thead><tbody>{overview}</tbody></table>" + "".join(parts)) if parts else "<p>No pipelines declared.</p>"
+    if errors:
+        body = malformed(errors) + (body if parts else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Pipeline lag · microingest</title>
 <style>
