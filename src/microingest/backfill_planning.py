@@ -20,10 +20,17 @@ from microingest.sinks import sink_for
 log = logging.getLogger(__name__)
 
 
+def epoch_ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
 def window_offsets(pipeline: Pipeline, window: tuple[datetime, datetime], latest: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """[from, until) per partition covering the records whose timestamps fall in [window start, window end)."""
+    """[from, until) per partition: from the first record timestamped at or after the window's start (none before
+    it is) to the first timestamped at or after its end. A record timestamped inside the window but written after
+    that one (a late producer) lies beyond; records inside the span but timestamped outside the window are filtered
+    out when read (RunPlan.time_window_ms)."""
     kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
-    start, end = (offsets_at(kafka, pipeline.topic, int(t.timestamp() * 1000)) for t in window)
+    start, end = (offsets_at(kafka, pipeline.topic, epoch_ms(t)) for t in window)
     out = {}
     for p, high in latest.items():
         lo = high if start.get(p) is None else min(start[p], high)
@@ -45,7 +52,8 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
                                     clip_to_live=request.window is not None)
     for note in notes:
         log.info(note)
-    plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap)
+    window_ms = None if request.window is None else tuple(epoch_ms(t) for t in request.window)
+    plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms)
     if ranges:
         # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.
         with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn.cursor() as cur:

@@ -173,6 +173,9 @@ class RunPlan:
     batch_cap: int
     time_budget_seconds: float | None = None
     overlap: str = "refuse"  # backfills: what to do about positions already in the target
+    # Backfills by time: [from, until) in epoch ms. The ranges span the window's offsets, but producers' clocks are not
+    # monotonic: only the records timestamped inside it are staged.
+    time_window_ms: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.kind not in RUN_KINDS:
@@ -226,12 +229,15 @@ class RunPlan:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "ranges": [r.to_dict() for r in self.ranges], "batch_cap": self.batch_cap,
                 "time_budget_seconds": self.time_budget_seconds, "overlap": self.overlap,
+                "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
                 "records": self.total_records}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "RunPlan":
+        window = d.get("time_window_ms")
         return cls(str(d["kind"]), tuple(OffsetRange.from_dict(r) for r in d["ranges"]), int(d["batch_cap"]),
-                   d.get("time_budget_seconds"), str(d.get("overlap", "refuse")))
+                   d.get("time_budget_seconds"), str(d.get("overlap", "refuse")),
+                   None if window is None else (int(window[0]), int(window[1])))
 
 
 def _position(r: OffsetRange) -> tuple[str, int]:

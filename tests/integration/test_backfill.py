@@ -6,7 +6,8 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource
 from psycopg2 import sql
 
 from microingest.backfill_planning import plan_backfill
@@ -179,3 +180,92 @@ def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key
     [(kind, read)] = env.query("SELECT kind, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
                                "'backfill'", (env.pipeline.name,))
     assert (kind, read) == ("backfill", len(script))
+
+
+def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_inside(env):
+    """Producers' clocks are not monotonic. The window's offsets run from the first record timestamped at or after
+    its start to the first at or after its end; inside that span a record timestamped before the window (written
+    late, by a slow clock) is not the window's, and is not replayed."""
+    t0 = recent_ms()
+    stamps = [t0 - 10_000, t0 + 1_000, t0 - 5_000, t0 + 2_000, t0 + 20_000, t0 + 3_000]
+    sent = produce(env.kafka, env.pipeline.topic, [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(6)],
+                   partition_of=lambda i, key: 0, timestamp_of=lambda i: stamps[i])
+    assert sent == [(0, i) for i in range(6)]
+    env.redeclare(start_from="latest")
+    plan_live_run(env.pipeline)  # pins every partition at its end: everything is history
+
+    plan = plan_backfill(env.pipeline, request(backfill_from_time=iso(t0), backfill_until_time=iso(t0 + 10_000)))
+    assert [(r.partition, r.from_offset, r.until_offset) for r in plan.ranges] == [(0, 1, 4)]
+    result = env.spark_job(plan, run=BACKFILL)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    # ev-2 lies inside the span but is timestamped before the window; ev-5, inside the window but written after the
+    # first record past its end, lies beyond the span (the README says so: replay such a record by offsets).
+    assert positions(env) == [(0, 1, "ev-1"), (0, 3, "ev-3")]
+
+
+def retained_offsets(env, partition: int) -> set[int]:
+    """The offsets of `partition` that Kafka still serves, read up to the partition's end (reading until nothing
+    came for a while would take a slow fetch for records the cleaner removed)."""
+    consumer = KafkaConsumer(**env.kafka, enable_auto_commit=False)
+    tp = TopicPartition(env.pipeline.topic, partition)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    offsets = set()
+    while consumer.position(tp) < end:
+        for batch in consumer.poll(timeout_ms=2000).values():
+            offsets.update(r.offset for r in batch)
+    consumer.close()
+    return offsets
+
+
+def compact_below(env, live: int, stamp: int) -> set[int]:
+    """Make the topic compacted and feed its hot keys newer versions above the live position, in bursts that roll
+    segments, until the log cleaner has removed some record below `live`; returns the offsets below it still there."""
+    admin = KafkaAdminClient(**env.kafka)
+    admin.alter_configs([ConfigResource("TOPIC", env.pipeline.topic, configs={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.close()
+    deadline, burst = time.time() + 90, 0
+    while len(kept := {o for o in retained_offsets(env, 0) if o < live}) == live and time.time() < deadline:
+        env.send_to(0, [(f"hot-{k}".encode(), json_bytes({"event_id": f"h{k}-new{burst}"})) for k in range(4)],
+                    stamp)
+        burst += 1
+        time.sleep(0.5)
+    assert len(kept) < live, "the log cleaner removed superseded records of the ingested range within 90 s"
+    return kept
+
+
+def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_those_compaction_removed(env):
+    """A replay of a compacted range reads only what the log cleaner left. `replace` rewrites exactly those
+    positions; the rows and dead letters of records Kafka no longer holds stay, as no backfill could bring them back."""
+    stamp = recent_ms()
+    records = []  # stable keys written once (compaction keeps them), hot keys in several versions
+    for round_ in range(6):
+        records += [(f"stable-{round_}", f"s{round_}")] + [(f"hot-{k}", f"h{k}-v{round_}") for k in range(4)]
+    records[7], records[18] = ("hot-1", None), ("stable-bad", None)  # dead letters: one superseded, one kept
+    sent = env.send_to(0, [(k.encode(), b"not json" if e is None else json_bytes({"event_id": e}))
+                           for k, e in records], stamp)
+    env.ingest_all()
+    rows, dead = positions(env), [(o, c) for _, o, c, *_ in env.dead_letters()]
+    assert len(rows) == len(records) - 2 and dead == [(sent[7][1], "invalid_json"), (sent[18][1], "invalid_json")]
+    live = env.ledger()[0]
+
+    kept = compact_below(env, live, stamp)
+    plan = plan_backfill(env.pipeline, request(backfill_ranges={"0": [0, live]}, overlap="replace"))
+    result = env.spark_job(plan, run=RunInfo("microingest_test", "manual__compacted"))
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert positions(env) == rows, "every row is there once, those whose records compaction removed included"
+    assert [(o, c) for _, o, c, *_ in env.dead_letters()] == dead
+    [(batch_id, read)] = env.query("SELECT batch_id::text, records_read FROM microingest.batches WHERE pipeline = %s "
+                                   "AND run_id = %s", (env.pipeline.name, "manual__compacted"))
+    rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s UNION ALL SELECT \"offset\" FROM "
+                                  "microingest.dead_letters WHERE batch_id = %s").format(env.table),
+                          (batch_id, batch_id))
+    replayed = {o for (o,) in rewritten}
+    # The cleaner may have removed more since `kept` was read, never less; stable keys have one record each.
+    stable = {o for (_, o), (k, _) in zip(sent, records) if k.startswith("stable")}
+    assert len(rewritten) == read and stable <= replayed <= kept, "exactly the replayed positions were rewritten"

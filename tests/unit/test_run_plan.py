@@ -1,3 +1,4 @@
+import json
 import pytest
 
 from microingest.planning import OffsetRange, PlanningError, RequestError, RunPlan, backfill_ranges
@@ -72,6 +73,8 @@ def test_run_plan_round_trips_through_its_xcom_form():
     plan = RunPlan("backfill", (OffsetRange("t", 2, 5, 9, None),), 100, None, "skip_existing")
     assert RunPlan.from_dict(plan.to_dict()) == plan
     assert plan.to_dict()["records"] == 4
+    by_time = RunPlan("backfill", plan.ranges, 100, None, "refuse", (1_700_000_000_000, 1_700_000_060_000))
+    assert RunPlan.from_dict(json.loads(json.dumps(by_time.to_dict()))) == by_time
 
 
 def test_run_plan_rejects_unknown_kinds_and_bad_caps():
