@@ -3,6 +3,7 @@ sensor fails a pipeline that stalls."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -38,6 +39,16 @@ def scheduled_run_waiting(api, dag_id: str, timeout: float = 180) -> str:
     raise AssertionError(f"no scheduled run of {dag_id} deferred its gate within {timeout}s")
 
 
+def poked_with(api, run, answer: str, timeout: float = 180) -> None:
+    """Until a poke of the run's gate logs that it is not met yet with `answer` (the check's summary)."""
+    deadline = time.monotonic() + timeout
+    while not any("not met yet" in line and answer in line
+                  for line in map(json.dumps, api.log_events(run, "wait_for_records"))):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no poke of the gate of {run.dag_id} answered '{answer}' within {timeout}s")
+        time.sleep(2)
+
+
 def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
     env = served["gated"]
     dag_id = env.pipeline.dag_id
@@ -45,9 +56,10 @@ def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
     try:
         run_id = scheduled_run_waiting(api, dag_id)
         first = env.produce(20)
-        for _ in range(5):  # a few pokes: 20 records are below min_records, the gate stays closed
-            time.sleep(3)
-            assert api.dag_run(dag_id, run_id).tasks["wait_for_records"] == "deferred"
+        # 20 records are below min_records: a poke that saw them leaves the gate closed. Waited for in the gate's own
+        # log, not for a few poke intervals: a slow triggerer may not have looked again by then.
+        poked_with(api, api.dag_run(dag_id, run_id), "20 records wait")
+        assert api.dag_run(dag_id, run_id).tasks["wait_for_records"] == "deferred"
         rest = env.produce(40, start=20)
         run = api.wait_for_run(dag_id, run_id, timeout=600)
     except (AssertionError, AirflowApiError) as exc:  # a timeout

@@ -14,11 +14,13 @@ import sys
 import time
 from collections import Counter
 
+import psycopg2
 import pytest
+from psycopg2 import sql
 
 from microingest import settings, spark_connect
 from microingest.live_planning import plan_live_run, plan_next_batch
-from microingest.postgres import connection
+from microingest.staging import BatchAttempt
 
 from conftest import REPO
 
@@ -106,18 +108,31 @@ def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the
         connect_env, finish):
     env = connect_env
     produced = env.produce(30_000)
-    proc = env.spark_job(plan_live_run(env.pipeline), wait=False)
-    staging = f"microingest_staging.{env.pipeline.name}"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        with connection(env.pg) as conn, conn.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY %%' AND query LIKE %s",
-                        (f"%{env.pipeline.name}%",))
-            if cur.fetchone()[0]:
-                break
-        time.sleep(0.1)
-    assert proc.poll() is None, f"the job ended before staging into {staging}: " + finish(proc).stdout[-3000:]
-    os.killpg(server_pid(), signal.SIGKILL)
+    staging = sql.Identifier("microingest_staging", env.pipeline.name)
+    # The executors' COPY into staging waits for a lock held here, so the kill lands while staging is under way:
+    # looked for between two polls, a COPY over in milliseconds on a fast machine could slip through unseen.
+    made = BatchAttempt(env.pg, env.pipeline).open()  # the staging table, to lock before the job stages
+    made.discard()
+    made.close()
+    holder = psycopg2.connect(**env.pg)
+    copying = 0
+    try:
+        with holder.cursor() as cur:
+            cur.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(staging))
+        proc = env.spark_job(plan_live_run(env.pipeline), wait=False)
+        deadline = time.time() + 300
+        while not copying and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            copying = env.query("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY %%' AND query LIKE %s "
+                                "AND %s = ANY(pg_blocking_pids(pid))",
+                                (f"%{env.pipeline.name}%", holder.get_backend_pid()))[0][0]
+        if copying:
+            os.killpg(server_pid(), signal.SIGKILL)
+    finally:
+        # After the kill: the executors' sessions then fail on their closed connections, and the job's discard,
+        # which waits for them, can end.
+        holder.close()
+    assert copying, "no COPY into staging waited for the lock: " + finish(proc).stdout[-3000:]
 
     failed = finish(proc)
     assert failed.returncode != 0

@@ -4,9 +4,13 @@ judges the targets from the figures."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+import uuid
 
 from microingest.bench import phases, report
 from microingest.bench.dataset import COPY_BATCH_ID, SCHEMA, Dataset, event, value_bytes, write_copy_rows
+from microingest.bench.memory import PeakMemory
 from microingest.codec import copy_text_row
 from microingest.declarations import parse_pipeline
 from microingest.records import RecordProcessor
@@ -103,3 +107,35 @@ def test_a_missed_target_says_where_the_time_went():
     table = report.markdown(r)
     assert "| airflow | 1,000 records | 1.0s | 2.0s | 6.0s | 1.0s | 0.0s | 10.0s |" in table
     assert "| airflow_connect | 100-record batch (median) | 1.2s | 1.6s | 0.5s | 0.1s | – | 3.4s |" in table
+
+
+def test_a_contenders_own_peak_is_shown_marked_and_the_sampled_one_otherwise():
+    r = _report(copy_limit=400_000, kafka_loop=50_000)
+    r["measurements"][0]["peak_mib"] = {"postgres": 70.0}
+    r["measurements"][1].update(peak_mib={"python": 48.0, "postgres": 59.0}, own_peak_rss_mib={"python": 61.4})
+    rows = {line.split(" | ")[0]: line for line in report.markdown(r).splitlines() if line.startswith("| ")}
+    assert rows["| copy_limit"].endswith("| – | – | 70 | 1,000 rows, exact |")
+    assert rows["| kafka_loop"].endswith("| – | 61† | 59 | 1,000 rows, exact |")
+    assert "A figure marked † is the peak RSS that the contender's own process measured" in report.markdown(r)
+
+
+def test_the_memory_sampler_looks_at_a_contenders_start_and_end_whatever_its_interval():
+    """With an interval no run reaches, only the samples at entry and exit can see a process."""
+    marker = f"peak-memory-test-{uuid.uuid4().hex}"
+    argv = [sys.executable, "-c", "import time; time.sleep(600)", marker]
+    gone_before_the_end = subprocess.Popen(argv)
+    try:
+        with PeakMemory((marker,), interval=3600) as memory:
+            gone_before_the_end.kill()
+            gone_before_the_end.wait()
+        assert memory.peaks.mib.get("python", 0) > 0, "sampled at entry"
+    finally:
+        gone_before_the_end.kill()
+
+    with PeakMemory((marker,), interval=3600) as memory:
+        started_after_the_start = subprocess.Popen(argv)
+    try:
+        assert memory.peaks.mib.get("python", 0) > 0, "sampled at exit"
+    finally:
+        started_after_the_start.kill()
+        started_after_the_start.wait()

@@ -55,6 +55,16 @@ def test_the_trigger_fires_when_the_check_is_met_and_keeps_looking_through_failu
 
 def test_the_trigger_gives_up_at_its_deadline_with_the_last_answer(monkeypatch):
     monkeypatch.setattr(triggers, "run_check", lambda check, pipeline: {"met": False, "summary": "quiet"})
-    deadline = (datetime.now(timezone.utc) + timedelta(seconds=0.05)).isoformat()
-    event = collect(LagTrigger("orders", "health", deadline, 0.01))
-    assert event["status"] == "deadline" and event["summary"] == "quiet" and event["pokes"] >= 2
+    deadline = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+    # The trigger's clock, read once after each answer: before the deadline after the first poke, past it after the
+    # second. On the real clock a deadline a moment away may pass before the first answer on a slow machine.
+    readings = iter([deadline - timedelta(seconds=1), deadline + timedelta(seconds=1)])
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return next(readings)
+
+    monkeypatch.setattr(triggers, "datetime", Clock)
+    event = collect(LagTrigger("orders", "health", deadline.isoformat(), 0.01))
+    assert event == {"status": "deadline", "pokes": 2, "met": False, "summary": "quiet"}

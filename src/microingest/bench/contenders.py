@@ -46,6 +46,9 @@ class Run:
     seconds: float  # launch → last commit
     records: int  # records the contender says it consumed
     phases: dict[str, float] = field(default_factory=dict)  # the platform's: where the seconds went (bench.phases)
+    # role -> peak RSS (MiB) the contender's own process measured with getrusage: exact however short the process,
+    # where the memory sampler (bench.memory) misses a process that ends between two samples
+    own_peak_rss_mib: dict[str, float] = field(default_factory=dict)
 
 
 class Contender:
@@ -208,7 +211,8 @@ class KafkaLoop(Contender):
                            "--batch-records", str(self.ctx.batch_records), "--name", self.markers[0]],
                           dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log")
         result = json.loads(out.strip().splitlines()[-1])
-        return Run(result["done_at"] - started, result["records"])
+        return Run(result["done_at"] - started, result["records"],
+                   own_peak_rss_mib={"python": result["peak_rss_mib"]})
 
 
 class AvailableNow(Contender):

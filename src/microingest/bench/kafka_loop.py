@@ -1,6 +1,7 @@
 """Contender: the consumer loop a user writes without this platform. kafka-python → json → psycopg2 COPY, with each
 batch's rows and the consumed offsets committed in one Postgres transaction (so it is exactly once too), in one
-Python process. It stops when every partition reached the given end offsets.
+Python process. It stops when every partition reached the given end offsets, and prints the records it consumed, when
+it finished and its own peak RSS (a few hundred records take it less than the bench's memory sampler's interval).
 
     python -m microingest.bench.kafka_loop --topic T --table bench.kafka_loop --until '{"0": 1000}' --name M
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import resource
 import sys
 import time
 import uuid
@@ -90,7 +92,8 @@ def main(argv: list[str]) -> int:
     pg = postgres_params(get_connection("microingest_postgres"))
     records = consume(kafka, pg, args.topic, args.table, {int(p): o for p, o in json.loads(args.until).items()},
                       args.batch_records)
-    print(json.dumps({"records": records, "done_at": time.time()}))
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(json.dumps({"records": records, "done_at": time.time(), "peak_rss_mib": round(peak_rss_mib, 1)}))
     return 0
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
+from microingest.bench.memory import INTERVAL
 from microingest.bench.phases import NAMES, PHASES, bottleneck
 
 OURS = "airflow"  # end to end, as operators run it
@@ -80,6 +81,14 @@ def phase_table(report: dict) -> list[str]:
     return lines
 
 
+def _peak(x: dict, role: str) -> str:
+    """A contender's own measure of a role's peak when it has one (marked), else the sampler's, else a dash."""
+    own = x.get("own_peak_rss_mib", {}).get(role)
+    if own is not None:
+        return f"{own:,.0f}†"
+    return f"{x['peak_mib'][role]:,.0f}" if role in x["peak_mib"] else "–"
+
+
 def markdown(report: dict) -> str:
     opts, mach, m = report["options"], report["machine"], _by_key(report)
     copy, count, ours = m.get(COPY_KEY), m.get(COUNT_KEY), m.get(OURS)
@@ -91,7 +100,10 @@ def markdown(report: dict) -> str:
              f"Spark {mach['pyspark']}, Python {mach['python']}.", "",
              "Time is from launch (spark-submit, DAG trigger, process start) to the last commit in Postgres; the "
              "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
-             "all Postgres processes (shared buffers counted once).", "",
+             "all Postgres processes (shared buffers counted once), sampled at the contender's start and end and "
+             f"every {INTERVAL:g} s between; a process that starts and ends between two samples is not in it. A figure "
+             "marked † is the peak RSS that the contender's own process measured (getrusage): exact however short "
+             "the process, shared library pages counted in full.", "",
              f"| contender | records/s | seconds | ÷ COPY limit | ÷ Spark count | microingest ÷ it | "
              f"{opts['small_records']}-record batch (median) | "
              + " | ".join(f"peak {label} MiB" for _, label in ROLES) + " | landed |",
@@ -101,7 +113,7 @@ def markdown(report: dict) -> str:
         theirs = "–" if x["family"] == "limit" or x["key"] == OURS else _x(_ratio(ours, x))
         landed = (f"{x['rows']:,} rows, exact" if x["exact"] else
                   f"**WRONG**: {x['rows']:,} rows, {x['distinct']:,} positions, expected {x['expected']:,}")
-        peaks = " | ".join(f"{x['peak_mib'][r]:,.0f}" if r in x["peak_mib"] else "–" for r, _ in ROLES)
+        peaks = " | ".join(_peak(x, r) for r, _ in ROLES)
         lines.append(f"| {x['label']} | {x['rate']:,.0f} | {x['seconds']:.1f} | {_x(_ratio(x, copy))} | "
                      f"{_x(_ratio(x, count))} | {theirs} | {small} | {peaks} | {landed} |")
     lines += phase_table(report)

@@ -45,7 +45,8 @@ class Measurement:
     rows: int = 0  # what the target holds afterwards ...
     distinct: int = 0  # ... and its distinct source positions
     expected: int = 0  # what it should hold
-    peak_mib: dict[str, float] = field(default_factory=dict)
+    peak_mib: dict[str, float] = field(default_factory=dict)  # role -> peak PSS the sampler saw (bench.memory)
+    own_peak_rss_mib: dict[str, float] = field(default_factory=dict)  # role -> what the contender measured itself
     small_seconds: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # the platform's contenders: the backlog run by phase ...
     small_phases: list[dict[str, float]] = field(default_factory=list)  # ... and each small batch's
@@ -114,7 +115,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         with PeakMemory(c.markers) as memory:
             run = c.run()
         m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
-        m.peak_mib, m.phases = memory.peaks.to_dict(), run.phases
+        m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
         say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "
             f"({'exact' if m.exact else 'WRONG'})")
