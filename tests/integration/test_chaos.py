@@ -179,7 +179,9 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         time.sleep(3)
         rounds = 0
         while outcomes[KILLED] + outcomes[KILLED_RANDOMLY] < KILLS_WANTED:
-            assert rounds < 4 * KILLS_WANTED, f"faults keep missing: {dict(outcomes)}"
+            # Three in seven faults always kill; random kills miss jobs faster than their delay. The bound only stops
+            # a run whose faults never land: at 4x the wanted kills it tripped on about 6% of seeds by chance alone.
+            assert rounds < 10 * KILLS_WANTED + 10, f"faults keep missing: {dict(outcomes)}"
             env = envs[rounds % len(envs)]
             category, detail = run_round(env, rnd.choice(FAULTS), rnd, tmp_path)
             outcomes[category] += 1
