@@ -2,14 +2,18 @@
 
 Policies (the `overlap` param of a run):
 - refuse (default): nothing is written; the error names each overlapping partition and offset range.
-- replace: the target rows and dead letters from the batch's ranges are deleted and the replayed records written,
-  in the batch's one transaction.
+- replace: the target rows and dead letters at the positions the batch replays (those it staged) are deleted and
+  the replayed records written, in the batch's one transaction. Positions in its ranges that the read did not bring
+  (compacted away, aborted, a marker) keep what the target holds: no backfill could write them again.
 - skip_existing: only positions not yet in the target (nor among the dead letters) are written.
 
 "In the target" means: a target row carries the position (append, upsert_latest) or the position is a dead letter
 of this pipeline. An upsert_latest target holds only each key's newest record, and its sink never lets an older one
-overwrite it or bring back a deleted key, so replays there are safe whatever the policy decides about positions. Aggregate targets keep no positions and add up, so for them the batch history decides: a position
-some committed batch already counted is refused whatever the policy, as counting it again would double it.
+overwrite it or bring back a deleted key, so replays there are safe whatever the policy decides about positions.
+Under replace a key's row goes only when the batch replays the row's own position, and the key then holds its newest
+replayed record: that same record decoded again, or, should it now be a dead letter, the newest one that decodes.
+Aggregate targets keep no positions and add up, so for them the batch history decides: a position some committed
+batch already counted is refused whatever the policy, as counting it again would double it.
 """
 
 from __future__ import annotations
@@ -105,26 +109,47 @@ def check_overlap(cur, sink: Sink, ranges: Sequence[OffsetRange], policy: str) -
         "rewrite those positions or 'skip_existing' to write only positions not yet there")
 
 
+def _staged_positions(sink: Sink) -> sql.Composable:
+    """(topic, part, o) of every row and dead letter staged for a batch; takes its id twice. Both staging tables
+    are indexed on batch_id first, so only the batch's own entries are read."""
+    return sql.SQL("SELECT source_topic AS topic, source_partition AS part, source_offset AS o FROM {} WHERE batch_id "
+                   "= %s UNION ALL SELECT topic, partition, \"offset\" FROM {} WHERE batch_id = %s").format(
+        sink.staging, STAGED_DEAD)
+
+
+def _replace(cur, sink: Sink, batch_id: str) -> None:
+    """Delete what the target and the dead letters hold at the positions the batch replays, and nothing else: a
+    position of its ranges the read did not bring (compaction removed it) keeps its row or dead letter. A position
+    staged as a dead letter frees its target row too, and one staged as a row its dead letter: the replay decides."""
+    staged = _staged_positions(sink)
+    cur.execute(sql.SQL("WITH s AS ({}) DELETE FROM {} t USING s WHERE t.source_topic = s.topic AND "
+                        "t.source_partition = s.part AND t.source_offset = s.o").format(staged, sink.target),
+                (batch_id, batch_id))
+    cur.execute(sql.SQL("WITH s AS ({}) DELETE FROM microingest.dead_letters d USING s WHERE d.pipeline = %s AND "
+                        "d.topic = s.topic AND d.partition = s.part AND d.\"offset\" = s.o").format(staged),
+                (batch_id, batch_id, sink.pipeline.name))
+
+
+def _skip_existing(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]) -> None:
+    """Unstage the batch's records whose positions the target or the dead letters already hold."""
+    cte, args = _ranges_cte(ranges)
+    present = _present(sink)
+    cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.source_topic = "
+                        "p.topic AND s.source_partition = p.part AND s.source_offset = p.o").format(
+        cte, present, sink.staging), (*args, sink.pipeline.name, batch_id))
+    cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.topic = p.topic "
+                        "AND s.partition = p.part AND s.\"offset\" = p.o").format(cte, present, STAGED_DEAD),
+                (*args, sink.pipeline.name, batch_id))
+
+
 def settle_overlap(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange], policy: str) -> StagedCounts:
     """Inside a backfill batch's transaction, before publishing: apply the policy; returns what stays staged."""
     check_overlap(cur, sink, ranges, policy)
-    cte, args = _ranges_cte(ranges)
-    name = sink.pipeline.name
+    # An aggregate's ranges passed check_overlap only if never counted: nothing of them to replace or skip.
     if policy == "replace" and sink.mode != "aggregate":
-        cur.execute(sql.SQL("WITH {} DELETE FROM {} t USING r WHERE t.source_topic = r.topic AND t.source_partition "
-                            "= r.part AND t.source_offset >= r.lo AND t.source_offset < r.hi").format(cte, sink.target),
-                    args)
-        cur.execute(sql.SQL("WITH {} DELETE FROM microingest.dead_letters d USING r WHERE d.pipeline = %s AND "
-                            "d.topic = r.topic AND d.partition = r.part AND d.\"offset\" >= r.lo AND d.\"offset\" < r.hi"
-                            ).format(cte), (*args, name))
+        _replace(cur, sink, batch_id)
     elif policy == "skip_existing" and sink.mode != "aggregate":
-        present = _present(sink)
-        cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.source_topic = "
-                            "p.topic AND s.source_partition = p.part AND s.source_offset = p.o").format(
-            cte, present, sink.staging), (*args, name, batch_id))
-        cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.topic = p.topic "
-                            "AND s.partition = p.part AND s.\"offset\" = p.o").format(cte, present, STAGED_DEAD),
-                    (*args, name, batch_id))
+        _skip_existing(cur, sink, batch_id, ranges)
     counts = []
     for table in (sink.staging, STAGED_DEAD):
         cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (batch_id,))

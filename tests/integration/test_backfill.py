@@ -230,9 +230,9 @@ def compact_below(env, live: int, stamp: int) -> set[int]:
     admin.close()
     deadline, burst = time.time() + 90, 0
     while len(kept := {o for o in retained_offsets(env, 0) if o < live}) == live and time.time() < deadline:
+        burst += 1  # the broker rolls a segment by record timestamps: each burst a second after the previous one
         env.send_to(0, [(f"hot-{k}".encode(), json_bytes({"event_id": f"h{k}-new{burst}"})) for k in range(4)],
-                    stamp)
-        burst += 1
+                    stamp + burst * 1000)
         time.sleep(0.5)
     assert len(kept) < live, "the log cleaner removed superseded records of the ingested range within 90 s"
     return kept
@@ -241,6 +241,7 @@ def compact_below(env, live: int, stamp: int) -> set[int]:
 def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_those_compaction_removed(env):
     """A replay of a compacted range reads only what the log cleaner left. `replace` rewrites exactly those
     positions; the rows and dead letters of records Kafka no longer holds stay, as no backfill could bring them back."""
+    env.redeclare(dead_letter={"max_fraction": 0.5})  # after compaction, 1 of the 7 or so records left is bad
     stamp = recent_ms()
     records = []  # stable keys written once (compaction keeps them), hot keys in several versions
     for round_ in range(6):
@@ -269,3 +270,36 @@ def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_
     # The cleaner may have removed more since `kept` was read, never less; stable keys have one record each.
     stable = {o for (_, o), (k, _) in zip(sent, records) if k.startswith("stable")}
     assert len(rewritten) == read and stable <= replayed <= kept, "exactly the replayed positions were rewritten"
+
+
+def test_replace_on_a_compacted_topic_keeps_an_upsert_row_whose_record_a_newer_dead_letter_superseded(env):
+    """An upsert_latest row holds its key's newest good record; when a newer record of the key was a dead letter,
+    compaction removes the row's record and keeps the dead letter's. `replace` rewrites the replayed rows and dead
+    letters and leaves that row alone: no replay could bring it back."""
+    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
+                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+                       "event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest", dead_letter={"max_fraction": 0.5})
+    stamp = recent_ms()
+    records = [(b"k1", json_bytes({"event_id": "k1-v1"})), (b"k1", b"not json"),
+               (b"k2", json_bytes({"event_id": "k2-v1"})), (b"k2", json_bytes({"event_id": "k2-v2"})),
+               (b"k3", json_bytes({"event_id": "k3-v1"}))]
+    assert env.send_to(0, records, stamp) == [(0, o) for o in range(5)]
+    env.ingest_all()
+    latest = sql.SQL("SELECT record_key, source_offset, event_id, batch_id::text FROM {} ORDER BY 1").format(env.table)
+    before = env.query(latest)
+    assert [(k, o, e) for k, o, e, _ in before] == [("k1", 0, "k1-v1"), ("k2", 3, "k2-v2"), ("k3", 4, "k3-v1")]
+
+    kept = compact_below(env, 5, stamp)
+    assert {0, 2}.isdisjoint(kept), "the cleaner removed k1's and k2's superseded records"
+    plan = plan_backfill(env.pipeline, request(backfill_ranges={"0": [0, 5]}, overlap="replace"))
+    result = env.spark_job(plan, run=RunInfo("microingest_test", "manual__compacted"))
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+                              (env.pipeline.name, "manual__compacted"))
+    assert env.query(latest) == [before[0], ("k2", 3, "k2-v2", batch_id), ("k3", 4, "k3-v1", batch_id)]
+    assert [(o, c) for _, o, c, *_ in env.dead_letters()] == [(1, "invalid_json")]
+    assert env.query("SELECT batch_id::text FROM microingest.dead_letters WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [(batch_id,)]

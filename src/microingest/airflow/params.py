@@ -10,9 +10,10 @@ from airflow.sdk import Param
 
 from microingest.declarations import Pipeline
 from microingest.overlap import OVERLAP_POLICIES
-from microingest.run_request import BACKFILL_RANGES, FROM_TIME, UNTIL_TIME
+from microingest.run_request import (BACKFILL_RANGES, FROM_TIME, SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL,
+                                     UNTIL_TIME)
 
-LIVE, BACKFILL = "Live run", "Backfill"
+LIVE, BACKFILL, SKIP = "Live run", "Backfill", "Skip a stuck partition"
 _OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
 
 
@@ -43,8 +44,20 @@ def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
         "overlap": Param(
             "refuse", type="string", enum=list(OVERLAP_POLICIES), section=BACKFILL, title="When records are already there",
             values_display={"refuse": "refuse: fail, naming the overlapping offsets",
-                            "replace": "replace: delete those positions' rows and write the replayed ones",
+                            "replace": "replace: delete the rows and dead letters of the replayed positions, write "
+                                       "the replayed records",
                             "skip_existing": "skip_existing: write only positions not yet there"},
             description="What a backfill does about source positions already in the target. Aggregate targets "
                         "add up, so they refuse already-counted positions whatever this says."),
+        SKIP_PARTITION: Param(
+            None, type=["null", "integer"], minimum=0, section=SKIP, title="Partition",
+            description="Only when a batch is refused for a reason no retry cures (a dead-letter guard tripped by a "
+                        "broken producer, a target constraint): move this partition's live position forward. "
+                        "Nothing is lost: the skipped records become dead letters (error_class skipped)."),
+        SKIP_UNTIL: Param(
+            None, type=["null", "integer"], minimum=0, section=SKIP, title="New live position",
+            description="The offset the partition's live position moves to (the first record read afterwards)."),
+        SKIP_REASON: Param(
+            None, type=["null", "string"], section=SKIP, title="Reason",
+            description="Why; kept with each skipped record and in the batch history, beside who triggered the run."),
     }
