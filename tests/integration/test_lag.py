@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from microingest import settings
 from microingest.history import RunInfo
 from microingest.kafka_access import partition_bounds
+from microingest.lag.checks import health_check
 from microingest.lag.figures import partition_lags
 from microingest.lag.mirror import group_id
 from microingest.lag.states import LagState
@@ -67,6 +68,29 @@ def test_a_pipeline_that_never_committed_while_records_wait_is_stop(env):
     assert status.verdict.state is LagState.STOP and "never committed" in status.verdict.reason
     assert status.offset_lag == 60
     # STALL and the SLA sensor failing on it: test_lag_airflow.py
+
+
+def test_a_record_after_a_quiet_spell_is_judged_from_when_the_sla_check_last_saw_the_partition_caught_up(env):
+    env.redeclare(lag={"window_seconds": 1800, "sla": {"max_time_lag_seconds": 86400}})
+    sla = env.pipeline.lag.sla
+    env.produce(30)
+    env.ingest_all()
+    committed = env.query("SELECT max(committed_at) FROM microingest.batches WHERE pipeline = %s",
+                          (env.pipeline.name,))[0][0]
+    # Two hours of a quiet topic, nothing to commit; the SLA check's clock is its `now`, so no test waits them out.
+    quiet = committed + timedelta(hours=2)
+    assert health_check(env.pipeline, sla, quiet).met
+    seen = env.query("SELECT partition, position, log_end, observed_at FROM microingest.lag_observations "
+                     "WHERE pipeline = %s AND source = 'sla'", (env.pipeline.name,))
+    assert sorted(seen) == [(p, o, o, quiet) for p, o in sorted(env.ledger().items())]
+
+    env.produce(1, start=30)
+    check = health_check(env.pipeline, sla, quiet + timedelta(minutes=1))
+    assert (check.met, check.state, check.offset_lag) == (True, "OK", 1), check  # was STOP: nothing committed for 2h
+    # No run comes for it: one window after the partition was last seen caught up, the waiting record is a stop.
+    check = health_check(env.pipeline, sla, quiet + timedelta(minutes=31))
+    assert (check.met, check.breach, check.state) == (False, "state", "STOP"), check
+    assert "last seen caught up 31min ago and nothing was committed since (window 30min)" in check.summary
 
 
 def test_a_failing_planning_is_err_until_one_succeeds(env):

@@ -77,3 +77,64 @@ def test_the_default_window_spans_several_runs(schedule, period, window):
 def test_the_window_leaves_room_for_the_gate_and_for_unscheduled_pipelines():
     assert default_window("*/15 * * * *", max_wait=timedelta(hours=1)) == timedelta(minutes=90)
     assert default_window(None) == timedelta(hours=1)
+
+
+# Timelines of a pipeline on a quiet topic (window 30 minutes): its runs (or lag checks) observe partition 0 at its
+# log end, 500, every 5 minutes while nothing commits, since nothing arrives; then one record arrives.
+QUIET_SINCE = NOW - timedelta(hours=10)  # the last commit
+ARRIVED = NOW  # the record after the quiet spell
+
+
+def quiet_spell(until=ARRIVED, every=timedelta(minutes=5)):
+    seen, at = [], QUIET_SINCE
+    while at < until:
+        seen.append(Observation(at, 500, 500))
+        at += every
+    return seen
+
+
+def look(history, at, position=500, end=501):
+    """What a status look or a lag check judges at `at`: the recorded history and what it just read."""
+    return evaluate_partition([*history, Observation(at, position, end)], at, RULES, QUIET_SINCE)
+
+
+def test_a_record_after_a_quiet_spell_longer_than_the_window_is_not_stop():
+    verdict = look(quiet_spell(), ARRIVED + timedelta(minutes=1))
+    assert verdict.state is LagState.OK, verdict  # was STOP: "nothing was committed for 10.0h (window 30min)"
+
+
+def test_a_record_after_a_quiet_spell_is_not_stall_either():
+    # Runs every minute on the quiet topic, the last commit within the window: the observations that saw it caught up
+    # show a position that did not move, but no records waited then.
+    history = [Observation(ARRIVED - timedelta(minutes=m), 500, 500) for m in range(20, 0, -1)]
+    verdict = evaluate_partition([*history, Observation(ARRIVED + timedelta(seconds=30), 500, 501)],
+                                 ARRIVED + timedelta(seconds=30), RULES, ARRIVED - timedelta(minutes=20))
+    assert verdict.state is LagState.OK, verdict  # was STALL: "position stuck at 500 for 9min while 1 records wait"
+
+
+def test_runs_that_stop_while_the_record_waits_are_stop_one_window_after_the_partition_was_last_caught_up():
+    history = quiet_spell()  # last seen caught up 5 minutes before the record arrived; nothing records since
+    assert look(history, ARRIVED + timedelta(minutes=24)).state is LagState.OK
+    verdict = look(history, ARRIVED + timedelta(minutes=26))
+    assert verdict.state is LagState.STOP, verdict
+    assert verdict.reason == ("1 records wait: the partition was last seen caught up 31min ago and nothing was "
+                              "committed since (window 30min)")
+
+
+def test_stuck_since_it_was_last_caught_up_while_the_pipeline_commits_is_stall():
+    # The pipeline commits (other partitions move); this one was caught up 25 minutes ago and has not moved since.
+    history = [(30, 500, 500), (25, 500, 500), (20, 500, 510), (15, 500, 530), (10, 500, 560), (5, 500, 580)]
+    verdict = judge(history, last_commit_minutes_ago=2)
+    assert verdict.state is LagState.STALL and "position stuck at 500 for 20min" in verdict.reason
+    # Its first two observations with records waiting are too few to call it stuck.
+    assert judge(history[:4], last_commit_minutes_ago=2).state is LagState.OK
+
+
+def test_a_pipeline_that_never_committed_is_judged_from_when_it_was_last_caught_up():
+    # start_from: latest pins a new partition at its log end; no batch has read a record yet.
+    history = [Observation(ARRIVED - timedelta(minutes=m), 500, 500) for m in (15, 10, 5)]
+    at = ARRIVED + timedelta(minutes=1)
+    assert evaluate_partition([*history, Observation(at, 500, 501)], at, RULES, None).state is LagState.OK
+    at = ARRIVED + timedelta(minutes=40)
+    verdict = evaluate_partition([*history, Observation(at, 500, 501)], at, RULES, None)
+    assert verdict.state is LagState.STOP and "45min ago and the pipeline has never committed" in verdict.reason

@@ -4,19 +4,28 @@
   max_wait_seconds. The offsets cost one query and one ListOffsets round trip; the oldest record's timestamp one
   fetch more, and only when some records wait but fewer than min_records.
 - health: is the pipeline within its lag SLA? time lag <= max_time_lag_seconds and the state not STALL/STOP/ERR.
+
+Each check records the partitions it saw caught up (source "gate" or "sla") in the lag history: between runs, and
+on a gated pipeline whose quiet spells start no runs at all, the pokes are what sees a quiet topic caught up, and the
+STOP rule counts idleness from there. Partitions with records waiting are not recorded: a poke between runs sees the
+last run's position, and a row of those would read as a stuck position (STALL) while a gate waits by design.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Iterable
 
 from microingest.declarations import Pipeline
-from microingest.lag.figures import partition_lags, time_lag
+from microingest.lag import observations as lag_history
+from microingest.lag.figures import PartitionLag, partition_lags, time_lag
 from microingest.lag.policy import GatePolicy, SlaPolicy
-from microingest.lag.states import LagState
+from microingest.lag.states import LagState, Observation
 
 UNHEALTHY = (LagState.STALL, LagState.STOP, LagState.ERR)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
 
     now = now or datetime.now(timezone.utc)
     lags = partition_lags(pipeline, now, fetch_records=False)
+    record_caught_up(pipeline, lags, "gate", now)
     waiting = sum(lag.lag for lag in lags)
     if waiting >= gate.min_records:
         return Check(True, f"{waiting:,} records wait (min_records {gate.min_records:,})", waiting)
@@ -59,7 +69,9 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
 def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None) -> Check:
     from microingest.lag.status import pipeline_status
 
+    now = now or datetime.now(timezone.utc)
     status = pipeline_status(pipeline, now)
+    record_caught_up(pipeline, [lag for lag, _ in status.partitions], "sla", now)
     age = status.time_lag
     seconds = None if age is None else age.total_seconds()
     state = status.verdict.state
@@ -72,3 +84,24 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
         return Check(False, f"state {state.name}: {status.verdict.reason}", breach="state", **common)
     lag_text = "unknown" if seconds is None else f"{seconds:.0f}s"
     return Check(True, f"state {state.name}, time lag {lag_text}, {status.offset_lag:,} records wait", **common)
+
+
+def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]:
+    """The partitions the state rules will read as caught up (a partition not started on an empty log included)."""
+    return [lag for lag in lags if Observation(now, lag.next_offset, lag.latest).caught_up]
+
+
+def record_caught_up(pipeline: Pipeline, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
+    """Best effort: a check that could not record still answers (the next poke records again)."""
+    from microingest.connections import get_connection, postgres_params
+    from microingest.postgres import PostgresUnavailableError, connection
+
+    seen = caught_up(lags, now)
+    if not seen:
+        return
+    try:
+        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
+            lag_history.record(conn, pipeline.name, {lag.partition: lag.next_offset for lag in seen},
+                               {lag.partition: lag.latest for lag in seen}, source, at=now)
+    except PostgresUnavailableError as exc:
+        log.warning("could not record the caught-up partitions of %s: %s", pipeline.name, exc)

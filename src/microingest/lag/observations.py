@@ -10,13 +10,16 @@ from microingest.lag.states import Observation
 KEEP = timedelta(days=7)
 
 
-def record(conn, pipeline: str, ledger: Mapping[int, int], log_ends: Mapping[int, int], source: str) -> None:
-    """One observation per partition (in the caller's transaction), and the history beyond KEEP pruned."""
+def record(conn, pipeline: str, ledger: Mapping[int, int | None], log_ends: Mapping[int, int], source: str,
+           at: datetime | None = None) -> None:
+    """One observation per partition of `log_ends` (in the caller's transaction), made `at` (default: now on
+    Postgres' clock), and the history beyond KEEP pruned."""
     partitions = sorted(log_ends)
     with conn.cursor() as cur:
-        cur.execute("INSERT INTO microingest.lag_observations (pipeline, partition, position, log_end, source) "
-                    "SELECT %s, p, pos, e, %s FROM unnest(%s::int[], %s::bigint[], %s::bigint[]) AS u(p, pos, e)",
-                    (pipeline, source, partitions, [ledger.get(p) for p in partitions],
+        cur.execute("INSERT INTO microingest.lag_observations (pipeline, partition, position, log_end, source, "
+                    "observed_at) SELECT %s, p, pos, e, %s, coalesce(%s::timestamptz, clock_timestamp()) "
+                    "FROM unnest(%s::int[], %s::bigint[], %s::bigint[]) AS u(p, pos, e)",
+                    (pipeline, source, at, partitions, [ledger.get(p) for p in partitions],
                      [log_ends[p] for p in partitions]))
         cur.execute("DELETE FROM microingest.lag_observations WHERE pipeline = %s AND observed_at < "
                     "clock_timestamp() - %s", (pipeline, KEEP))

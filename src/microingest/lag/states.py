@@ -5,12 +5,20 @@ the pipeline's last commit, and any error of its latest planning. Rules, first m
 
   ERR    the latest planning failed (Kafka or Postgres unreachable, a retention gap it may not skip, ...)
   OK     no lag now: the position is at the last stable offset (an idle producer is not a lagging consumer)
-  STOP   records wait, and the pipeline has committed nothing for longer than the window (or never): not running
+  STOP   records wait, and for longer than the window the pipeline has committed nothing and the partition was not
+         seen caught up (or it never committed and was never seen caught up): not running
   STALL  records wait and the pipeline commits, but this partition's position did not move across the window
          (or it was never started)
   WARN   the position moves but the lag did not shrink between any two consecutive observations of the window
-The trend rules read at most the `sample` latest observations of the window.
+The trend rules read at most the `sample` latest observations of the window made since the partition was last seen
+caught up.
   OK     otherwise (also when the window holds fewer than `min_observations`: too little to call a trend)
+
+Idleness counts from the later of the last commit and the last observation that saw the partition caught up (its
+position at the last stable offset), as Burrow's stopped rule weighs the time since the last commit against the age
+of the lag: a pipeline on a quiet topic commits nothing, and the first record after a quiet spell longer than the
+window is work that just arrived, not a stop. Being caught up once excuses no more than that: a partition stuck ever
+since is STOP one window later (Burrow calls a partition OK as long as any zero lag stays in its window).
 
 The pipeline's state is its worst partition's. The window should span several runs: by default three schedule
 periods, at least the gate's maximum wait plus two periods, and never under 15 minutes (an hour for pipelines
@@ -47,6 +55,10 @@ class Observation:
     @property
     def lag(self) -> int:
         return max(self.end - (self.position or 0), 0)
+
+    @property
+    def caught_up(self) -> bool:
+        return self.lag == 0
 
 
 @dataclass(frozen=True)
@@ -88,15 +100,39 @@ def evaluate_partition(observations: Sequence[Observation], now: datetime, rules
     if not observations:
         return Verdict(LagState.OK, "not observed yet")
     latest = max(observations, key=lambda o: o.at)
-    if latest.lag == 0:
+    if latest.caught_up:
         return Verdict(LagState.OK, "caught up")
-    if last_commit is None:
-        return Verdict(LagState.STOP, f"{latest.lag:,} records wait and the pipeline has never committed")
-    idle = now - last_commit
-    if idle > rules.window:
-        return Verdict(LagState.STOP, f"{latest.lag:,} records wait and nothing was committed for "
-                                      f"{_span(idle)} (window {_span(rules.window)})")
-    window = sorted((o for o in observations if o.at >= now - rules.window), key=lambda o: o.at)[-rules.sample:]
+    caught_up = last_caught_up(observations)
+    return _stopped(latest, now, rules, last_commit, caught_up) or _trend(observations, latest, now, rules, caught_up)
+
+
+def last_caught_up(observations: Iterable[Observation]) -> datetime | None:
+    """When the partition was last seen at its last stable offset."""
+    return max((o.at for o in observations if o.caught_up), default=None)
+
+
+def _stopped(latest: Observation, now: datetime, rules: Rules, last_commit: datetime | None,
+             caught_up: datetime | None) -> Verdict | None:
+    waiting = f"{latest.lag:,} records wait"
+    if last_commit is None and caught_up is None:
+        return Verdict(LagState.STOP, f"{waiting} and the pipeline has never committed")
+    since = max(t for t in (last_commit, caught_up) if t is not None)
+    idle = now - since
+    if idle <= rules.window:
+        return None
+    if since == last_commit:
+        return Verdict(LagState.STOP, f"{waiting} and nothing was committed for {_span(idle)} "
+                                      f"(window {_span(rules.window)})")
+    committed = "the pipeline has never committed" if last_commit is None else "nothing was committed since"
+    return Verdict(LagState.STOP, f"{waiting}: the partition was last seen caught up {_span(idle)} ago and "
+                                  f"{committed} (window {_span(rules.window)})")
+
+
+def _trend(observations: Sequence[Observation], latest: Observation, now: datetime, rules: Rules,
+           caught_up: datetime | None) -> Verdict:
+    # Up to the last caught-up observation no records waited: a position that did not move then is no stall.
+    window = sorted((o for o in observations if o.at >= now - rules.window and (caught_up is None or o.at > caught_up)),
+                    key=lambda o: o.at)[-rules.sample:]
     if len(window) < rules.min_observations:
         return Verdict(LagState.OK, f"{latest.lag:,} records behind; {len(window)} observation(s) in the window, "
                                     f"too few to judge a trend")
