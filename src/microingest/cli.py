@@ -4,6 +4,8 @@
   microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
   microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
+  microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
+                                  move a stuck partition's live position, keeping the skipped records as dead letters
   microingest migrate             apply sql/ migrations to the pipelines' Postgres
   microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
 """
@@ -114,6 +116,15 @@ def cmd_backfill(args) -> int:
     return 0 if run.state == "success" else 1
 
 
+def cmd_skip(args) -> None:
+    import getpass
+
+    from microingest.skip import skip
+
+    result = skip(get_pipeline(args.pipeline), args.partition, args.until, args.reason, args.by or getpass.getuser())
+    print(result.summary())
+
+
 def cmd_migrate(args) -> None:
     from microingest.migrations import migrate
 
@@ -144,6 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--json", action="store_true", help="machine-readable output")
     lag.set_defaults(func=cmd_lag)
     sub.add_parser("migrate").set_defaults(func=cmd_migrate)
+    skipping = sub.add_parser("skip", help="move a stuck partition's live position forward",
+                              description="Move PIPELINE's live position on one partition to --until, in one "
+                              "transaction under the pipeline lock, when a batch is refused for a reason no retry "
+                              "cures. The skipped records are kept whole as dead letters (error_class skipped) with "
+                              "the reason, and the history records who skipped what. To replay records the target "
+                              "already holds, backfill instead.")
+    skipping.add_argument("pipeline")
+    skipping.add_argument("--partition", type=int, required=True)
+    skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
+    skipping.add_argument("--reason", required=True, help="why: kept with the records and in the history")
+    skipping.add_argument("--by", help="who skips (default: the user running the command)")
+    skipping.set_defaults(func=cmd_skip)
     backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
                               description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "
                               "wait for its outcome. Credentials: MICROINGEST_AIRFLOW_USERNAME/PASSWORD, or the "

@@ -21,7 +21,7 @@ class RunInfo:
     dag_id: str | None = None
     run_id: str | None = None
     task_try: int | None = None
-    kind: str = "ingest"  # ingest | backfill | pin
+    kind: str = "ingest"  # ingest | backfill | pin | skip
 
     def to_dict(self) -> dict:
         return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try, "kind": self.kind}
@@ -42,17 +42,18 @@ class BatchRecord:
     staged_at: datetime | None = None
     spark_app_id: str | None = None
     run_batch: int | None = None  # 1, 2, ... within its DAG run
+    note: str | None = None  # who made an operator's batch (a skip) and why
 
 
 def record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange], run: RunInfo,
                  record: BatchRecord) -> None:
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
-        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch, committed_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch, note, committed_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (batch_id, pipeline, run.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
          record.rows_written, record.dead_letters, _gaps_json(ranges), record.started_at, record.staged_at,
-         run.dag_id, run.run_id, run.task_try, record.spark_app_id, record.run_batch))
+         run.dag_id, run.run_id, run.task_try, record.spark_app_id, record.run_batch, record.note))
 
 
 def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:

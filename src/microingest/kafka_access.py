@@ -93,6 +93,29 @@ def record_timestamps(config: dict[str, Any], topic: str, positions: dict[int, i
     return found
 
 
+def read_range(config: dict[str, Any], topic: str, partition: int, from_offset: int, until_offset: int,
+               timeout_ms: int = 30000) -> Iterator[Any]:
+    """The committed records of [from, until) of one partition, in offset order (kafka-python ConsumerRecords).
+    Offsets taken by transaction markers, aborted records or compaction yield nothing; a partition that stops
+    answering before `until` is an error, never a short read."""
+    with _reader(config, timeout_ms) as consumer:
+        tp = TopicPartition(topic, partition)
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, from_offset)
+            deadline = time.monotonic() + timeout_ms / 1000
+            while consumer.position(tp) < until_offset:
+                if time.monotonic() > deadline:
+                    raise KafkaAccessError(f"{topic}[{partition}] stopped answering at offset "
+                                           f"{consumer.position(tp)} of [{from_offset}, {until_offset})")
+                for record in consumer.poll(timeout_ms=200, max_records=5000).get(tp, []):
+                    if record.offset < until_offset:
+                        deadline = time.monotonic() + timeout_ms / 1000
+                        yield record
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not read records of {topic}[{partition}]: {exc!r}") from exc
+
+
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:
     # Metadata may need a refresh round trip before a topic is known; partitions_for_topic alone can say None.
     topics = consumer.topics()

@@ -1,4 +1,5 @@
-"""What an operator asked a DAG run to do, read from its Params: a live run, or a backfill by offsets or by time.
+"""What an operator asked a DAG run to do, read from its Params: a live run, a backfill by offsets or by time, or a
+skip of a stuck partition.
 
 Airflow validates the Params' types when a run is triggered (JSON schema; HTTP 400 on the REST API). This module
 checks what the schema cannot express (combinations of fields, order of times) and turns the values into a
@@ -16,6 +17,16 @@ from microingest.planning import RequestError
 
 BACKFILL_RANGES = "backfill_ranges"
 FROM_TIME, UNTIL_TIME = "backfill_from_time", "backfill_until_time"
+SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON = "skip_partition", "skip_until_offset", "skip_reason"
+
+
+@dataclass(frozen=True)
+class SkipRequest:
+    """Move one partition's live position to `until`, the records on the way kept as dead letters (skip.skip)."""
+
+    partition: int
+    until: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -26,12 +37,15 @@ class RunRequest:
     window: tuple[datetime, datetime] | None = None  # backfill by time: [from, until)
     overlap: str = "refuse"
     field: str = BACKFILL_RANGES  # the param the backfill ranges came from, for error messages
+    skip: SkipRequest | None = None
 
     @property
     def is_backfill(self) -> bool:
         return self.offsets is not None or self.window is not None
 
     def describe(self) -> str:
+        if self.skip is not None:
+            return f"skip of partition {self.skip.partition} to offset {self.skip.until} ({self.skip.reason})"
         if self.offsets is not None:
             spans = ", ".join(f"{p}: [{lo}, {hi})" for p, (lo, hi) in sorted(self.offsets.items()))
             return f"backfill of offsets {{{spans}}} (overlap {self.overlap})"
@@ -57,9 +71,14 @@ def parse_request(params: Mapping[str, Any], run_type: str | None = None,
         raise RequestError("overlap", f"must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
     common = {"max_records": max_records, "dry_run": dry_run, "overlap": overlap}
 
+    skip = _skip(params)
     ranges, start, end = params.get(BACKFILL_RANGES), params.get(FROM_TIME), params.get(UNTIL_TIME)
     if ranges is not None and (start is not None or end is not None):
         raise RequestError(BACKFILL_RANGES, f"give either {BACKFILL_RANGES} or {FROM_TIME}/{UNTIL_TIME}, not both")
+    if skip is not None:
+        if ranges is not None or start is not None or end is not None:
+            raise RequestError(SKIP_PARTITION, "a skip is a run of its own: give no backfill params with it")
+        return RunRequest(**common, skip=skip)
     if ranges is not None:
         return RunRequest(**common, offsets=_offsets(ranges))
     if start is not None or end is not None:
@@ -75,6 +94,21 @@ def parse_request(params: Mapping[str, Any], run_type: str | None = None,
             raise RequestError("data_interval", f"an Airflow backfill run replays its data interval, got {data_interval}")
         return RunRequest(**common, window=(data_interval[0], data_interval[1]), field="data_interval")
     return RunRequest(**common)
+
+
+def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
+    given = {name: params.get(name) for name in (SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON)}
+    if all(v is None for v in given.values()):
+        return None
+    for name in (SKIP_PARTITION, SKIP_UNTIL):
+        value = given[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RequestError(name, f"a skip needs {SKIP_PARTITION}, {SKIP_UNTIL} and {SKIP_REASON}; {name} must "
+                                     f"be an integer >= 0, got {value!r}")
+    reason = given[SKIP_REASON]
+    if not isinstance(reason, str) or not reason.strip():
+        raise RequestError(SKIP_REASON, "a skip needs a reason: it is kept with the skipped records and in the history")
+    return SkipRequest(given[SKIP_PARTITION], given[SKIP_UNTIL], reason.strip())
 
 
 def _offsets(raw: Any) -> dict[int, tuple[int, int]]:

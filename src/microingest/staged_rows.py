@@ -83,22 +83,29 @@ def _records(batch: pa.RecordBatch) -> Iterator[tuple]:
 
 def headers_json(spark_json: str | None) -> list[dict] | None:
     """Kafka headers, as Spark's to_json gives them ([{"key": str, "value": base64 text}], no "value" for a null
-    one), as the dead-letter table keeps them: key and value as text where jsonb can hold them (UTF-8 without NUL),
-    else as base64 of their bytes in `key_base64` / `value_base64`."""
+    one), in the dead-letter table's form (`stored_headers`)."""
     if not spark_json:
         return None
+    return stored_headers([(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
+                           for h in json.loads(spark_json)])
+
+
+def stored_headers(headers: list[tuple[str, bytes | None]]) -> list[dict] | None:
+    """(name, value bytes or None) pairs as the dead-letter table keeps them: name and value as text where jsonb can
+    hold them (UTF-8 without NUL), else as base64 of their bytes in `key_base64` / `value_base64`."""
+    if not headers:
+        return None
     out = []
-    for header in json.loads(spark_json):
+    for key, value in headers:
         entry: dict[str, Any] = {}
-        key = header["key"]
         try:
             entry["key"] = storable.text(key)
         except storable.Unstorable:
             entry["key_base64"] = base64.b64encode(key.encode("utf-8", "surrogatepass")).decode("ascii")
-        if header.get("value") is not None:
+        if value is not None:
             try:
-                entry["value"] = storable.text(base64.b64decode(header["value"]).decode("utf-8"))
+                entry["value"] = storable.text(value.decode("utf-8"))
             except (UnicodeDecodeError, storable.Unstorable):
-                entry["value_base64"] = header["value"]
+                entry["value_base64"] = base64.b64encode(value).decode("ascii")
         out.append(entry)
     return out

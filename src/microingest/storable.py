@@ -65,7 +65,7 @@ def epoch_millis(value: int | float) -> datetime:
     try:
         return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
-        raise Unstorable(f"epoch milliseconds {value} are outside the years 1 to 9999") from None
+        raise Unstorable(f"epoch milliseconds {value} are not a time between the years 1 and 9999") from None
 
 
 def key_text(key: bytes) -> str:

@@ -255,6 +255,7 @@ SERVED_DECLARATIONS = {
     "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
     "connect": {},
     "poison": {},
+    "skip": {"dead_letter": {"max_records": 0}},
 }
 
 

@@ -61,3 +61,18 @@ def test_bad_combinations_name_the_field(change, field):
 def test_a_backfill_run_without_an_interval_is_refused():
     with pytest.raises(RequestError, match="data interval"):
         parse_request(DEFAULTS, "backfill", (None, None))
+
+
+def test_a_skip_needs_partition_offset_and_reason_and_nothing_else():
+    request = parse_request({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": " broken producer "})
+    assert (request.skip.partition, request.skip.until, request.skip.reason) == (2, 500, "broken producer")
+    assert not request.is_backfill and "skip of partition 2 to offset 500" in request.describe()
+    for params, field in (({"skip_partition": 2, "skip_until_offset": 500}, "skip_reason"),
+                          ({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": "  "}, "skip_reason"),
+                          ({"skip_until_offset": 500, "skip_reason": "x"}, "skip_partition"),
+                          ({"skip_partition": 2, "skip_until_offset": True, "skip_reason": "x"}, "skip_until_offset"),
+                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "x",
+                            "backfill_ranges": {"2": [0, 5]}}, "skip_partition")):
+        with pytest.raises(RequestError) as refused:
+            parse_request(params)
+        assert refused.value.field == field, params

@@ -12,7 +12,7 @@ from microingest.airflow.remote_run import PLAN_SUMMARY_KEY
 from microingest.declarations import Pipeline
 from microingest.history import RunInfo
 from microingest.planning import RequestError, RunPlan
-from microingest.run_request import parse_request
+from microingest.run_request import RunRequest, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     try:
         request = parse_request(context["params"], run_type, interval)
         log.info("%s run %s: %s%s", run_type, ti.run_id, request.describe(), " (dry run)" if request.dry_run else "")
+        if request.skip is not None:
+            return _skip(pipeline, request, ti, dag_run)
         if request.is_backfill:
             plan = plan_backfill(pipeline, request)
         else:
@@ -46,6 +48,29 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
                  "backfill" if plan.kind == "backfill" else "ingest (no new records)")
         return None
     return plan.to_dict()
+
+
+def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
+    """A skip is the whole run: done here, in one transaction, and `ingest` is skipped."""
+    from microingest.connections import get_connection, postgres_params
+    from microingest.history import committed_by_run
+    from microingest.postgres import connection
+    from microingest.skip import skip
+
+    if request.dry_run:
+        ti.xcom_push(key=PLAN_SUMMARY_KEY, value=f"{request.describe()} (dry run: nothing written)")
+        return None
+    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+        earlier = committed_by_run(conn, pipeline.name, ti.dag_id, ti.run_id, "skip")
+    if earlier.batches:  # a retry of a task whose skip committed: done, and not to be done twice
+        log.info("this run's skip was committed by an earlier try (%d records)", earlier.records_read)
+        return None
+    who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
+    result = skip(pipeline, request.skip.partition, request.skip.until, request.skip.reason, who,
+                  RunInfo(ti.dag_id, ti.run_id, ti.try_number, "skip"))
+    log.info(result.summary())
+    ti.xcom_push(key=PLAN_SUMMARY_KEY, value=result.summary())
+    return None
 
 
 def summary(plan: RunPlan) -> str:

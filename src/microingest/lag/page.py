@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from airflow.api_fastapi.core_api.security import requires_access_dag
 
 from microingest.declarations import Pipeline, load_declarations
-from microingest.lag.status import PipelineStatus
+from microingest.lag.status import BatchSummary, PipelineStatus
 from microingest.lag.text import age
 
 CHART_SPAN = timedelta(hours=24)
@@ -52,11 +52,12 @@ def statuses(pipelines: list[Pipeline]) -> list[tuple[PipelineStatus, list[tuple
 
 
 def lag_series(conn, pipeline: str, since: datetime) -> list[tuple[datetime, int]]:
-    """Total offset lag per observation (each planning observes every partition at once)."""
+    """Total offset lag per planning: a planning observes every partition at once, while a lag check records only
+    the partitions it saw caught up, whose sum would draw a drop to zero that never happened."""
     with conn.cursor() as cur:
         cur.execute("SELECT date_trunc('second', observed_at) AS t, sum(greatest(log_end - coalesce(position, 0), 0)) "
-                    "FROM microingest.lag_observations WHERE pipeline = %s AND observed_at >= %s GROUP BY t ORDER BY t",
-                    (pipeline, since))
+                    "FROM microingest.lag_observations WHERE pipeline = %s AND observed_at >= %s AND source = 'plan' "
+                    "GROUP BY t ORDER BY t", (pipeline, since))
         return [(t, int(lag)) for t, lag in cur.fetchall()]
 
 
@@ -100,6 +101,12 @@ def malformed(errors: Sequence[str]) -> str:
             f"and are not shown below until their files are fixed.</p><ul>{items}</ul></section>")
 
 
+def kind_cell(batch: BatchSummary) -> str:
+    """The batch's kind, with who made it and why for an operator's batch (a skip)."""
+    note = f"<br><small>{html.escape(batch.note)}</small>" if batch.note else ""
+    return html.escape(batch.kind) + note
+
+
 def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], now: datetime,
            errors: Sequence[str] = ()) -> str:
     e = html.escape
@@ -112,7 +119,7 @@ def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], n
             f'<td><span class="state" style="background:{COLOURS[v.state.name]}">{v.state.name}</span></td>'
             f"<td>{e(v.reason)}</td></tr>" for lag, v in status.partitions)
         batches = "".join(
-            f"<tr><td>{b.committed_at:%Y-%m-%d %H:%M:%S}</td><td>{b.kind}</td><td>{b.records_read:,}</td>"
+            f"<tr><td>{b.committed_at:%Y-%m-%d %H:%M:%S}</td><td>{kind_cell(b)}</td><td>{b.records_read:,}</td>"
             f"<td>{b.rows_written:,}</td><td>{b.dead_letters:,}</td><td>{b.seconds:.1f}s</td>"
             f"<td>{b.rows_per_second:,.0f}</td></tr>" for b in status.batches)
         last = f"{age(now - status.last_commit)} ago" if status.last_commit else "never"

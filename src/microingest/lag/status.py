@@ -22,6 +22,7 @@ class BatchSummary:
     rows_written: int
     dead_letters: int
     seconds: float
+    note: str | None = None  # an operator's batch (a skip): who and why
 
     @property
     def rows_per_second(self) -> float:
@@ -63,7 +64,8 @@ class PipelineStatus:
                            for p, v in self.partitions],
             "batches": [{"committed_at": b.committed_at.isoformat(), "kind": b.kind, "records_read": b.records_read,
                          "rows_written": b.rows_written, "dead_letters": b.dead_letters,
-                         "seconds": round(b.seconds, 3), "rows_per_second": round(b.rows_per_second, 1)}
+                         "seconds": round(b.seconds, 3), "rows_per_second": round(b.rows_per_second, 1),
+                         "note": b.note}
                         for b in self.batches],
         }
 
@@ -106,6 +108,7 @@ def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_recor
 def recent_batches(conn, pipeline: str, limit: int) -> list[BatchSummary]:
     with conn.cursor() as cur:
         cur.execute("SELECT committed_at, kind, records_read, rows_written, dead_letters, "
-                    "extract(epoch FROM committed_at - started_at)::float FROM microingest.batches WHERE pipeline = %s "
+                    "extract(epoch FROM committed_at - started_at)::float, note FROM microingest.batches "
+                    "WHERE pipeline = %s "
                     "AND kind <> 'pin' ORDER BY committed_at DESC LIMIT %s", (pipeline, limit))
         return [BatchSummary(*row) for row in cur.fetchall()]

@@ -36,5 +36,5 @@ def status_lines(status: PipelineStatus, now: datetime | None = None) -> list[st
         for b in status.batches:
             lines.append(f"    {b.committed_at:%Y-%m-%d %H:%M:%S} {b.kind:<8} {b.records_read:>9,} read "
                          f"{b.rows_written:>9,} rows {b.dead_letters:>5,} dead letters {b.seconds:>7.1f}s "
-                         f"({b.rows_per_second:,.0f} rows/s)")
+                         f"({b.rows_per_second:,.0f} rows/s)" + (f"  {b.note}" if b.note else ""))
     return lines

@@ -1,0 +1,123 @@
+"""The escape hatch for a partition that no retry gets past: move its live position forward by hand.
+
+When a batch is refused for a reason that repeats on every retry (a dead-letter guard tripped by a broken producer, a
+target constraint its rows violate), `skip` moves one partition's ledger from its position to `until` in one
+transaction under the pipeline lock. Nothing vanishes: every skipped record is kept whole (key, value, headers,
+timestamp) in microingest.dead_letters with error_class `skipped` and the operator's reason, and the history holds a
+batch of kind `skip` saying who skipped what and why. A live run planned before the skip is fenced at its commit.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from psycopg2 import sql
+
+from microingest import storable
+from microingest.codec import copy_text_row
+from microingest.connections import get_connection, kafka_python_config, postgres_params
+from microingest.declarations import Pipeline
+from microingest.history import BatchRecord, RunInfo, record_batch
+from microingest.kafka_access import partition_bounds, read_range
+from microingest.ledger import fence_and_advance, lock_pipeline
+from microingest.planning import OffsetRange, RequestError
+from microingest.postgres import connection
+from microingest.staged_rows import stored_headers
+
+SKIPPED = "skipped"  # error_class of the dead letters a skip writes
+_COLUMNS = ("pipeline", "batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
+            "headers", "error_class", "error_message")
+
+
+@dataclass(frozen=True)
+class SkipResult:
+    batch_id: str
+    range: OffsetRange
+    records: int
+    note: str
+
+    def summary(self) -> str:
+        r = self.range
+        return (f"skipped {r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}): {self.records} record(s) kept "
+                f"as dead letters ({SKIPPED}), live position now {r.until_offset}; batch {self.batch_id}")
+
+
+def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, run: RunInfo | None = None
+         ) -> SkipResult:
+    """Move `partition`'s live position to `until`, the records on the way kept as dead letters; RequestError (with
+    nothing written) when the request makes no sense against the ledger and Kafka."""
+    reason = reason.strip()
+    if not reason:
+        raise RequestError("reason", "a skip needs a reason: it is kept with the skipped records and in the history")
+    kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
+    earliest, latest = partition_bounds(kafka, pipeline.topic)
+    run = run or RunInfo(kind="skip")
+    batch_id, started = str(uuid.uuid4()), datetime.now(timezone.utc)
+    note = storable.message(f"skipped by {who}: {reason}")
+    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+        with conn, conn.cursor() as cur:
+            lock_pipeline(cur, pipeline.name)
+            ledger = _ledger_position(cur, pipeline, partition)
+            position = ledger if ledger is not None or pipeline.start_from != "earliest" else earliest.get(partition)
+            skipped = _checked(pipeline.topic, partition, position, until, latest, ledger)
+            count = _keep_as_dead_letters(cur, pipeline, kafka, skipped, batch_id, note)
+            fence_and_advance(cur, pipeline.name, [skipped], batch_id)
+            record_batch(cur, pipeline.name, batch_id, [skipped], RunInfo(run.dag_id, run.run_id, run.task_try,
+                                                                          "skip"),
+                         BatchRecord(count, 0, count, started, note=note))
+    return SkipResult(batch_id, skipped, count, note)
+
+
+def _ledger_position(cur, pipeline: Pipeline, partition: int) -> int | None:
+    cur.execute("SELECT next_offset FROM microingest.ledger WHERE pipeline = %s AND topic = %s AND partition = %s",
+                (pipeline.name, pipeline.topic, partition))
+    row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+def _checked(topic: str, partition: int, position: int | None, until: int, latest: dict[int, int],
+             ledger: int | None) -> OffsetRange:
+    """The range to skip: from the live position (for a partition whose first batch never committed, where the live
+    pipeline starts: its earliest offset) to `until`."""
+    where = f"{topic}[{partition}]"
+    if partition not in latest:
+        raise RequestError("partition", f"partition {partition} does not exist in topic {topic} "
+                                        f"(partitions: {', '.join(map(str, sorted(latest)))})")
+    if position is None:
+        raise RequestError("partition", f"{where} has no live position yet: with start_from latest, the first "
+                                        "run records it; run the pipeline once")
+    if until <= position:
+        raise RequestError("until", f"until {until} is not beyond the live position {position} of {where}")
+    if until > latest[partition]:
+        raise RequestError("until", f"until {until} is beyond the log end of {where} (latest offset "
+                                    f"{latest[partition]})")
+    return OffsetRange(topic, partition, position, until, ledger)
+
+
+def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetRange, batch_id: str,
+                          note: str) -> int:
+    """COPY the range's records into the dead letters, in chunks: a skip may pass many records."""
+    statement = sql.SQL("COPY microingest.dead_letters ({}) FROM STDIN").format(
+        sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))).as_string(cur)
+    count, chunk = 0, io.StringIO()
+    for record in read_range(kafka, skipped.topic, skipped.partition, skipped.from_offset, skipped.until_offset):
+        ts = None if record.timestamp is None or record.timestamp < 0 else \
+            datetime.fromtimestamp(record.timestamp / 1000, timezone.utc)
+        chunk.write(copy_text_row((pipeline.name, batch_id, record.topic, record.partition, record.offset, ts,
+                                   record.key, record.value, stored_headers(record.headers), SKIPPED, note)))
+        count += 1
+        if count % 10_000 == 0:
+            _flush(cur, statement, chunk)
+            chunk = io.StringIO()
+    _flush(cur, statement, chunk)
+    return count
+
+
+def _flush(cur, statement: str, chunk: io.StringIO) -> None:
+    if chunk.tell():
+        chunk.seek(0)
+        cur.copy_expert(statement, chunk)
+
