@@ -52,7 +52,10 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
                                     clip_to_live=request.window is not None)
     for note in notes:
         log.info(note)
-    window_ms = None if request.window is None else tuple(epoch_ms(t) for t in request.window)
+    # Aggregates count each position once, and the history marks a batch's whole ranges as counted: a record the
+    # filter left out could never be counted afterwards. Their windows replay the whole span, as they always did.
+    filtered = request.window is not None and pipeline.sink_mode != "aggregate"
+    window_ms = tuple(epoch_ms(t) for t in request.window) if filtered else None
     plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms)
     if ranges:
         # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.

@@ -121,8 +121,9 @@ def cmd_skip(args) -> None:
 
     from microingest.skip import skip
 
-    result = skip(get_pipeline(args.pipeline), args.partition, args.until, args.reason, args.by or getpass.getuser())
-    print(result.summary())
+    result = skip(get_pipeline(args.pipeline), args.partition, args.until, args.reason, args.by or getpass.getuser(),
+                  dry_run=args.dry_run)
+    print(result.dry_run_summary() if args.dry_run else result.summary())
 
 
 def cmd_migrate(args) -> None:
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
     skipping.add_argument("--reason", required=True, help="why: kept with the records and in the history")
     skipping.add_argument("--by", help="who skips (default: the user running the command)")
+    skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
     skipping.set_defaults(func=cmd_skip)
     backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
                               description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "

@@ -96,24 +96,38 @@ def record_timestamps(config: dict[str, Any], topic: str, positions: dict[int, i
 def read_range(config: dict[str, Any], topic: str, partition: int, from_offset: int, until_offset: int,
                timeout_ms: int = 30000) -> Iterator[Any]:
     """The committed records of [from, until) of one partition, in offset order (kafka-python ConsumerRecords).
-    Offsets taken by transaction markers, aborted records or compaction yield nothing; a partition that stops
-    answering before `until` is an error, never a short read."""
-    with _reader(config, timeout_ms) as consumer:
-        tp = TopicPartition(topic, partition)
-        try:
-            consumer.assign([tp])
-            consumer.seek(tp, from_offset)
-            deadline = time.monotonic() + timeout_ms / 1000
-            while consumer.position(tp) < until_offset:
-                if time.monotonic() > deadline:
-                    raise KafkaAccessError(f"{topic}[{partition}] stopped answering at offset "
-                                           f"{consumer.position(tp)} of [{from_offset}, {until_offset})")
-                for record in consumer.poll(timeout_ms=200, max_records=5000).get(tp, []):
-                    if record.offset < until_offset:
-                        deadline = time.monotonic() + timeout_ms / 1000
-                        yield record
-        except KafkaError as exc:
-            raise KafkaAccessError(f"could not read records of {topic}[{partition}]: {exc!r}") from exc
+    Offsets taken by transaction markers, aborted records or compaction yield nothing; an offset Kafka no longer
+    holds, or a partition that stops moving before `until`, is an error, never a short read."""
+    try:
+        consumer = KafkaConsumer(**config, isolation_level="read_committed", enable_auto_commit=False,
+                                 auto_offset_reset="none", bootstrap_timeout_ms=timeout_ms)
+    except (KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    tp = TopicPartition(topic, partition)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, from_offset)
+        position, deadline = from_offset, time.monotonic() + timeout_ms / 1000
+        while position < until_offset:
+            for record in consumer.poll(timeout_ms=200, max_records=5000).get(tp, []):
+                if record.offset < until_offset:
+                    yield record
+            now_at = consumer.position(tp, timeout_ms=timeout_ms)
+            if now_at is None or now_at < position:
+                raise KafkaAccessError(f"{topic}[{partition}] lost its position at {position} of [{from_offset}, "
+                                       f"{until_offset})")
+            if now_at > position:  # markers and aborted records move it without a record: progress all the same
+                position, deadline = now_at, time.monotonic() + timeout_ms / 1000
+            elif time.monotonic() > deadline:
+                raise KafkaAccessError(f"{topic}[{partition}] stopped moving at offset {position} of [{from_offset}, "
+                                       f"{until_offset})")
+    except KafkaError as exc:
+        raise KafkaAccessError(f"could not read records of {topic}[{partition}]: {exc!r}") from exc
+    except UnicodeDecodeError as exc:  # kafka-python decodes header names strictly (Java's client replaces)
+        raise KafkaAccessError(f"kafka-python cannot read a record of {topic}[{partition}] near offset {position}: "
+                               f"a header name is not UTF-8 ({exc.reason})") from None
+    finally:
+        consumer.close()
 
 
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:

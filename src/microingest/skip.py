@@ -41,14 +41,22 @@ class SkipResult:
 
     def summary(self) -> str:
         r = self.range
+        lost = f"; offsets [{r.gap[0]}, {r.gap[1]}) were already deleted by retention (recorded as a gap)" \
+            if r.gap else ""
         return (f"skipped {r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}): {self.records} record(s) kept "
-                f"as dead letters ({SKIPPED}), live position now {r.until_offset}; batch {self.batch_id}")
+                f"as dead letters ({SKIPPED}), live position now {r.until_offset}{lost}; batch {self.batch_id}")
+
+    def dry_run_summary(self) -> str:
+        r = self.range
+        return (f"would skip {r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}) ({r.size} offsets), the "
+                f"records kept as dead letters ({SKIPPED}); dry run: nothing written")
 
 
-def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, run: RunInfo | None = None
-         ) -> SkipResult:
+def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, run: RunInfo | None = None,
+         dry_run: bool = False) -> SkipResult:
     """Move `partition`'s live position to `until`, the records on the way kept as dead letters; RequestError (with
-    nothing written) when the request makes no sense against the ledger and Kafka."""
+    nothing written) when the request makes no sense against the ledger and Kafka. A dry run checks it all and
+    writes nothing (its result counts the offsets, not the records)."""
     reason = reason.strip()
     if not reason:
         raise RequestError("reason", "a skip needs a reason: it is kept with the skipped records and in the history")
@@ -61,8 +69,9 @@ def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, 
         with conn, conn.cursor() as cur:
             lock_pipeline(cur, pipeline.name)
             ledger = _ledger_position(cur, pipeline, partition)
-            position = ledger if ledger is not None or pipeline.start_from != "earliest" else earliest.get(partition)
-            skipped = _checked(pipeline.topic, partition, position, until, latest, ledger)
+            skipped = _checked(pipeline, partition, ledger, until, earliest, latest)
+            if dry_run:
+                return SkipResult(batch_id, skipped, skipped.size, note)
             count = _keep_as_dead_letters(cur, pipeline, kafka, skipped, batch_id, note)
             fence_and_advance(cur, pipeline.name, [skipped], batch_id)
             record_batch(cur, pipeline.name, batch_id, [skipped], RunInfo(run.dag_id, run.run_id, run.task_try,
@@ -78,23 +87,26 @@ def _ledger_position(cur, pipeline: Pipeline, partition: int) -> int | None:
     return None if row is None else row[0]
 
 
-def _checked(topic: str, partition: int, position: int | None, until: int, latest: dict[int, int],
-             ledger: int | None) -> OffsetRange:
-    """The range to skip: from the live position (for a partition whose first batch never committed, where the live
-    pipeline starts: its earliest offset) to `until`."""
-    where = f"{topic}[{partition}]"
+def _checked(pipeline: Pipeline, partition: int, ledger: int | None, until: int, earliest: dict[int, int],
+             latest: dict[int, int]) -> OffsetRange:
+    """The range to skip: from the live position to `until`. For a partition whose first batch never committed, the
+    live position is where the pipeline would start: its earliest offset (start_from earliest). Offsets retention
+    already deleted are no record to keep: the range starts at the earliest offset still there, and its gap
+    [ledger, earliest) goes into the history as any retention gap does."""
+    where = f"{pipeline.topic}[{partition}]"
     if partition not in latest:
-        raise RequestError("partition", f"partition {partition} does not exist in topic {topic} "
+        raise RequestError("partition", f"partition {partition} does not exist in topic {pipeline.topic} "
                                         f"(partitions: {', '.join(map(str, sorted(latest)))})")
-    if position is None:
+    if ledger is None and pipeline.start_from != "earliest":
         raise RequestError("partition", f"{where} has no live position yet: with start_from latest, the first "
                                         "run records it; run the pipeline once")
+    position = earliest[partition] if ledger is None else ledger
     if until <= position:
         raise RequestError("until", f"until {until} is not beyond the live position {position} of {where}")
     if until > latest[partition]:
         raise RequestError("until", f"until {until} is beyond the log end of {where} (latest offset "
                                     f"{latest[partition]})")
-    return OffsetRange(topic, partition, position, until, ledger)
+    return OffsetRange(pipeline.topic, partition, max(position, earliest[partition]), until, ledger)
 
 
 def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetRange, batch_id: str,
@@ -104,8 +116,7 @@ def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetR
         sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))).as_string(cur)
     count, chunk = 0, io.StringIO()
     for record in read_range(kafka, skipped.topic, skipped.partition, skipped.from_offset, skipped.until_offset):
-        ts = None if record.timestamp is None or record.timestamp < 0 else \
-            datetime.fromtimestamp(record.timestamp / 1000, timezone.utc)
+        ts = _kafka_time(record.timestamp)
         chunk.write(copy_text_row((pipeline.name, batch_id, record.topic, record.partition, record.offset, ts,
                                    record.key, record.value, stored_headers(record.headers), SKIPPED, note)))
         count += 1
@@ -114,6 +125,14 @@ def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetR
             chunk = io.StringIO()
     _flush(cur, statement, chunk)
     return count
+
+
+def _kafka_time(ms: int | None) -> datetime | None:
+    # None for a record without a timestamp (-1), or one stamped beyond what Python and Postgres hold.
+    try:
+        return None if ms is None or ms < 0 else storable.epoch_millis(ms)
+    except storable.Unstorable:
+        return None
 
 
 def _flush(cur, statement: str, chunk: io.StringIO) -> None:

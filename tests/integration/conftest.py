@@ -79,10 +79,11 @@ class Env:
         """Raw (key, value[, headers]) records; returns their (partition, offset)."""
         return produce(self.kafka, self.pipeline.topic, records)
 
-    def send_to(self, partition: int, records: list[tuple], timestamp_ms: int) -> list[tuple[int, int]]:
-        """Raw records into one partition, all with one Kafka timestamp; returns their (partition, offset)."""
+    def send_to(self, partition: int, records: list[tuple], timestamp_ms: int | None = None) -> list[tuple[int, int]]:
+        """Raw records into one partition, all with one Kafka timestamp (default: the producer's clock; the broker
+        deletes records timestamped beyond its retention, 7 days); returns their (partition, offset)."""
         return produce(self.kafka, self.pipeline.topic, records, partition_of=lambda i, k: partition,
-                       timestamp_of=lambda i: timestamp_ms)
+                       timestamp_of=None if timestamp_ms is None else lambda i: timestamp_ms)
 
     def replace_target(self, columns: str) -> None:
         """Give this test's pipeline a target table of another shape (for the upsert and aggregate sinks)."""

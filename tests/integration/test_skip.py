@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 
+from kafka import KafkaAdminClient, TopicPartition
+
 from microingest.live_planning import plan_live_run, plan_next_batch
 
 
@@ -20,7 +22,7 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
     env.redeclare(dead_letter={"max_records": 0})  # a guard that refuses any batch holding a bad record
     records = [(b"k", event(i)) for i in range(10)] + [(b"k", b"broken producer", [("h", b"\x00")])] * 3 + \
               [(b"k", event(i)) for i in range(10, 20)]
-    sent = env.send_to(0, records, 1_700_000_000_000)
+    sent = env.send_to(0, records)
     refused = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
     assert refused.returncode == 3 and "exceed dead_letter.max_records 0" in refused.stdout
     env.redeclare(max_records_per_batch=10)
@@ -52,9 +54,9 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
 
 
 def test_a_live_batch_planned_before_a_skip_is_fenced(env):
-    env.send_to(0, [(b"k", event(i)) for i in range(5)], 1_700_000_000_000)
+    env.send_to(0, [(b"k", event(i)) for i in range(5)])
     env.ingest_all()
-    env.send_to(0, [(b"k", event(i)) for i in range(5, 9)], 1_700_000_000_000)
+    env.send_to(0, [(b"k", event(i)) for i in range(5, 9)])
     planned = list(plan_next_batch(env.pipeline).ranges)
     assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "7", "--reason", "test").returncode == 0
 
@@ -66,7 +68,7 @@ def test_a_live_batch_planned_before_a_skip_is_fenced(env):
 
 def test_a_skip_triggered_with_params_through_airflow(api, served):
     env = served["skip"]
-    sent = env.send_to(1, [(b"k", b"not json")] * 4 + [(b"k", event(i)) for i in range(6)], 1_700_000_000_000)
+    sent = env.send_to(1, [(b"k", b"not json")] * 4 + [(b"k", event(i)) for i in range(6)])
     dag_id = env.pipeline.dag_id
     refused = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert refused.state == "failed" and 1 not in env.ledger()
@@ -84,3 +86,27 @@ def test_a_skip_triggered_with_params_through_airflow(api, served):
     landed = {(p, o) for p, o, _ in env.target_rows()}
     dead = {(p, o) for p, o, cls, *_ in env.dead_letters() if cls == "skipped"}
     assert landed | dead == set(sent) and not landed & dead
+
+
+def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_records_the_gap(env):
+    """A partition stuck longer than the topic's retention: its live position lies below the earliest offset. The
+    skip keeps every record Kafka still holds and records the deleted offsets as a gap, never a short read."""
+    env.send_to(0, [(b"k", event(i)) for i in range(5)])
+    env.ingest_all()
+    env.send_to(0, [(b"k", event(i)) for i in range(5, 15)])
+    admin = KafkaAdminClient(**env.kafka)
+    admin.delete_records({TopicPartition(env.pipeline.topic, 0): 8})
+    admin.close()
+
+    dry = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck", "--dry-run")
+    assert dry.returncode == 0 and "would skip " + env.pipeline.topic + "[0] [8, 12) (4 offsets)" in dry.stdout
+    assert env.ledger() == {0: 5} and env.dead_letters() == []
+    result = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck")
+    assert result.returncode == 0, result.stderr
+    assert "[8, 12): 4 record(s)" in result.stdout
+    assert "offsets [5, 8) were already deleted by retention" in result.stdout
+
+    assert [o for _, o, *_ in env.dead_letters()] == [8, 9, 10, 11] and env.ledger() == {0: 12}
+    [(gaps,)] = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
+                          (env.pipeline.name,))
+    assert gaps == [{"topic": env.pipeline.topic, "partition": 0, "from": 5, "until": 8}]

@@ -58,7 +58,10 @@ def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
     from microingest.skip import skip
 
     if request.dry_run:
-        ti.xcom_push(key=PLAN_SUMMARY_KEY, value=f"{request.describe()} (dry run: nothing written)")
+        checked = skip(pipeline, request.skip.partition, request.skip.until, request.skip.reason, "dry run",
+                       dry_run=True)
+        log.info(checked.dry_run_summary())
+        ti.xcom_push(key=PLAN_SUMMARY_KEY, value=checked.dry_run_summary())
         return None
     with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
         earlier = committed_by_run(conn, pipeline.name, ti.dag_id, ti.run_id, "skip")
