@@ -81,7 +81,7 @@ status:
 
 demo: install
 	$(PLATFORM) up
-	$(WITH_ENV) $(BIN)/python -m microingest.demo
+	$(WITH_ENV) $(BIN)/python -m microingest.cli.demo
 
 # The suite declares its Airflow-served pipelines in a folder of its own; `make up` serves pipelines/ again.
 TEST_PIPELINES := $(STATE)/test-pipelines
@@ -97,7 +97,7 @@ test: install browser
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services
-	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/test_chaos.py
+	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/deploy/test_chaos.py
 
 # The bench declares its pipelines in a folder of its own too. BENCH_ARGS passes more options (see
 # `python -m microingest.bench --help`), e.g. BENCH_ARGS="--contenders airflow,kafka_loop --small-batches 5".

@@ -1,8 +1,8 @@
-"""Registers the microingest lag page with Airflow's api-server and its UI navigation. Logic: microingest.lag.page."""
+"""Registers the microingest lag page with Airflow's api-server and its UI navigation. Logic: microingest.airflow.lag_page."""
 
 from airflow.plugins_manager import AirflowPlugin
 
-from microingest.lag.page import app
+from microingest.airflow.lag_page import app
 
 
 class MicroingestPlugin(AirflowPlugin):

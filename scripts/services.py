@@ -19,9 +19,10 @@ from local_platform import airflow, kafka, postgres, spark_connect
 from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SPARK_CONNECT_PORT, STATE,
                                    VENV_BIN, private_file)
 from local_platform.processes import running_pid, say
-from microingest.connections import (env_name, get_connection, kafka_python_config, parse_connection,
-                                     postgres_params, to_env_value)
-from microingest.spark_connect import PLATFORM_CONN_ID
+
+from microingest.spark.connect import PLATFORM_CONN_ID
+from microingest.systems.connections import (env_name, get_connection, kafka_python_config, parse_connection,
+                                             postgres_params, to_env_value)
 
 PG_CONN, KAFKA_CONN, SPARK_CONN = "microingest_postgres", "microingest_kafka", "microingest_spark"
 SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # pipelines select the long-lived driver with this spark_conn_id
@@ -73,7 +74,7 @@ def connections() -> dict[str, str]:
 
 def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
     """Pipelines declared in the folder whose Spark connection is the local Spark Connect server."""
-    from microingest.declarations import load_declarations
+    from microingest.declare.declarations import load_declarations
 
     if configured(SPARK_CONNECT_CONN):
         return []  # a server of someone else's: not ours to start
@@ -96,7 +97,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
     write_env(env)
     os.environ.update(env)
 
-    from microingest.migrations import migrate
+    from microingest.systems.migrations import migrate
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")

@@ -14,7 +14,7 @@ import time
 from pyspark.sql import SparkSession
 
 from microingest.bench.streaming import available_now
-from microingest.connections import get_connection, postgres_params, spark_kafka_options
+from microingest.systems.connections import get_connection, postgres_params, spark_kafka_options
 
 
 def main(argv: list[str]) -> int:

@@ -12,9 +12,9 @@ import sys
 from pyspark.sql import SparkSession
 
 from microingest.bench.streaming import count_ranges
-from microingest.connections import get_connection, spark_kafka_options
-from microingest.planning import OffsetRange
-from microingest.spark_batch import kafka_read_options
+from microingest.plan.offsets import OffsetRange
+from microingest.spark.batches import kafka_read_options
+from microingest.systems.connections import get_connection, spark_kafka_options
 
 
 def main(argv: list[str]) -> int:

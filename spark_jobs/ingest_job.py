@@ -2,7 +2,7 @@
 
 Started by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator): by spark-submit, or,
 with `--spark-connect <conn_id>`, as a plain Python client of a long-lived Spark Connect server
-(microingest.spark_connect). All logic lives in the microingest package. Connections come from AIRFLOW_CONN_*
+(microingest.spark.connect). All logic lives in the microingest package. Connections come from AIRFLOW_CONN_*
 environment variables set for this process.
 """
 
@@ -18,14 +18,14 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from microingest.connections import get_connection, kafka_python_config, postgres_params, spark_kafka_options
-from microingest.declarations import get_pipeline
-from microingest.history import RunInfo
+from microingest.commit.history import RunInfo
+from microingest.commit.ledger import LedgerError
+from microingest.commit.sinks import TargetError
+from microingest.declare.declarations import get_pipeline
 from microingest.lag.mirror import GroupMirror
-from microingest.ledger import LedgerError
-from microingest.planning import RunPlan
-from microingest.sinks import TargetError
-from microingest.spark_batch import RunProgress, run_plan
+from microingest.plan.offsets import RunPlan
+from microingest.spark.batches import RunProgress, run_plan
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, spark_kafka_options
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     finally:
         mirror.close()
         if args.spark_connect and not finished:
-            from microingest.spark_connect import interrupt_own
+            from microingest.spark.connect import interrupt_own
 
             interrupt_own(spark)
         spark.stop()
@@ -75,7 +75,7 @@ def session(name: str, connect_conn_id: str | None):
     """A Spark application of this process's own, or a session on a Spark Connect server."""
     if not connect_conn_id:
         return SparkSession.builder.appName(f"microingest-{name}").getOrCreate()
-    from microingest.spark_connect import job_session
+    from microingest.spark.connect import job_session
 
     spark = job_session(get_connection(connect_conn_id), f"microingest-{name}-{uuid.uuid4().hex}")
     # Killed (the task's on_kill, a timeout): unwind, so the batch's staging is discarded and the server's work

@@ -14,7 +14,7 @@ import struct
 
 import pyarrow as pa
 
-from microingest.staged_rows import KAFKA_COLUMNS
+from microingest.decode.staged_rows import KAFKA_COLUMNS
 
 KAFKA_TIMESTAMP_MICROS = 1_700_000_000_000_000  # kafka_batch's records: this plus their offset
 SCHEMA = {"id": {"type": "string", "required": True}, "n": "integer", "amount": "double", "ok": "boolean",

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from local_platform.config import CONTROLLER_PORT, KAFKA_PORT, KAFKA_SASL_PORT, STATE, private_file
 from local_platform.processes import say, spawn, stop, wait_for
-from microingest.connections import jaas_quote
+
+from microingest.systems.connections import jaas_quote
 
 SASL_PASSWORD_SUFFIX = '"\\\u00e9'
 

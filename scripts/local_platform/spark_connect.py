@@ -1,5 +1,5 @@
 """The local Spark Connect server: the long-lived Spark driver that pipelines with a `spark_connect` Spark connection
-run on (microingest.spark_connect). Started by `up` when a declared pipeline selects it, or with `--spark-connect`."""
+run on (microingest.spark.connect). Started by `up` when a declared pipeline selects it, or with `--spark-connect`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import socket
 
 from local_platform.config import SPARK_CONNECT_PORT, STATE
 from local_platform.processes import say, spawn, stop, wait_for
-from microingest import spark_connect
-from microingest.connections import ConnectionInfo
+
+from microingest.spark import connect as spark_connect
+from microingest.systems.connections import ConnectionInfo
 
 NAME = "spark-connect"
 HOST = "127.0.0.1"

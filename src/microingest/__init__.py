@@ -1,11 +1,12 @@
 """microingest: exactly-once batch ingestion of Kafka offset ranges into Postgres, orchestrated by Airflow.
 
-Module map (one concern each):
-  declarations  pipeline YAML -> Pipeline            planning   ledger + Kafka offsets -> offset ranges
-  kafka_access  kafka-python + Spark Kafka options   ledger     Postgres ledger, staging and the commit protocol
-  sinks         how staged rows become target rows   codec      record bytes -> typed row
-  spark_batch   the Spark job body                   lag        per-partition consumer lag
-  connections   Airflow connections -> client config airflow/   DAG factory and operators (imports Airflow)
+One package per stage of the data's way, declare -> plan -> read/decode -> commit -> observe:
+  declare/   pipeline YAML -> Pipeline             plan/      ledger + Kafka + Params -> offset ranges
+  decode/    Kafka records -> staged rows / dead letters, every value storable
+  commit/    staging, the one transaction per batch, ledger, history, the skip
+  lag/       consumer lag figures and rules        spark/     the Spark job, spark-submit, Spark Connect
+  systems/   connections, Postgres, Kafka, migrations
+  airflow/   everything that imports Airflow       cli/       the command line, the demo, the REST client
 """
 
 __version__ = "0.1.0"

@@ -18,14 +18,15 @@ import browser_session
 import pytest
 from psycopg2 import sql
 
-from microingest import spark_connect, spark_submit
-from microingest.connections import get_connection, kafka_python_config, postgres_params
-from microingest.declarations import Pipeline, load_pipeline_file
-from microingest.identifiers import split_table_name
-from microingest.kafka_access import create_topic, json_bytes, produce
-from microingest.history import RunInfo
-from microingest.planning import OffsetRange, RunPlan
-from microingest.postgres import connection
+from microingest.commit.history import RunInfo
+from microingest.declare.declarations import Pipeline, load_pipeline_file
+from microingest.declare.identifiers import split_table_name
+from microingest.plan.offsets import OffsetRange, RunPlan
+from microingest.spark import connect as spark_connect
+from microingest.spark import submit as spark_submit
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.systems.kafka_access import create_topic, json_bytes, produce
+from microingest.systems.postgres import connection
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
@@ -94,7 +95,7 @@ class Env:
     def ingest_all(self) -> list:
         """Live runs until nothing is left (one usually: a run commits its whole plan, batch by batch, in one Spark
         job); returns each job's completed process."""
-        from microingest.live_planning import plan_live_run
+        from microingest.plan.live import plan_live_run
 
         results = []
         while (plan := plan_live_run(self.pipeline)).ranges:
@@ -267,7 +268,7 @@ def browser():
 
 @pytest.fixture(scope="session")
 def api():
-    from microingest.airflow.rest_client import AirflowClient
+    from microingest.cli.rest_client import AirflowClient
 
     return AirflowClient()
 

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, task
 
+from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
-from microingest.declarations import DeclarationError, Pipeline, load_declarations
-from microingest.lag.sensors import LagGateSensor, LagSlaSensor
+from microingest.declare.declarations import DeclarationError, Pipeline, load_declarations
 
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _TAG_MAX_LEN = 100  # Airflow's limit on a DAG tag

@@ -7,18 +7,19 @@ import os
 import tempfile
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from microingest import settings, spark_connect, spark_submit
+from microingest import settings
 from microingest.airflow.job_process import JobProcess
-from microingest.connections import ConnectionInfo, env_name, get_connection, postgres_params, to_env_value
-from microingest.declarations import Pipeline
-from microingest.history import RunInfo, committed_by_run
-from microingest.planning import RunPlan
-from microingest.postgres import connection
-
+from microingest.commit.history import RunInfo, committed_by_run
+from microingest.declare.declarations import Pipeline
+from microingest.plan.offsets import RunPlan
+from microingest.spark import connect as spark_connect
+from microingest.spark import submit as spark_submit
+from microingest.systems.connections import ConnectionInfo, env_name, get_connection, postgres_params, to_env_value
+from microingest.systems.postgres import connection
 
 LOCAL_MASTER = "local[*]"
 # Refusals of the job that the same plan would meet again: fail the task without spending its retries.
@@ -34,7 +35,7 @@ class SparkIngestOperator(SparkSubmitOperator):
 
     The Spark master comes from the pipeline's Spark connection, `local[*]` when that connection is not defined (the
     provider on its own would fall back to YARN). A connection of type `spark_connect` runs the job on that long-lived
-    Spark Connect server instead (microingest.spark_connect): the job is then a Python client, started here without
+    Spark Connect server instead (microingest.spark.connect): the job is then a Python client, started here without
     spark-submit. Kafka and Postgres connections are resolved here and handed to the job as environment variables
     after templates are rendered, so credentials appear neither in rendered templates nor on the command line.
     """

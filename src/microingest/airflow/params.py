@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from airflow.sdk import Param
 
-from microingest.declarations import Pipeline
-from microingest.overlap import OVERLAP_POLICIES
-from microingest.run_request import (BACKFILL_RANGES, FROM_TIME, SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL,
-                                     UNTIL_TIME)
+from microingest.commit.overlap import OVERLAP_POLICIES
+from microingest.declare.declarations import Pipeline
+from microingest.plan.request import BACKFILL_RANGES, FROM_TIME, SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, UNTIL_TIME
 
 LIVE, BACKFILL, SKIP = "Live run", "Backfill", "Skip a stuck partition"
 _OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}

@@ -8,20 +8,20 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from microingest.airflow.remote_run import PLAN_SUMMARY_KEY
-from microingest.declarations import Pipeline
-from microingest.history import RunInfo
-from microingest.planning import RequestError, RunPlan
-from microingest.run_request import RunRequest, parse_request
+from microingest.cli.remote_run import PLAN_SUMMARY_KEY
+from microingest.commit.history import RunInfo
+from microingest.declare.declarations import Pipeline
+from microingest.plan.offsets import RequestError, RunPlan
+from microingest.plan.request import RunRequest, parse_request
 
 log = logging.getLogger(__name__)
 
 
 def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     """The run plan as XCom, or None to skip `ingest`."""
-    from microingest.backfill_planning import plan_backfill
-    from microingest.live_planning import plan_live_run
-    from microingest.overlap import OverlapError
+    from microingest.commit.overlap import OverlapError
+    from microingest.plan.backfill import plan_backfill
+    from microingest.plan.live import plan_live_run
 
     ti, dag_run = context["ti"], context["dag_run"]
     run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
@@ -52,10 +52,10 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
 
 def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
     """A skip is the whole run: done here, in one transaction, and `ingest` is skipped."""
-    from microingest.connections import get_connection, postgres_params
-    from microingest.history import committed_by_run
-    from microingest.postgres import connection
-    from microingest.skip import skip
+    from microingest.commit.history import committed_by_run
+    from microingest.commit.skip import skip
+    from microingest.systems.connections import get_connection, postgres_params
+    from microingest.systems.postgres import connection
 
     if request.dry_run:
         checked = skip(pipeline, request.skip.partition, request.skip.until, request.skip.reason, "dry run",

@@ -11,19 +11,21 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any, Callable
+from urllib.parse import quote
 
-from microingest import settings, spark_connect, spark_submit
+from microingest import settings
 from microingest.bench.dataset import SCHEMA
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
-from microingest.connections import get_connection
-from microingest.declarations import Pipeline, load_pipeline_file
-from microingest.history import RunInfo
-from microingest.kafka_access import partition_bounds
-from microingest.live_planning import plan_live_run
-from microingest.postgres import connection
+from microingest.commit.history import RunInfo
+from microingest.declare.declarations import Pipeline, load_pipeline_file
+from microingest.plan.live import plan_live_run
+from microingest.spark import connect as spark_connect
+from microingest.spark import submit as spark_submit
+from microingest.systems.connections import get_connection
+from microingest.systems.kafka_access import partition_bounds
+from microingest.systems.postgres import connection
 
 
 class BenchError(RuntimeError):
@@ -170,7 +172,7 @@ class ThroughAirflow(_Platform):
 
     def prepare(self) -> None:
         super().prepare()
-        from microingest.airflow.rest_client import AirflowClient
+        from microingest.cli.rest_client import AirflowClient
 
         self.client = AirflowClient()
 

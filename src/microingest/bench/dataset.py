@@ -17,8 +17,8 @@ from typing import IO, Any, Callable
 
 from kafka import KafkaProducer
 
-from microingest.codec import copy_text_row
-from microingest.kafka_access import create_topic, partition_bounds
+from microingest.decode.codec import copy_text_row
+from microingest.systems.kafka_access import create_topic, partition_bounds
 
 EVENT_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the first event's event_time
 SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",

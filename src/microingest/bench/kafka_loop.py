@@ -21,7 +21,7 @@ import psycopg2
 from kafka import KafkaConsumer, TopicPartition
 
 from microingest.bench.dataset import VALUE_COLUMNS
-from microingest.connections import get_connection, kafka_python_config, postgres_params
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
 
 OFFSETS_DDL = ("CREATE TABLE IF NOT EXISTS bench.kafka_loop_offsets (topic text, partition integer, next_offset "
                "bigint NOT NULL, PRIMARY KEY (topic, partition))")

@@ -11,11 +11,12 @@ import json
 import os
 import time
 
-from microingest import settings, spark_submit
+from microingest import settings
 from microingest.bench.contenders import Context, Run, bench_result, run_logged
 from microingest.bench.dataset import VALUE_COLUMNS, Dataset, write_copy_rows
 from microingest.bench.targets import table_name
-from microingest.postgres import connection
+from microingest.spark import submit as spark_submit
+from microingest.systems.postgres import connection
 
 COPY_KEY, COUNT_KEY = "copy_limit", "spark_count"
 LABELS = {COPY_KEY: "limit: Postgres COPY of the decoded rows from a local file",

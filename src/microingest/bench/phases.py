@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from microingest.postgres import connection
+from microingest.systems.postgres import connection
 
 # (key, name, what it holds), in the order time passes in a run
 PHASES = (("airflow", "Airflow", "trigger → ingest task start: scheduling and the plan task"),

@@ -20,8 +20,8 @@ from microingest.bench.dataset import create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
 from microingest.bench.phases import median_split
 from microingest.bench.targets import create_targets, landed
-from microingest.connections import get_connection, kafka_python_config, postgres_params
-from microingest.postgres import connection
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.systems.postgres import connection
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Any
 from psycopg2 import sql
 
 from microingest.bench.dataset import SCHEMA
-from microingest.codec import PG_TYPES
-from microingest.postgres import connection
+from microingest.decode.codec import PG_TYPES
+from microingest.systems.postgres import connection
 
 SCHEMA_NAME = "bench"
 

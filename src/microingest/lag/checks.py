@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
-from microingest.declarations import Pipeline
+from microingest.declare.declarations import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags, time_lag
 from microingest.lag.policy import GatePolicy, SlaPolicy
@@ -42,8 +42,8 @@ class Check:
 
 
 def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None) -> Check:
-    from microingest.connections import get_connection, kafka_python_config
-    from microingest.kafka_access import record_timestamps
+    from microingest.systems.connections import get_connection, kafka_python_config
+    from microingest.systems.kafka_access import record_timestamps
 
     now = now or datetime.now(timezone.utc)
     lags = partition_lags(pipeline, now, fetch_records=False)
@@ -93,8 +93,8 @@ def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]
 
 def record_caught_up(pipeline: Pipeline, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
     """Best effort: a check that could not record still answers (the next poke records again)."""
-    from microingest.connections import get_connection, postgres_params
-    from microingest.postgres import PostgresUnavailableError, connection
+    from microingest.systems.connections import get_connection, postgres_params
+    from microingest.systems.postgres import PostgresUnavailableError, connection
 
     seen = caught_up(lags, now)
     if not seen:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from microingest.declarations import Pipeline
+from microingest.declare.declarations import Pipeline
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,9 @@ def partition_lags(pipeline: Pipeline, now: datetime | None = None,
     """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
     query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
     `points` (observations per partition) fill in where no record was fetched."""
-    from microingest.connections import get_connection, kafka_python_config
-    from microingest.kafka_access import KafkaAccessError, record_timestamps
-    from microingest.live_planning import observe
+    from microingest.plan.live import observe
+    from microingest.systems.connections import get_connection, kafka_python_config
+    from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
 
     now = now or datetime.now(timezone.utc)
     ledger, earliest, latest = observe(pipeline)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from microingest.declarations import Pipeline
+from microingest.declare.declarations import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
 from microingest.lag.states import LagState, Observation, Rules, Verdict, evaluate_partition, worst
@@ -77,9 +77,9 @@ def window_of(pipeline: Pipeline) -> timedelta:
 def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_records: bool = True,
                     last_batches: int = 5) -> PipelineStatus:
     """Read the ledger, Kafka and the recorded history; judge each partition and the pipeline."""
-    from microingest.connections import get_connection, postgres_params
-    from microingest.kafka_access import KafkaAccessError
-    from microingest.postgres import connection
+    from microingest.systems.connections import get_connection, postgres_params
+    from microingest.systems.kafka_access import KafkaAccessError
+    from microingest.systems.postgres import connection
 
     now = now or datetime.now(timezone.utc)
     rules = Rules(window=window_of(pipeline))

@@ -1,0 +1,60 @@
+"""The trigger the lag sensors defer to: the waiting happens in Airflow's triggerer, holding no worker slot.
+
+It asks one of the lag checks (gate: enough work? health: within the SLA?) every `poke_seconds`, in a thread (the
+checks use kafka-python and psycopg2, which block), and fires once the answer is yes or the deadline has passed.
+Importable by the triggerer from the installed package: microingest.airflow.lag_triggers.LagTrigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+CHECKS = ("gate", "health")
+
+
+def run_check(check: str, pipeline_name: str) -> dict:
+    """One poke: the named check of the pipeline's declared policy, as a dict (what the event carries)."""
+    from microingest.declare.declarations import get_pipeline
+    from microingest.lag.checks import gate_check, health_check
+
+    pipeline = get_pipeline(pipeline_name)
+    if check == "gate":
+        return gate_check(pipeline, pipeline.lag.gate).to_dict()
+    return health_check(pipeline, pipeline.lag.sla).to_dict()
+
+
+class LagTrigger(BaseTrigger):
+    def __init__(self, pipeline: str, check: str, deadline: str, poke_seconds: float = 30):
+        super().__init__()
+        if check not in CHECKS:
+            raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
+        self.pipeline, self.check, self.deadline, self.poke_seconds = pipeline, check, deadline, poke_seconds
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"pipeline": self.pipeline, "check": self.check, "deadline": self.deadline,
+                 "poke_seconds": self.poke_seconds})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        deadline = datetime.fromisoformat(self.deadline)
+        pokes = 0
+        while True:
+            pokes += 1
+            try:
+                result = await asyncio.to_thread(run_check, self.check, self.pipeline)
+            except Exception as exc:  # Kafka or Postgres away for a moment: look again, fail only at the deadline
+                self.log.warning("%s check of %s failed: %r", self.check, self.pipeline, exc)
+                result = {"met": False, "summary": f"check failed: {type(exc).__name__}: {exc}"}
+            if result["met"]:
+                yield TriggerEvent({"status": "met", "pokes": pokes, **result})
+                return
+            remaining = (deadline - datetime.now(timezone.utc)).total_seconds()
+            if remaining <= 0:
+                yield TriggerEvent({"status": "deadline", "pokes": pokes, **result})
+                return
+            self.log.info("%s of %s not met yet: %s", self.check, self.pipeline, result["summary"])
+            await asyncio.sleep(min(self.poke_seconds, remaining))

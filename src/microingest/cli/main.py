@@ -1,0 +1,214 @@
+"""`microingest` command line: inspect and operate pipelines without the Airflow UI.
+
+  microingest validate            check every declaration in the pipelines folder
+  microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
+  microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
+  microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
+  microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
+                                  move a stuck partition's live position, keeping the skipped records as dead letters
+  microingest migrate             apply sql/ migrations to the pipelines' Postgres
+  microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+
+from microingest.cli.rest_client import AirflowApiError
+from microingest.commit.ledger import LedgerError
+from microingest.commit.overlap import OVERLAP_POLICIES
+from microingest.declare.declarations import DeclarationError, Pipeline, get_pipeline, load_declarations
+from microingest.plan.offsets import PlanningError
+from microingest.systems.connections import ConnectionConfigError, get_connection, postgres_params
+from microingest.systems.kafka_access import KafkaAccessError
+from microingest.systems.postgres import PostgresUnavailableError
+
+EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError,
+                   PostgresUnavailableError, AirflowApiError)
+
+
+class UsageError(ValueError):
+    """Arguments that do not make a request; reported like argparse's own errors (exit 2)."""
+
+
+def cmd_validate(args) -> int:
+    pipelines, errors = load_declarations()
+    for p in pipelines:
+        print(f"ok  {p.name}: topic {p.topic} -> {p.target_table} (DAG {p.dag_id}, schedule {p.schedule})")
+    for error in errors:
+        print(f"bad {error}")
+    print(f"{len(pipelines)} pipeline declaration(s) valid" + (f", {len(errors)} malformed" if errors else ""))
+    return 2 if errors else 0
+
+
+def declared_pipelines() -> list[Pipeline]:
+    """The valid declarations; each malformed one is reported on stderr and left out, as the DAG file does."""
+    pipelines, errors = load_declarations()
+    for error in errors:
+        print(f"microingest: skipping a malformed declaration: {error}", file=sys.stderr)
+    return pipelines
+
+
+def cmd_plan(args) -> None:
+    from microingest.plan.live import plan_live_run
+
+    plan = plan_live_run(get_pipeline(args.pipeline), record_pins=False)
+    print(json.dumps({**plan.to_dict(), "batches": plan.batches_needed}, indent=2))
+
+
+def cmd_lag(args) -> None:
+    from microingest.lag.status import pipeline_status
+    from microingest.lag.text import status_lines
+
+    names = [args.pipeline] if args.pipeline else [p.name for p in declared_pipelines()]
+    statuses = [pipeline_status(get_pipeline(name)) for name in names]
+    if args.json:
+        print(json.dumps([s.to_dict() for s in statuses] if not args.pipeline else statuses[0].to_dict(), indent=2))
+        return
+    for status in statuses:
+        print("\n".join(status_lines(status)) + "\n")
+
+
+def backfill_conf(args) -> dict:
+    """The DAG run's Params for `microingest backfill`; Airflow and the plan task judge the values."""
+    by_offsets = args.partition or args.from_offset or args.until_offset
+    by_time = args.from_time or args.until_time
+    if bool(by_offsets) == bool(by_time):
+        raise UsageError("give --partition/--from/--until (offsets) or --from-time/--until-time, one of the two")
+    conf = {"overlap": args.overlap, "dry_run": args.dry_run}
+    if by_time:
+        if not (args.from_time and args.until_time):
+            raise UsageError("a time window needs both --from-time and --until-time")
+        return {**conf, "backfill_from_time": _utc_iso(args.from_time, "--from-time"),
+                "backfill_until_time": _utc_iso(args.until_time, "--until-time")}
+    counts = {len(args.partition or []), len(args.from_offset or []), len(args.until_offset or [])}
+    if len(counts) != 1:
+        raise UsageError("give one --from and one --until for each --partition")
+    ranges: dict[str, list[int]] = {}
+    for p, lo, hi in zip(args.partition, args.from_offset, args.until_offset):
+        if str(p) in ranges:
+            raise UsageError(f"partition {p} given twice")
+        ranges[str(p)] = [lo, hi]
+    return {**conf, "backfill_ranges": ranges}
+
+
+def _utc_iso(value: str, option: str) -> str:
+    """ISO 8601 with an explicit offset, as the Params require; a time without one is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{option}: not an ISO 8601 time: {value!r} (e.g. 2026-11-23T08:00:00Z)") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).isoformat()
+
+
+def cmd_backfill(args) -> int:
+    from microingest.cli.remote_run import run_and_report
+    from microingest.cli.rest_client import AirflowClient
+
+    pipeline = get_pipeline(args.pipeline)
+    conf = backfill_conf(args)
+    run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
+                         note="microingest backfill", timeout=args.timeout)
+    return 0 if run.state == "success" else 1
+
+
+def cmd_skip(args) -> None:
+    import getpass
+
+    from microingest.commit.skip import skip
+
+    result = skip(get_pipeline(args.pipeline), args.partition, args.until, args.reason, args.by or getpass.getuser(),
+                  dry_run=args.dry_run)
+    print(result.dry_run_summary() if args.dry_run else result.summary())
+
+
+def cmd_migrate(args) -> None:
+    from microingest.systems.migrations import migrate
+
+    conn_ids = sorted({p.postgres_conn_id for p in declared_pipelines()} or {"microingest_postgres"})
+    for conn_id in conn_ids:
+        applied = migrate(postgres_params(get_connection(conn_id)))
+        print(f"{conn_id}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))
+
+
+def cmd_spark_connect_server(args) -> None:
+    import os
+
+    from microingest.spark.connect import server_argv
+
+    argv = server_argv(args.host, args.port, args.master)
+    os.execvp(argv[0], argv)  # the server is this process: a supervisor or container stops it directly
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="microingest", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("validate").set_defaults(func=cmd_validate)
+    plan = sub.add_parser("plan")
+    plan.add_argument("pipeline")
+    plan.set_defaults(func=cmd_plan)
+    lag = sub.add_parser("lag", help="lag state, offset and time lag per partition, last batches")
+    lag.add_argument("pipeline", nargs="?", help="one pipeline (default: every declared one)")
+    lag.add_argument("--json", action="store_true", help="machine-readable output")
+    lag.set_defaults(func=cmd_lag)
+    sub.add_parser("migrate").set_defaults(func=cmd_migrate)
+    skipping = sub.add_parser("skip", help="move a stuck partition's live position forward",
+                              description="Move PIPELINE's live position on one partition to --until, in one "
+                              "transaction under the pipeline lock, when a batch is refused for a reason no retry "
+                              "cures. The skipped records are kept whole as dead letters (error_class skipped) with "
+                              "the reason, and the history records who skipped what. To replay records the target "
+                              "already holds, backfill instead.")
+    skipping.add_argument("pipeline")
+    skipping.add_argument("--partition", type=int, required=True)
+    skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
+    skipping.add_argument("--reason", required=True, help="why: kept with the records and in the history")
+    skipping.add_argument("--by", help="who skips (default: the user running the command)")
+    skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
+    skipping.set_defaults(func=cmd_skip)
+    backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
+                              description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "
+                              "wait for its outcome. Credentials: MICROINGEST_AIRFLOW_USERNAME/PASSWORD, or the "
+                              "local platform's login; API address: AIRFLOW__API__BASE_URL.")
+    backfill.add_argument("pipeline")
+    backfill.add_argument("--partition", type=int, action="append", help="partition to replay (repeatable)")
+    backfill.add_argument("--from", dest="from_offset", type=int, action="append", metavar="OFFSET",
+                          help="first offset to replay, one per --partition")
+    backfill.add_argument("--until", dest="until_offset", type=int, action="append", metavar="OFFSET",
+                          help="offset to stop before, one per --partition")
+    backfill.add_argument("--from-time", help="replay records timestamped from this ISO 8601 time (inclusive; "
+                          "UTC unless it has an offset)")
+    backfill.add_argument("--until-time", help="... up to this ISO 8601 time (exclusive)")
+    backfill.add_argument("--overlap", choices=OVERLAP_POLICIES, default="refuse",
+                          help="what to do about positions already in the target (default: refuse)")
+    backfill.add_argument("--dry-run", action="store_true", help="plan and print, write nothing")
+    backfill.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
+    backfill.set_defaults(func=cmd_backfill)
+    server = sub.add_parser("spark-connect-server", help="run a Spark Connect server for pipelines whose Spark "
+                            "connection is of type spark_connect (in the foreground)")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    server.add_argument("--port", type=int, default=15002, help="port (default 15002)")
+    server.add_argument("--master", default="local[*]", help="where its executors run (default local[*])")
+    server.set_defaults(func=cmd_spark_connect_server)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # its retry chatter; failures surface as our errors
+    try:
+        return args.func(args) or 0
+    except UsageError as exc:
+        parser.error(str(exc))
+    except EXPECTED_ERRORS as exc:
+        print(f"microingest: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Commit: staging, the one transaction that lands a batch, its ledger and history; the skip."""

@@ -1,0 +1,1 @@
+"""Read/decode: Kafka records to staged rows or dead letters, every value proven storable."""

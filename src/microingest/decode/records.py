@@ -1,0 +1,82 @@
+"""One Kafka record -> one staged row, or a `BadRecord` saying why it belongs in the dead-letter table.
+
+Pure Python, run on Spark executors and in unit tests alike. Only deterministic problems (the same bytes would fail
+again on retry) become dead letters; anything else propagates and fails the batch, which commits nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from microingest.declare.declarations import Pipeline
+from microingest.decode import storable
+from microingest.decode.codec import DecodeError, decode_json, fields_from_object
+
+# error_class values of microingest.dead_letters
+TOMBSTONE = "tombstone"
+NULL_KEY = "null_key"
+VALUE_TOO_LARGE = "value_too_large"
+TRANSFORM_FAILED = "transform_failed"
+
+
+class BadRecord(ValueError):
+    def __init__(self, error_class: str, message: str):
+        self.error_class = error_class
+        super().__init__(message)
+
+
+def load_transform(spec: str | None) -> Callable[[dict], dict] | None:
+    """'package.module:function' -> the function; it gets the decoded fields as a dict and returns them changed."""
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class RecordProcessor:
+    """Turns (key, value) into (record_key, is_tombstone, *value columns) for the pipeline's staging table."""
+
+    def __init__(self, pipeline: Pipeline):
+        self.pipeline = pipeline
+        self.schema = pipeline.schema
+        self.names = pipeline.value_columns
+        self.transform = load_transform(pipeline.transform)
+        self.keyed = pipeline.sink_mode == "upsert_latest"
+
+    def process(self, key: bytes | None, value: bytes | None) -> tuple[Any, ...]:
+        record_key = self._key(key)
+        if value is None:
+            if self.keyed:
+                return (record_key, True) + (None,) * len(self.names)
+            raise BadRecord(TOMBSTONE, f"value is null (tombstone); sink mode {self.pipeline.sink_mode} has no "
+                                       "use for deletions")
+        if len(value) > self.pipeline.max_value_bytes:
+            raise BadRecord(VALUE_TOO_LARGE, f"value is {len(value)} bytes, more than max_value_bytes "
+                                             f"{self.pipeline.max_value_bytes}")
+        try:
+            values = decode_json(value, self.schema)
+        except DecodeError as exc:
+            raise BadRecord(exc.error_class, str(exc)) from None
+        if self.transform is not None:
+            values = self._transformed(values)
+        return (record_key, False) + values
+
+    def _key(self, key: bytes | None) -> str | None:
+        if key is None:
+            if self.keyed:
+                raise BadRecord(NULL_KEY, "record key is null; upsert_latest needs a key to know which row to update")
+            return None
+        return storable.key_text(bytes(key))
+
+    def _transformed(self, values: tuple) -> tuple:
+        try:
+            out = self.transform(dict(zip(self.names, values)))
+            if not isinstance(out, dict):
+                raise TypeError(f"transform returned {type(out).__name__}, not a dict")
+            coerced = fields_from_object(out, self.schema)
+        except Exception as exc:  # a transform is user code: any exception it raises is this record's problem
+            raise BadRecord(TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: "
+                                              f"{type(exc).__name__}: {exc}") from None
+        return coerced
+

@@ -1,0 +1,111 @@
+"""One Arrow batch of Kafka records → its staged rows (an Arrow table in the staging table's column order, sent to
+Postgres as CSV) and its dead letters (COPY text lines).
+
+The batch is decoded whole by `arrow_json` when it can be, else record by record by `records.RecordProcessor`,
+which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's CSV writer: strings
+always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from microingest.decode import arrow_json, storable
+from microingest.decode.codec import copy_text_row
+from microingest.decode.records import BadRecord, RecordProcessor
+
+KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark_batch reads them
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_KAFKA_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_CSV = pa_csv.WriteOptions(include_header=False)
+
+
+@dataclass
+class StagedBatch:
+    rows: pa.Table
+    dead_letters: list[str]
+
+
+def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str) -> StagedBatch:
+    """The staged rows and dead letters of one Arrow batch with KAFKA_COLUMNS."""
+    decoded = arrow_json.decode_values(batch.column("key"), batch.column("value"), processor.pipeline)
+    if decoded is not None:
+        return StagedBatch(_rows(batch, batch_id, decoded), [])
+    kept, staged, dead = [], [], []
+    for i, (topic, partition, offset, ts_micros, key, value, headers) in enumerate(_records(batch)):
+        try:
+            staged.append(processor.process(key, value))
+        except BadRecord as exc:
+            ts = _kafka_time(ts_micros)
+            dead.append(copy_text_row((batch_id, topic, partition, offset, ts, key, value, headers_json(headers),
+                                       exc.error_class, storable.message(str(exc)))))
+            continue
+        kept.append(i)
+    types = [pa.string(), pa.bool_()] + [arrow_json.ARROW_TYPES[f.type] for f in processor.pipeline.schema]
+    columns = list(zip(*staged)) or [()] * len(types)
+    decoded = [pa.array(values, type) for values, type in zip(columns, types)]
+    return StagedBatch(_rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded), dead)
+
+
+def csv_bytes(rows: pa.Table) -> bytes:
+    out = io.BytesIO()
+    pa_csv.write_csv(rows, out, _CSV)
+    return out.getvalue()
+
+
+def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array]) -> pa.Table:
+    source = [batch.column("topic"), batch.column("partition"), batch.column("offset"),
+              batch.column("ts_micros").cast(_KAFKA_TIMESTAMP), pa.array([batch_id] * batch.num_rows, pa.string())]
+    return pa.Table.from_arrays(source + decoded, names=[str(i) for i in range(len(source) + len(decoded))])
+
+
+def _kafka_time(ts_micros: int | None) -> datetime | None:
+    # Brokers refuse timestamps over an hour ahead by default; a topic allowing more could carry one past year 9999.
+    # The dead letter keeps the record whole without it, rather than fail the batch over a column of its own.
+    try:
+        return None if ts_micros is None else _EPOCH + timedelta(microseconds=ts_micros)
+    except OverflowError:
+        return None
+
+
+def _records(batch: pa.RecordBatch) -> Iterator[tuple]:
+    """Rows of an Arrow record batch, column by column into Python objects (far cheaper than unpickling rows)."""
+    return zip(*(batch.column(name).to_pylist() for name in KAFKA_COLUMNS))
+
+
+def headers_json(spark_json: str | None) -> list[dict] | None:
+    """Kafka headers, as Spark's to_json gives them ([{"key": str, "value": base64 text}], no "value" for a null
+    one), in the dead-letter table's form (`stored_headers`)."""
+    if not spark_json:
+        return None
+    return stored_headers([(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
+                           for h in json.loads(spark_json)])
+
+
+def stored_headers(headers: list[tuple[str, bytes | None]]) -> list[dict] | None:
+    """(name, value bytes or None) pairs as the dead-letter table keeps them: name and value as text where jsonb can
+    hold them (UTF-8 without NUL), else as base64 of their bytes in `key_base64` / `value_base64`."""
+    if not headers:
+        return None
+    out = []
+    for key, value in headers:
+        entry: dict[str, Any] = {}
+        try:
+            entry["key"] = storable.text(key)
+        except storable.Unstorable:
+            entry["key_base64"] = base64.b64encode(key.encode("utf-8", "surrogatepass")).decode("ascii")
+        if value is not None:
+            try:
+                entry["value"] = storable.text(value.decode("utf-8"))
+            except (UnicodeDecodeError, storable.Unstorable):
+                entry["value_base64"] = base64.b64encode(value).decode("ascii")
+        out.append(entry)
+    return out

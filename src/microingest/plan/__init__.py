@@ -1,0 +1,1 @@
+"""Plan: offset ranges from the ledger, Kafka and a run's Params; pure range arithmetic in offsets."""

@@ -1,0 +1,1 @@
+"""The systems the platform talks to: Airflow connections, Postgres, Kafka, the schema."""

@@ -1,0 +1,112 @@
+"""The escape hatch: `microingest skip` moves a stuck partition past records no retry gets through, with every
+skipped record kept as a dead letter with the operator's reason, and the skip in the history and in `lag`."""
+
+import json
+import os
+import subprocess
+
+from kafka import KafkaAdminClient, TopicPartition
+
+from microingest.plan.live import plan_live_run, plan_next_batch
+
+
+def cli(*args):
+    return subprocess.run(["microingest", *args], capture_output=True, text=True, timeout=120, env=os.environ)
+
+
+def event(i):
+    return json.dumps({"event_id": f"ev-{i}"}).encode()
+
+
+def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
+    env.redeclare(dead_letter={"max_records": 0})  # a guard that refuses any batch holding a bad record
+    records = [(b"k", event(i)) for i in range(10)] + [(b"k", b"broken producer", [("h", b"\x00")])] * 3 + \
+              [(b"k", event(i)) for i in range(10, 20)]
+    sent = env.send_to(0, records)
+    refused = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
+    assert refused.returncode == 3 and "exceed dead_letter.max_records 0" in refused.stdout
+    env.redeclare(max_records_per_batch=10)
+    again = env.spark_job(plan_live_run(env.pipeline))  # the ten good records, then refused again at offset 10
+    assert again.returncode == 3 and env.ledger() == {0: 10}
+
+    bad = cli("skip", env.pipeline.name, "--partition", "0", "--until", "9", "--reason", "x")
+    assert bad.returncode == 2 and "until 9 is not beyond the live position 10" in bad.stderr
+    result = cli("skip", env.pipeline.name, "--partition", "0", "--until", "13", "--reason",
+                 "producer v2.3 wrote plain text, fixed in v2.4", "--by", "on-call")
+    assert result.returncode == 0, result.stderr
+    assert "skipped " + env.pipeline.topic + "[0] [10, 13): 3 record(s)" in result.stdout
+
+    assert env.ledger() == {0: 13}
+    dead = env.dead_letters()
+    assert [(p, o, cls, msg, bytes(k), bytes(v), h) for p, o, cls, msg, k, v, h in dead] == [
+        (0, o, "skipped", "skipped by on-call: producer v2.3 wrote plain text, fixed in v2.4", b"k",
+         b"broken producer", [{"key": "h", "value_base64": "AA=="}]) for o in (10, 11, 12)]
+    [(kind, read, written, note)] = env.query(
+        "SELECT kind, records_read, rows_written, note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
+        (env.pipeline.name,))
+    assert (kind, read, written) == ("skip", 3, 0) and "on-call" in note
+    lag = cli("lag", env.pipeline.name).stdout
+    assert " skip " in lag and "skipped by on-call: producer v2.3" in lag
+
+    env.ingest_all()
+    landed = {(p, o) for p, o, _ in env.target_rows()}
+    assert landed | {(p, o) for p, o, *_ in dead} == set(sent) and len(landed) + len(dead) == len(sent)
+
+
+def test_a_live_batch_planned_before_a_skip_is_fenced(env):
+    env.send_to(0, [(b"k", event(i)) for i in range(5)])
+    env.ingest_all()
+    env.send_to(0, [(b"k", event(i)) for i in range(5, 9)])
+    planned = list(plan_next_batch(env.pipeline).ranges)
+    assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "7", "--reason", "test").returncode == 0
+
+    late = env.spark_job(planned)
+    assert late.returncode == 3 and "fenced" in late.stdout
+    env.ingest_all()
+    assert sorted(o for p, o, _ in env.target_rows() if p == 0) == [0, 1, 2, 3, 4, 7, 8]
+
+
+def test_a_skip_triggered_with_params_through_airflow(api, served):
+    env = served["skip"]
+    sent = env.send_to(1, [(b"k", b"not json")] * 4 + [(b"k", event(i)) for i in range(6)])
+    dag_id = env.pipeline.dag_id
+    refused = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
+    assert refused.state == "failed" and 1 not in env.ledger()
+
+    conf = {"skip_partition": 1, "skip_until_offset": 4, "skip_reason": "producer sent text; fixed"}
+    run = api.wait_for_run(dag_id, api.trigger(dag_id, conf), timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "skipped"})
+    assert "skipped " + env.pipeline.topic + "[1] [0, 4): 4 record(s)" in api.xcom(run, "plan", "plan_summary")
+    [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
+                          (env.pipeline.name,))
+    assert note == "skipped by admin: producer sent text; fixed"  # the user who triggered the run
+
+    run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
+    assert run.state == "success"
+    landed = {(p, o) for p, o, _ in env.target_rows()}
+    dead = {(p, o) for p, o, cls, *_ in env.dead_letters() if cls == "skipped"}
+    assert landed | dead == set(sent) and not landed & dead
+
+
+def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_records_the_gap(env):
+    """A partition stuck longer than the topic's retention: its live position lies below the earliest offset. The
+    skip keeps every record Kafka still holds and records the deleted offsets as a gap, never a short read."""
+    env.send_to(0, [(b"k", event(i)) for i in range(5)])
+    env.ingest_all()
+    env.send_to(0, [(b"k", event(i)) for i in range(5, 15)])
+    admin = KafkaAdminClient(**env.kafka)
+    admin.delete_records({TopicPartition(env.pipeline.topic, 0): 8})
+    admin.close()
+
+    dry = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck", "--dry-run")
+    assert dry.returncode == 0 and "would skip " + env.pipeline.topic + "[0] [8, 12) (4 offsets)" in dry.stdout
+    assert env.ledger() == {0: 5} and env.dead_letters() == []
+    result = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck")
+    assert result.returncode == 0, result.stderr
+    assert "[8, 12): 4 record(s)" in result.stdout
+    assert "offsets [5, 8) were already deleted by retention" in result.stdout
+
+    assert [o for _, o, *_ in env.dead_letters()] == [8, 9, 10, 11] and env.ledger() == {0: 12}
+    [(gaps,)] = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
+                          (env.pipeline.name,))
+    assert gaps == [{"topic": env.pipeline.topic, "partition": 0, "from": 5, "until": 8}]

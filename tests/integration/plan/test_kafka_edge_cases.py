@@ -1,0 +1,132 @@
+"""Kafka's awkward corners: partitions added between runs, transactional producers, retention gaps."""
+
+import json
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, NewPartitions
+
+from microingest.plan.live import plan_next_batch
+from microingest.plan.offsets import RetentionGapError
+from microingest.systems.kafka_access import partition_bounds
+
+
+def test_partitions_added_between_runs_are_discovered_and_read_from_the_start(env):
+    first = env.produce(300)
+    env.ingest_all()
+    admin = KafkaAdminClient(**env.kafka)
+    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=5)})
+    admin.close()
+    more = env.produce(500, start=300)
+    assert {p for p, _, _ in more} >= {3, 4}, "the producer spreads the new records onto the new partitions too"
+
+    env.ingest_all()
+
+    assert env.target_rows() == sorted(first + more)
+    assert set(env.ledger()) == {0, 1, 2, 3, 4}
+
+
+def test_transactional_topic_reads_committed_records_only_and_does_not_stall(env):
+    producer = KafkaProducer(**env.kafka, transactional_id=f"tx-{env.pipeline.name}", acks="all")
+    producer.init_transactions()
+    committed = []
+    for txn in range(6):
+        producer.begin_transaction()
+        events = [f"t{txn}-{i}" for i in range(25)]
+        for event in events:
+            producer.send(env.pipeline.topic, key=event.encode(), value=json.dumps({"event_id": event}).encode())
+        producer.flush()
+        if txn % 3 == 2:
+            producer.abort_transaction()
+        else:
+            producer.commit_transaction()
+            committed += events
+    producer.close()
+    earliest, latest = partition_bounds(env.kafka, env.pipeline.topic)
+    assert sum(latest.values()) > len(committed), "markers and aborted records take offsets"
+
+    env.ingest_all()
+
+    assert sorted(e for _, _, e in env.target_rows()) == sorted(committed)
+    assert env.ledger() == latest, "the ledger reaches the end of every partition: nothing stalls on skipped offsets"
+    assert plan_next_batch(env.pipeline).ranges == ()
+
+
+def test_retention_gap_fails_by_default_and_skipping_it_is_recorded(env):
+    produced = env.produce(300)
+    env.redeclare(max_records_per_batch=60)
+    plan = plan_next_batch(env.pipeline)
+    assert env.spark_job(list(plan.ranges)).returncode == 0
+    ledger = env.ledger()
+    partition = max(ledger, key=lambda p: sum(1 for q, _, _ in produced if q == p))
+    cut = ledger[partition] + 10
+    admin = KafkaAdminClient(**env.kafka)
+    admin.delete_records({TopicPartition(env.pipeline.topic, partition): cut})
+    admin.close()
+
+    with pytest.raises(RetentionGapError) as err:
+        plan_next_batch(env.pipeline)
+    assert f"{env.pipeline.topic}[{partition}]" in str(err.value)
+    assert f"[{ledger[partition]}, {cut})" in str(err.value)
+
+    env.redeclare(on_retention_gap="skip", max_records_per_batch=100_000)
+    env.ingest_all()
+
+    lost = {(p, o) for p, o, _ in produced if p == partition and ledger[partition] <= o < cut}
+    assert {(p, o) for p, o, _ in env.target_rows()} == {(p, o) for p, o, _ in produced} - lost
+    gaps = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND gaps IS NOT NULL",
+                     (env.pipeline.name,))
+    assert gaps == [([{"topic": env.pipeline.topic, "partition": partition, "from": ledger[partition],
+                       "until": cut}],)]
+
+
+def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
+    """Compaction removes superseded records from the middle of the log; those holes are not data loss."""
+    admin = KafkaAdminClient(**env.kafka)
+    admin.alter_configs([ConfigResource("TOPIC", env.pipeline.topic, configs={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.close()
+    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
+                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+                       "event_time timestamptz")
+    env.redeclare(sink_mode="upsert_latest")
+    latest = {}
+    for round_ in range(12):  # many versions of few keys, in bursts so segments roll and get cleaned
+        records = []
+        for k in range(8):
+            event = f"v{round_}-k{k}"
+            records.append((f"key-{k}".encode(), json.dumps({"event_id": event}).encode()))
+            latest[f"key-{k}"] = event
+        env.send(records)
+        time.sleep(0.3)
+    deadline = time.time() + 90
+    while time.time() < deadline and len(read_offsets(env)) == 96:
+        time.sleep(2)
+    offsets = read_offsets(env)
+    assert len(offsets) < 96, "the log cleaner compacted the topic, leaving holes in the offsets"
+
+    env.ingest_all()
+
+    rows = env.query(f"SELECT record_key, event_id FROM {env.pipeline.target_table}")
+    assert dict(rows) == latest
+    _, end = partition_bounds(env.kafka, env.pipeline.topic)
+    assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
+
+
+def read_offsets(env) -> list[tuple[int, int]]:
+    """Every record's position, read up to each partition's end: reading until nothing came for a while would count
+    a slow fetch as holes the cleaner made."""
+    consumer = KafkaConsumer(**env.kafka, enable_auto_commit=False)
+    partitions = [TopicPartition(env.pipeline.topic, p) for p in consumer.partitions_for_topic(env.pipeline.topic)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    end = consumer.end_offsets(partitions)
+    offsets = []
+    while any(consumer.position(tp) < end[tp] for tp in partitions):
+        for batch in consumer.poll(timeout_ms=2000).values():
+            offsets += [(r.partition, r.offset) for r in batch]
+    consumer.close()
+    return offsets

@@ -1,0 +1,119 @@
+"""Runs that drain a backlog: one Spark application commits a run's plan in capped batches, each its own
+transaction; a killed or retried run goes on where it stopped, losing and duplicating nothing."""
+
+import re
+import time
+from collections import Counter
+
+from microingest.commit.history import RunInfo
+from microingest.plan.live import plan_live_run
+
+RUN = RunInfo(dag_id="microingest_test", run_id="manual__drain")
+
+
+def history(env):
+    return env.query("SELECT run_batch, records_read, rows_written, spark_app_id, run_id FROM microingest.batches "
+                     "WHERE pipeline = %s AND kind = 'ingest' ORDER BY run_batch", (env.pipeline.name,))
+
+
+def assert_exactly_once(env, produced):
+    rows = env.target_rows()
+    assert not [k for k, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicates"
+    assert rows == sorted(produced), "every produced record, none lost"
+
+
+def test_one_run_drains_a_backlog_in_capped_batches_inside_one_spark_application(env):
+    env.redeclare(max_records_per_batch=700)
+    produced = env.produce(3000)
+    plan = plan_live_run(env.pipeline)
+    assert plan.total_records == 3000 and plan.batches_needed == 5
+
+    result = env.spark_job(plan, run=RUN)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert_exactly_once(env, produced)
+    batches = history(env)
+    assert [b[0] for b in batches] == [1, 2, 3, 4, 5]
+    assert [b[1] for b in batches] == [700, 700, 700, 700, 200]
+    assert len({b[3] for b in batches}) == 1, "all batches in one Spark application"
+    assert "batch 5 of 5 committed" in result.stdout and "rows/s" in result.stdout
+    assert env.ledger() == {r.partition: r.until_offset for r in plan.ranges}
+
+
+def test_the_run_cap_bounds_a_run_and_the_next_run_goes_on(env):
+    env.redeclare(max_records_per_batch=400, max_records_per_run=1000)
+    produced = env.produce(1800)
+    first = plan_live_run(env.pipeline)
+    assert first.total_records == 1000
+    assert env.spark_job(first, run=RUN).returncode == 0
+    second = plan_live_run(env.pipeline)
+    assert second.total_records == 800
+    assert env.spark_job(second, run=RunInfo("microingest_test", "manual__second")).returncode == 0
+    assert_exactly_once(env, produced)
+    assert plan_live_run(env.pipeline).ranges == ()
+
+
+def test_a_retry_of_a_run_that_committed_everything_succeeds_with_nothing_left(env):
+    produced = env.produce(600)
+    plan = plan_live_run(env.pipeline)
+    assert env.spark_job(plan, run=RUN).returncode == 0
+
+    again = env.spark_job(plan, run=RUN)  # e.g. the acknowledgement of the last commit was lost
+
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert '"batches": 1' in again.stdout and '"records_read": 600' in again.stdout
+    assert "fenced" not in again.stdout
+    assert_exactly_once(env, produced)
+    assert len(history(env)) == 1
+
+
+def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_next(env, tmp_path, finish):
+    env.redeclare(max_records_per_batch=100, max_run_seconds=1)
+    produced = env.produce(1200)
+    plan = plan_live_run(env.pipeline)
+    # The first batch is held after its commit until more than the budget has passed: on a fast machine all 12
+    # batches could otherwise fit in one second, and the budget would never be spent.
+    marker = tmp_path / "paused"
+    proc = env.spark_job(plan, run=RUN, fault=f"after_commit:pause:{marker}", wait=False)
+    deadline = time.time() + 180
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), finish(proc).stdout[-3000:]
+    time.sleep(1.5)  # the job's clock started before its first batch: it has spent the budget too
+    marker.unlink()
+    result = finish(proc)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    stop = re.search(r"time budget of 1s spent after (\d+) batch\(es\); (\d+) records left for the next run",
+                     result.stdout)
+    assert stop, result.stdout[-3000:]
+    assert (int(stop[1]), int(stop[2])) == (1, 1100)
+    assert len(history(env)) == 1
+    env.redeclare(max_run_seconds=1800)
+    env.ingest_all()
+    assert_exactly_once(env, produced)
+
+
+
+def test_a_run_stages_while_another_run_of_the_pipeline_holds_its_commit_open(env, tmp_path, finish):
+    """Runs of one pipeline on disjoint partitions (as a backfill beside live runs): the second one's batch opens
+    and stages while the first one's commit, everything written, holds its locks; only the commits take turns."""
+    produced = env.produce(900)
+    first, second, third = plan_live_run(env.pipeline).ranges
+    marker = tmp_path / "paused"
+    holding = env.spark_job([first], fault=f"before_commit:pause:{marker}", wait=False)
+    deadline = time.time() + 120
+    while not marker.exists() and holding.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), finish(holding).stdout[-3000:]
+
+    beside = env.spark_job([second], wait=False)
+    while env.staged_rows() < first.size + second.size and beside.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert env.staged_rows() == first.size + second.size and env.target_rows() == [], "staged beside the commit"
+    marker.unlink()
+
+    assert finish(holding).returncode == 0 and finish(beside).returncode == 0
+    assert env.spark_job([third]).returncode == 0
+    assert_exactly_once(env, produced)
+    assert env.staged_rows() == 0 and env.staging_batches() == 0

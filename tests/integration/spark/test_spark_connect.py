@@ -1,0 +1,160 @@
+"""Runs on the long-lived Spark driver: pipelines whose Spark connection is the local Spark Connect server (started by
+`make test`, or by the fixture here) run their job as a Python client of it, with no Spark application of their own.
+
+Exactly once on it: across runs, when the client is killed with -9 or stopped with SIGTERM, and when the server itself
+is killed in the middle of a batch's staging.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import psycopg2
+import pytest
+from psycopg2 import sql
+
+from microingest import settings
+from microingest.commit.staging import BatchAttempt
+from microingest.plan.live import plan_live_run, plan_next_batch
+from microingest.settings import repo_root
+from microingest.spark import connect as spark_connect
+
+
+def platform(*args: str) -> None:
+    subprocess.run([sys.executable, str(repo_root() / "scripts" / "services.py"), *args], check=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def server():
+    platform("start", "spark-connect")  # returns at once when it already answers
+
+
+@pytest.fixture
+def connect_env(env, server):
+    assert env.pipeline.spark_conn_id == spark_connect.PLATFORM_CONN_ID
+    return env
+
+
+def exactly(env, produced) -> None:
+    rows = env.target_rows()
+    assert [pos for pos, n in Counter((p, o) for p, o, _ in rows).items() if n > 1] == [], "duplicated positions"
+    assert rows == sorted(produced)
+
+
+def app_ids(env) -> set[str]:
+    return {r[0] for r in env.query("SELECT spark_app_id FROM microingest.batches WHERE pipeline = %s",
+                                    (env.pipeline.name,))}
+
+
+def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application(connect_env):
+    env = connect_env
+    env.redeclare(max_records_per_batch=1000)
+    produced = env.produce(2500)
+    env.ingest_all()
+    exactly(env, produced)
+    assert [b[2] for b in env.batches()] == [1000, 1000, 500]
+
+    produced += env.produce(700, start=2500)
+    env.ingest_all()
+    exactly(env, produced)
+    [app] = app_ids(env)  # every batch of both runs ran in the server's one Spark application
+    assert app.startswith("local-")
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_a_client_killed_after_staging_commits_nothing_and_the_rerun_lands_each_record_once(connect_env):
+    env = connect_env
+    produced = env.produce(1500)
+    plan = plan_next_batch(env.pipeline)
+
+    killed = env.spark_job(list(plan.ranges), fault="after_stage")
+
+    assert killed.returncode == -signal.SIGKILL
+    assert env.staged_rows() == 1500, "the kill must come after the server's workers staged the batch"
+    assert env.target_rows() == [] and env.ledger() == {}
+    env.ingest_all()
+    exactly(env, produced)
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_each_record_once(connect_env, tmp_path,
+                                                                                                finish):
+    """SIGTERM is what the operator's on_kill sends: the job unwinds, so its staging is gone at once."""
+    env = connect_env
+    produced = env.produce(1200)
+    marker = tmp_path / "paused"
+    proc = env.spark_job(list(plan_next_batch(env.pipeline).ranges), fault=f"after_stage:pause:{marker}", wait=False)
+    deadline = time.time() + 180
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), finish(proc).stdout[-3000:]
+    assert env.staged_rows() == 1200
+
+    proc.send_signal(signal.SIGTERM)
+    stopped = finish(proc)
+
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
+    assert env.staged_rows() == 0 and env.staging_batches() == 0 and env.target_rows() == []
+    env.ingest_all()
+    exactly(env, produced)
+
+
+def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
+        connect_env, finish):
+    env = connect_env
+    produced = env.produce(30_000)
+    staging = sql.Identifier("microingest_staging", env.pipeline.name)
+    # The executors' COPY into staging waits for a lock held here, so the kill lands while staging is under way:
+    # looked for between two polls, a COPY over in milliseconds on a fast machine could slip through unseen.
+    made = BatchAttempt(env.pg, env.pipeline).open()  # the staging table, to lock before the job stages
+    made.discard()
+    made.close()
+    holder = psycopg2.connect(**env.pg)
+    copying = 0
+    try:
+        with holder.cursor() as cur:
+            cur.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(staging))
+        proc = env.spark_job(plan_live_run(env.pipeline), wait=False)
+        deadline = time.time() + 300
+        while not copying and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            copying = env.query("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY %%' AND query LIKE %s "
+                                "AND %s = ANY(pg_blocking_pids(pid))",
+                                (f"%{env.pipeline.name}%", holder.get_backend_pid()))[0][0]
+        if copying:
+            os.killpg(server_pid(), signal.SIGKILL)
+    finally:
+        # After the kill: the executors' sessions then fail on their closed connections, and the job's discard,
+        # which waits for them, can end.
+        holder.close()
+    assert copying, "no COPY into staging waited for the lock: " + finish(proc).stdout[-3000:]
+
+    failed = finish(proc)
+    assert failed.returncode != 0
+    # Its own error is what it reports: the interruption of its operations on a server that is gone is tried once.
+    assert "could not interrupt the server's operations" in failed.stdout, failed.stdout[-3000:]
+    assert "Traceback" in failed.stdout and "interruptTag" not in failed.stdout, failed.stdout[-3000:]
+    assert env.target_rows() == [] and env.ledger() == {}
+    platform("start", "spark-connect")
+    env.ingest_all()
+    exactly(env, produced)
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def server_pid() -> int:
+    return int((settings.state_dir() / "run" / "spark-connect.pid").read_text())
+
+
+def test_a_dag_run_on_the_server_commits_its_plan(api, served, server):
+    env = served["connect"]
+    produced = env.produce(800)
+    run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"}), run.describe()
+    exactly(env, produced)
+    outcome = api.xcom(run, "ingest")
+    assert (outcome["status"], outcome["records_read"]) == ("committed", 800)

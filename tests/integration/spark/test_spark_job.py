@@ -1,0 +1,121 @@
+"""The Spark job and the commit protocol against real Kafka, Postgres and Spark (no Airflow in the loop)."""
+
+import pytest
+
+from microingest.plan.live import plan_next_batch
+from microingest.plan.offsets import OffsetRange
+
+
+@pytest.fixture
+def env(submit_env):
+    """The job as spark-submit starts it: a Spark application of its own for every run."""
+    return submit_env
+
+
+def test_job_ingests_exactly_the_planned_ranges(env):
+    produced = env.produce(3000)
+    plan = plan_next_batch(env.pipeline)
+    assert plan.total_records == 3000 and len(plan.ranges) == 3
+
+    result = env.spark_job(list(plan.ranges))
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert env.target_rows() == sorted(produced)
+    assert env.ledger() == {r.partition: r.until_offset for r in plan.ranges}
+    [(_, kind, read, written, _, _)] = env.batches()
+    assert (kind, read, written) == ("ingest", 3000, 3000)
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_job_reads_only_the_planned_subrange(env):
+    produced = env.produce(600)
+    by_partition = {}
+    for p, o, i in produced:
+        by_partition.setdefault(p, []).append((p, o, i))
+    partition, rows = max(by_partition.items(), key=lambda kv: len(kv[1]))
+    r = OffsetRange(env.pipeline.topic, partition, 10, 60, None)
+
+    result = env.spark_job([r])
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert env.target_rows() == sorted(row for row in rows if 10 <= row[1] < 60)
+    assert env.ledger() == {partition: 60}
+
+
+def test_kill_after_staging_commits_nothing_and_the_rerun_lands_each_record_once(env):
+    produced = env.produce(2000)
+    plan = plan_next_batch(env.pipeline)
+
+    killed = env.spark_job(list(plan.ranges), fault="after_stage")
+
+    assert killed.returncode != 0
+    assert env.staged_rows() == 2000, "the kill must happen after the executors staged the batch"
+    assert env.target_rows() == [] and env.ledger() == {} and env.batches() == []
+
+    replan = plan_next_batch(env.pipeline)
+    assert replan.ranges == plan.ranges
+    rerun = env.spark_job(list(replan.ranges))
+
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert env.target_rows() == sorted(produced)
+    assert len(env.batches()) == 1
+    assert env.staged_rows() == 0 and env.staging_batches() == 0, "the abandoned attempt's staging was removed"
+
+
+def test_racing_runs_for_the_same_ranges_one_commits_the_other_is_fenced(env, finish):
+    produced = env.produce(1500)
+    ranges = list(plan_next_batch(env.pipeline).ranges)
+
+    racers = [env.spark_job(ranges, wait=False) for _ in range(2)]
+    results = [finish(p) for p in racers]
+
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0, 3], [r.stderr[-2000:] for r in results]
+    loser = next(r for r in results if r.returncode == 3)
+    assert "fenced" in loser.stdout and "another run committed them first" in loser.stdout
+    assert env.target_rows() == sorted(produced)
+    assert len(env.batches()) == 1
+    assert env.staged_rows() == 0 and env.staging_batches() == 0
+
+
+def test_stale_plan_after_a_commit_is_fenced_and_writes_nothing(env):
+    env.produce(500)
+    stale = list(plan_next_batch(env.pipeline).ranges)
+    assert env.spark_job(stale).returncode == 0
+    before = env.target_rows()
+
+    again = env.spark_job(stale)
+
+    assert again.returncode == 3 and "microingest: fenced" in again.stdout
+    assert env.target_rows() == before and len(env.batches()) == 1
+
+
+def test_unreachable_postgres_fails_clearly_and_commits_nothing(env, monkeypatch):
+    env.produce(100)
+    ranges = list(plan_next_batch(env.pipeline).ranges)
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_POSTGRES", "postgresql://microingest:wrong-but-secret@127.0.0.1:9/x")
+
+    result = env.spark_job(ranges)
+
+    assert result.returncode != 0
+    assert "Postgres at 127.0.0.1:9/x is unreachable" in result.stdout
+    assert "wrong-but-secret" not in result.stderr + result.stdout
+    monkeypatch.undo()
+    assert env.target_rows() == [] and env.ledger() == {}
+
+
+def test_start_from_latest_records_the_position_then_reads_only_later_records(env):
+    env.redeclare(start_from="latest")
+    env.produce(100)
+    first = plan_next_batch(env.pipeline)
+    assert first.ranges == () and len(first.pins) == 3
+    pinned = env.ledger()
+    assert sum(pinned.values()) == 100 and [b[1] for b in env.batches()] == ["pin"]
+
+    later = env.produce(40, start=100)
+    plan = plan_next_batch(env.pipeline)
+    assert plan.pins == () and plan.total_records == 40
+    assert all(r.ledger_offset == pinned[r.partition] for r in plan.ranges)
+
+    assert env.spark_job(list(plan.ranges)).returncode == 0
+    assert env.target_rows() == sorted(later)

@@ -1,0 +1,141 @@
+"""The bench's pure pieces: its data decodes on the platform to exactly the rows the COPY limit loads, and its report
+judges the targets from the figures."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import uuid
+
+from microingest.bench import phases, report
+from microingest.bench.dataset import COPY_BATCH_ID, SCHEMA, Dataset, event, value_bytes, write_copy_rows
+from microingest.bench.memory import PeakMemory
+from microingest.declare.declarations import parse_pipeline
+from microingest.decode.codec import copy_text_row
+from microingest.decode.records import RecordProcessor
+
+
+def test_records_are_about_200_bytes_and_deterministic():
+    sizes = [len(value_bytes(i)) for i in range(0, 1_000_000, 997)]
+    assert 190 <= sum(sizes) / len(sizes) <= 230
+    assert value_bytes(123) == value_bytes(123) and event(1) != event(2)
+
+
+def test_the_copy_limit_loads_what_the_platform_decodes_from_the_same_records():
+    pipeline = parse_pipeline({"name": "bench_check", "topic": "t", "target_table": "bench.x", "schema": SCHEMA})
+    processor = RecordProcessor(pipeline)
+    dataset = Dataset("t", 3, 50, {0: 17, 1: 17, 2: 16}, base_ts_ms=1_800_000_000_000)
+    out = io.StringIO()
+    write_copy_rows(dataset, out)
+    lines = out.getvalue().splitlines(keepends=True)
+    assert len(lines) == 50
+    for i, line in enumerate(lines):
+        record_key, tombstone, *values = processor.process(f"ev-{i:012d}".encode(), value_bytes(i))
+        head = line.split("\t")[:5]
+        assert head[:3] == ["t", str(i % 3), str(i // 3)] and head[4] == COPY_BATCH_ID
+        assert "\t".join(line.split("\t")[5:]) == copy_text_row(values), i
+
+
+def _report(**rates) -> dict:
+    ms = [{"key": k, "label": k, "family": "limit" if k in ("copy_limit", "spark_count") else "x", "rate": r,
+           "records": 1000, "seconds": 1000 / r, "rows": 1000, "distinct": 1000, "expected": 1000, "exact": True,
+           "peak_mib": {}, "small_median": None, "small_seconds": []} for k, r in rates.items()]
+    return {"run_id": "1", "started": "now", "topic": "t", "record_bytes": 200.0,
+            "options": {"records": 1000, "partitions": 6, "batch_records": 100, "small_records": 100,
+                        "small_batches": 0},
+            "machine": {"cpus": 2, "memory_gib": 24, "postgres": "15", "pyspark": "4", "python": "3"},
+            "measurements": ms}
+
+
+def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
+    verdicts = {goal: (measured, verdict) for goal, measured, verdict in
+                report.targets(_report(copy_limit=400_000, airflow=140_000, kafka_loop=50_000, available_now=100_000))}
+    assert verdicts["end to end ≥ 0.7× the COPY limit, through Airflow on spark-submit"] == (
+        "0.35×", "missed: 50% of the target")
+    assert verdicts["≥ 2× the hand-written loop, through Airflow on spark-submit"] == ("2.80×", "met")
+    assert verdicts["≥ 1.5× AvailableNow + foreachBatch, through Airflow on spark-submit"] == (
+        "1.40×", "missed: 93% of the target")
+    assert not any(goal.endswith("through Airflow on the long-lived driver") for goal in verdicts)  # not in this run
+
+
+def test_a_contender_that_landed_the_wrong_rows_is_marked_in_the_table():
+    r = _report(copy_limit=400_000, airflow=140_000)
+    r["measurements"][1].update(rows=1001, distinct=1000, exact=False)
+    table = report.markdown(r)
+    assert "**WRONG**: 1,001 rows, 1,000 positions, expected 1,000" in table
+    assert "| not measured in this run | – |" in table  # no loop in this run
+
+
+def test_the_small_batch_target_is_judged_on_the_long_lived_driver_through_airflow():
+    r = _report(copy_limit=400_000, airflow=140_000, airflow_connect=150_000)
+    goal = "100-record batch trigger → committed ≤ 3 s with a long-lived driver"
+    r["measurements"][1]["small_median"] = 30.0  # a Spark application per run: not what the target is about
+    r["measurements"][2]["small_median"] = 4.4
+    assert {g: (m, v) for g, m, v in report.targets(r)}[goal] == ("4.4s", "missed by 1.4s")
+    r["measurements"][2]["small_median"] = 2.5
+    assert {g: (m, v) for g, m, v in report.targets(r)}[goal] == ("2.5s", "met")
+
+
+def test_a_runs_phases_add_up_to_launch_to_last_commit():
+    batches = [(102.0, 106.0, 107.0), (107.5, 111.5, 112.5)]  # (started, staged, committed)
+    through_airflow = phases.split(100.0, batches, ingest_started=101.0)
+    assert through_airflow == {"airflow": 1.0, "job_start": 1.0, "staging": 8.0, "commit": 2.0, "between": 0.5}
+    assert sum(through_airflow.values()) == 112.5 - 100.0
+    alone = phases.split(100.0, batches)
+    assert alone == {"job_start": 2.0, "staging": 8.0, "commit": 2.0, "between": 0.5}
+    assert phases.split(100.0, []) == {}
+    assert phases.bottleneck(alone) == "staging 64%, job start 16%, commits 16%, between batches 4%"
+    assert phases.median_split([{"job_start": 1.0, "staging": 3.0}, {"job_start": 2.0, "staging": 1.0},
+                                {"job_start": 9.0, "staging": 2.0}]) == {"job_start": 2.0, "staging": 2.0}
+
+
+def test_a_missed_target_says_where_the_time_went():
+    r = _report(copy_limit=400_000, airflow=140_000, airflow_connect=1_000)
+    ours, connect = r["measurements"][1], r["measurements"][2]
+    ours["phases"] = {"airflow": 1.0, "job_start": 2.0, "staging": 6.0, "commit": 1.0, "between": 0.0}
+    connect.update(small_median=3.4, small_phases_median={"airflow": 1.2, "job_start": 1.6, "staging": 0.5,
+                                                          "commit": 0.1})
+    r["options"]["small_batches"] = 3
+    verdicts = {goal: verdict for goal, _, verdict in report.targets(r)}
+    assert verdicts["end to end ≥ 0.7× the COPY limit, through Airflow on spark-submit"] == (
+        "missed: 50% of the target; its time: staging 60%, job start 20%, Airflow 10%, commits 10%")
+    assert verdicts["end to end ≥ 0.7× the COPY limit, through Airflow on the long-lived driver"] == (
+        "missed: 0% of the target")
+    assert verdicts["100-record batch trigger → committed ≤ 3 s with a long-lived driver"] == (
+        "missed by 0.4s; its time: Airflow 1.2s, job start 1.6s, staging 0.5s, commits 0.1s")
+    table = report.markdown(r)
+    assert "| airflow | 1,000 records | 1.0s | 2.0s | 6.0s | 1.0s | 0.0s | 10.0s |" in table
+    assert "| airflow_connect | 100-record batch (median) | 1.2s | 1.6s | 0.5s | 0.1s | – | 3.4s |" in table
+
+
+def test_a_contenders_own_peak_is_shown_marked_and_the_sampled_one_otherwise():
+    r = _report(copy_limit=400_000, kafka_loop=50_000)
+    r["measurements"][0]["peak_mib"] = {"postgres": 70.0}
+    r["measurements"][1].update(peak_mib={"python": 48.0, "postgres": 59.0}, own_peak_rss_mib={"python": 61.4})
+    rows = {line.split(" | ")[0]: line for line in report.markdown(r).splitlines() if line.startswith("| ")}
+    assert rows["| copy_limit"].endswith("| – | – | 70 | 1,000 rows, exact |")
+    assert rows["| kafka_loop"].endswith("| – | 61† | 59 | 1,000 rows, exact |")
+    assert "A figure marked † is the peak RSS that the contender's own process measured" in report.markdown(r)
+
+
+def test_the_memory_sampler_looks_at_a_contenders_start_and_end_whatever_its_interval():
+    """With an interval no run reaches, only the samples at entry and exit can see a process."""
+    marker = f"peak-memory-test-{uuid.uuid4().hex}"
+    argv = [sys.executable, "-c", "import time; time.sleep(600)", marker]
+    gone_before_the_end = subprocess.Popen(argv)
+    try:
+        with PeakMemory((marker,), interval=3600) as memory:
+            gone_before_the_end.kill()
+            gone_before_the_end.wait()
+        assert memory.peaks.mib.get("python", 0) > 0, "sampled at entry"
+    finally:
+        gone_before_the_end.kill()
+
+    with PeakMemory((marker,), interval=3600) as memory:
+        started_after_the_start = subprocess.Popen(argv)
+    try:
+        assert memory.peaks.mib.get("python", 0) > 0, "sampled at exit"
+    finally:
+        started_after_the_start.kill()
+        started_after_the_start.wait()

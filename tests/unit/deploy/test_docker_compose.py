@@ -1,0 +1,136 @@
+"""docker-compose.yml cannot run here (no engine); check it parses and wires every service the code expects."""
+
+import ipaddress
+import json
+import re
+from urllib.parse import urlsplit
+
+import yaml
+
+from microingest.declare.declarations import load_pipelines
+from microingest.settings import repo_root
+from microingest.systems.connections import env_name, kafka_bootstrap, parse_connection
+
+REPO = repo_root()
+TEXT = (REPO / "docker-compose.yml").read_text()
+COMPOSE = yaml.safe_load(TEXT)
+AIRFLOW_COMPONENTS = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+
+# Secure by default (issue 20): compose's `${VAR:?message}` refuses to start while VAR is unset or empty.
+REFERENCE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
+SECRET_NAME = re.compile(r"JWT|PASSWORD|SECRET|FERNET|TOKEN", re.I)
+SPARK_FORBIDDEN = re.compile(r"JWT|PASSWORD|SECRET|FERNET|^AIRFLOW_CONN_|SQL_ALCHEMY_CONN", re.I)
+SPARK_SERVICES = ("spark-master", "spark-worker", "spark-connect")
+
+# What an operator sets (docker compose would refuse to start without them).
+SET_BY_OPERATOR = {m["name"]: f"set-{m['name'].lower().replace('_', '-')}" for m in REFERENCE.finditer(TEXT)
+                   if m["op"] == ":?"}
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's interpolation of ${VAR}, ${VAR:-default} and ${VAR:?error}, the forms this file uses."""
+    def one(m):
+        if m["op"] == ":?" and not env.get(m["name"]):
+            raise LookupError(m["name"])
+        return env.get(m["name"]) or (m["arg"] if m["op"] == ":-" else "")
+    return REFERENCE.sub(one, text)
+
+
+def service_env(name):
+    return {key: interpolate(str(value), SET_BY_OPERATOR) for key, value in
+            COMPOSE["services"][name]["environment"].items()}
+
+
+def test_names_every_service():
+    assert {"kafka", "postgres", "spark-master", "spark-worker", "spark-connect", *AIRFLOW_COMPONENTS} <= set(
+        COMPOSE["services"])
+    assert COMPOSE["services"]["kafka"]["image"].startswith("apache/kafka:4.")
+    assert COMPOSE["services"]["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+
+
+def test_airflow_components_get_every_connection_the_pipelines_use():
+    services = set(COMPOSE["services"])
+    for component in AIRFLOW_COMPONENTS:
+        env = service_env(component)
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        for p in load_pipelines(REPO / "pipelines"):  # the ones compose mounts
+            for conn_id in (p.kafka_conn_id, p.postgres_conn_id, p.spark_conn_id):
+                assert env_name(conn_id) in env, f"{component} lacks {env_name(conn_id)}"
+            kafka = parse_connection(p.kafka_conn_id, env[env_name(p.kafka_conn_id)])
+            assert {s.split(":")[0] for s in kafka_bootstrap(kafka).split(",")} <= services
+            pg = parse_connection(p.postgres_conn_id, env[env_name(p.postgres_conn_id)])
+            assert pg.host in services
+            spark = json.loads(env[env_name(p.spark_conn_id)])
+            assert urlsplit(spark["host"]).hostname in services
+        assert urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).hostname in services
+        # what a pipeline selects with spark_conn_id: microingest_spark_connect
+        spark_connect = json.loads(env[env_name("microingest_spark_connect")])
+        assert spark_connect["conn_type"] == "spark_connect" and urlsplit(spark_connect["host"]).hostname in services
+
+
+def test_mounts_and_build_files_exist():
+    assert (REPO / COMPOSE["services"]["airflow-scheduler"]["build"]["dockerfile"]).exists()
+    for volume in COMPOSE["services"]["airflow-scheduler"]["volumes"] + COMPOSE["services"]["postgres"]["volumes"]:
+        assert (REPO / volume.split(":")[0]).exists(), volume
+
+
+
+def secrets_of(key: str, raw: str) -> list[str]:
+    """The parts of an environment value holding a secret: all of it under a secret's name, a URL's password, a JSON
+    connection's password. References are masked first: an error message's `?` would end a URL's netloc."""
+    refs, numbers = list(REFERENCE.finditer(raw)), iter(range(1000))
+    masked = REFERENCE.sub(lambda m: f"REF{next(numbers)}", raw)
+    if SECRET_NAME.search(key) and not key.endswith("_FILE"):
+        found = [masked]
+    elif "://" in masked:
+        found = [urlsplit(masked).password]
+    elif masked.startswith("{"):
+        found = [json.loads(masked).get("password")]
+    else:
+        found = []
+    return [re.sub(r"REF(\d+)", lambda m: refs[int(m[1])][0], s) for s in found if s is not None]
+
+
+def environments():
+    for name, service in COMPOSE["services"].items():
+        for key, raw in (service.get("environment") or {}).items():
+            yield name, key, str(raw)
+
+
+def test_every_secret_is_a_required_variable_with_no_default():
+    secrets = [(name, key, s) for name, key, raw in environments() for s in secrets_of(key, raw)]
+    for component in AIRFLOW_COMPONENTS:  # the keys Airflow would otherwise generate per container, or leave unset
+        assert {"AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY"} <= {
+            key for name, key, _ in secrets if name == component}
+    assert any(key == "POSTGRES_PASSWORD" for _, key, _ in secrets)
+    for name, key, secret in secrets:
+        ref = REFERENCE.fullmatch(secret)
+        assert ref and ref["op"] == ":?", f"{name}: {key} is not one ${{VAR:?message}}"
+        assert "python3 -c" in ref["arg"], f"{name}: {key}'s message does not say how to generate one"
+
+
+def test_every_published_port_binds_to_loopback_unless_told_otherwise():
+    published = [(name, port) for name, service in COMPOSE["services"].items() for port in service.get("ports", [])]
+    assert {"airflow-api-server"} <= {name for name, _ in published}
+    for name, port in published:
+        for env, bound in (({}, "loopback"), ({"MICROINGEST_BIND": "192.0.2.1"}, "192.0.2.1")):
+            if isinstance(port, dict):  # compose's long syntax
+                host_ip = interpolate(str(port.get("host_ip", "")), env)
+            else:  # [HOST_IP:]HOST_PORT:CONTAINER_PORT[/PROTOCOL]
+                parts = interpolate(str(port), env).rsplit(":", 2)
+                host_ip = parts[0].strip("[]") if len(parts) == 3 else ""
+            assert host_ip, f"{name} publishes {port} on every interface"
+            ip = ipaddress.ip_address(host_ip)
+            assert ip.is_loopback if bound == "loopback" else str(ip) == bound, (name, port, env)
+
+
+def test_spark_services_hold_no_credential_and_publish_no_port():
+    secret_variables = {ref["name"] for _, key, raw in environments() for s in secrets_of(key, raw)
+                        if (ref := REFERENCE.fullmatch(s))}
+    for name in SPARK_SERVICES:
+        service = COMPOSE["services"][name]
+        assert "ports" not in service and "env_file" not in service, name
+        for key, raw in (service.get("environment") or {}).items():
+            assert not SPARK_FORBIDDEN.search(key), f"{name} gets {key}"
+            assert not {m["name"] for m in REFERENCE.finditer(str(raw))} & secret_variables, f"{name}: {key}"
+            assert not secrets_of(key, str(raw)), f"{name}: {key} holds a credential"

@@ -1,0 +1,70 @@
+"""The `lag:` declaration section, and LagTrigger's serialisation and polling (its check stubbed: the real checks
+run against Kafka and Postgres in the integration tests)."""
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+from microingest.airflow import lag_triggers as triggers
+from microingest.airflow.lag_triggers import LagTrigger
+from microingest.declare.declarations import parse_pipeline
+from microingest.lag.policy import GatePolicy, LagPolicy, SlaPolicy
+
+BASE = {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
+
+
+def test_the_lag_section_with_its_defaults():
+    p = parse_pipeline({**BASE, "schedule": "*/15 * * * *", "lag": {
+        "gate": {"min_records": 5000, "max_wait_seconds": 1800}, "sla": {"max_time_lag_seconds": 3600}}})
+    assert p.lag == LagPolicy(None, GatePolicy(5000, 1800, 600, 30), SlaPolicy(3600, 900))
+    assert p.lag.window(p.schedule) == timedelta(minutes=60)  # the gate's wait plus two periods beats three periods
+    assert parse_pipeline(BASE).lag == LagPolicy()
+    assert parse_pipeline({**BASE, "lag": {"window_seconds": 120}}).lag.window(None) == timedelta(seconds=120)
+
+
+def test_the_trigger_serialises_to_what_rebuilds_it():
+    trigger = LagTrigger("orders", "gate", "2026-11-23T12:00:00+00:00", 5)
+    path, kwargs = trigger.serialize()
+    assert path == "microingest.airflow.lag_triggers.LagTrigger"
+    module, _, name = path.rpartition(".")
+    rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
+    assert rebuilt.serialize() == (path, kwargs)
+
+
+def collect(trigger):
+    async def first_event():
+        async for event in trigger.run():
+            return event.payload
+    return asyncio.run(first_event())
+
+
+def test_the_trigger_fires_when_the_check_is_met_and_keeps_looking_through_failures(monkeypatch):
+    answers = iter([RuntimeError("broker away"), {"met": False, "summary": "12 records wait"},
+                    {"met": True, "summary": "5,000 records wait"}])
+
+    def check(name, pipeline):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(triggers, "run_check", check)
+    deadline = (datetime.now(timezone.utc) + timedelta(minutes=5)).isoformat()
+    assert collect(LagTrigger("orders", "gate", deadline, 0.01)) == {
+        "status": "met", "pokes": 3, "met": True, "summary": "5,000 records wait"}
+
+
+def test_the_trigger_gives_up_at_its_deadline_with_the_last_answer(monkeypatch):
+    monkeypatch.setattr(triggers, "run_check", lambda check, pipeline: {"met": False, "summary": "quiet"})
+    deadline = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+    # The trigger's clock, read once after each answer: before the deadline after the first poke, past it after the
+    # second. On the real clock a deadline a moment away may pass before the first answer on a slow machine.
+    readings = iter([deadline - timedelta(seconds=1), deadline + timedelta(seconds=1)])
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return next(readings)
+
+    monkeypatch.setattr(triggers, "datetime", Clock)
+    event = collect(LagTrigger("orders", "health", deadline.isoformat(), 0.01))
+    assert event == {"status": "deadline", "pokes": 2, "met": False, "summary": "quiet"}
