@@ -141,6 +141,11 @@ def status(show_password: bool = True) -> None:
 
 def control(action: str, service: str) -> None:
     """Stop, start, restart or crash one local service (the chaos tests break them on purpose)."""
+    if service == "airflow":  # its start needs the platform's settings: `up` brings it back
+        if action != "stop":
+            raise SystemExit("[platform] start Airflow with `up`")
+        airflow.stop_all()
+        return
     stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
                       "kafka": (kafka.stop_broker, kafka.start)}
     if service in stop_and_start:
@@ -170,8 +175,10 @@ def main() -> None:
     sub.add_parser("status", help="what runs where, with the Airflow login")
     sub.add_parser("clean", help="stop everything and delete the local Postgres cluster (may live outside the state)")
     for action in ("stop", "start", "restart"):
-        cmd = sub.add_parser(action, help=f"{action} one local service")
-        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect"))
+        cmd = sub.add_parser(action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop"
+                                                                           else ""))
+        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect") + (("airflow",) if action == "stop"
+                                                                                         else ()))
     crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")
     crash.add_argument("service", choices=("postgres",))
     args = parser.parse_args()
