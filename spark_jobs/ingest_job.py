@@ -19,9 +19,8 @@ import uuid
 from pyspark.sql import SparkSession
 
 from microingest.commit.history import RunInfo
-from microingest.commit.ledger import LedgerError
-from microingest.commit.sinks import TargetError
 from microingest.declare.declarations import get_pipeline
+from microingest.errors import MicroingestError, exit_code_of, outcome_of
 from microingest.lag.mirror import GroupMirror
 from microingest.plan.offsets import RunPlan
 from microingest.spark.batches import RunProgress, run_plan
@@ -52,12 +51,11 @@ def main(argv: list[str]) -> int:
     try:
         run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress, mirror=mirror)
         finished = True
-    except (LedgerError, TargetError) as exc:  # refusals: the job ran and chose not to commit the batch
+    except MicroingestError as exc:  # the job ran and did not commit the batch; the outcome says whether to retry
         finished = True
         print(f"microingest: {exc}", file=sys.stderr)
-        write_outcome({"status": "failed", "error_class": type(exc).__name__, "error": str(exc),
-                       **progress.to_dict()})
-        return 3
+        write_outcome({**outcome_of(exc), **progress.to_dict()})
+        return exit_code_of(exc)
     finally:
         mirror.close()
         if args.spark_connect and not finished:

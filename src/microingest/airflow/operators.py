@@ -15,6 +15,7 @@ from microingest import settings
 from microingest.airflow.job_process import JobProcess
 from microingest.commit.history import RunInfo, committed_by_run
 from microingest.declare.declarations import Pipeline
+from microingest.errors import Transient
 from microingest.plan.offsets import RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
@@ -22,9 +23,6 @@ from microingest.systems.connections import ConnectionInfo, env_name, get_connec
 from microingest.systems.postgres import connection
 
 LOCAL_MASTER = "local[*]"
-# Refusals of the job that the same plan would meet again: fail the task without spending its retries.
-DETERMINISTIC_REFUSALS = {"FencedError", "DeadLetterLimitError", "StagingMismatchError", "TargetError",
-                          "OverlapError"}
 
 
 class SparkIngestOperator(SparkSubmitOperator):
@@ -74,7 +72,7 @@ class SparkIngestOperator(SparkSubmitOperator):
                 if outcome.get("batches"):
                     message += (f" ({outcome['batches']} batch(es) of this run committed before, "
                                 f"{outcome['records_read']} records)")
-                if outcome["error_class"] in DETERMINISTIC_REFUSALS:
+                if not outcome.get("retryable", True):
                     raise AirflowFailException(message) from None  # a retry would be refused the same way
                 raise BatchFailedError(message) from None
             outcome = _read_outcome(outcome_file)
@@ -156,8 +154,9 @@ def _spark_connection_or_local(conn_id: str) -> ConnectionInfo:
         return get_connection(conn_id)
 
 
-class BatchFailedError(RuntimeError):
-    """The Spark job ran and refused to commit (fenced, staging mismatch, ...); nothing of the batch was written."""
+class BatchFailedError(Transient):
+    """The Spark job ran and did not commit a batch for a reason a retry may not meet (staging lost, a commit that
+    waited too long); nothing of the batch was written."""
 
 
 def _read_outcome(path: str) -> dict:

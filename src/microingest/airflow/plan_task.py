@@ -11,7 +11,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from microingest.cli.remote_run import PLAN_SUMMARY_KEY
 from microingest.commit.history import RunInfo
 from microingest.declare.declarations import Pipeline
-from microingest.plan.offsets import RequestError, RunPlan
+from microingest.errors import MicroingestError
+from microingest.plan.offsets import RunPlan
 from microingest.plan.request import RunRequest, parse_request
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,6 @@ log = logging.getLogger(__name__)
 
 def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     """The run plan as XCom, or None to skip `ingest`."""
-    from microingest.commit.overlap import OverlapError
     from microingest.plan.backfill import plan_backfill
     from microingest.plan.live import plan_live_run
 
@@ -36,8 +36,10 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
         else:
             plan = plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
                                  record_pins=not request.dry_run)
-    except (RequestError, OverlapError) as exc:  # the same request would fail the same way: no retries
-        raise AirflowFailException(str(exc)) from None
+    except MicroingestError as exc:
+        if exc.retryable:
+            raise  # Kafka or Postgres away for now: Airflow retries the task
+        raise AirflowFailException(str(exc)) from None  # the same request would fail the same way: no retries
     log.info(summary(plan))
     ti.xcom_push(key=PLAN_SUMMARY_KEY, value=summary(plan) + (" (dry run: nothing written)" if request.dry_run else ""))
     if request.dry_run:

@@ -19,19 +19,15 @@ import sys
 from datetime import datetime, timezone
 
 from microingest.cli.rest_client import AirflowApiError
-from microingest.commit.ledger import LedgerError
 from microingest.commit.overlap import OVERLAP_POLICIES
-from microingest.declare.declarations import DeclarationError, Pipeline, get_pipeline, load_declarations
-from microingest.plan.offsets import PlanningError
-from microingest.systems.connections import ConnectionConfigError, get_connection, postgres_params
-from microingest.systems.kafka_access import KafkaAccessError
-from microingest.systems.postgres import PostgresUnavailableError
+from microingest.declare.declarations import Pipeline, get_pipeline, load_declarations
+from microingest.errors import MicroingestError, Refused
+from microingest.systems.connections import get_connection, postgres_params
 
-EXPECTED_ERRORS = (DeclarationError, ConnectionConfigError, KafkaAccessError, LedgerError, PlanningError,
-                   PostgresUnavailableError, AirflowApiError)
+EXPECTED_ERRORS = (MicroingestError, AirflowApiError)
 
 
-class UsageError(ValueError):
+class UsageError(Refused, ValueError):
     """Arguments that do not make a request; reported like argparse's own errors (exit 2)."""
 
 

@@ -13,13 +13,14 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from microingest.commit.history import BatchRecord, RunInfo, record_batch
+from microingest.errors import Refused
 from microingest.plan.offsets import OffsetRange
 from microingest.systems.postgres import connection
 
 log = logging.getLogger(__name__)
 
 
-class LedgerError(RuntimeError):
+class LedgerError(Refused):
     """The commit protocol refused a batch; nothing of it was written."""
 
 

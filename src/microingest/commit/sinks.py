@@ -19,6 +19,7 @@ from microingest.declare.declarations import SOURCE_COLUMNS, Pipeline
 from microingest.declare.identifiers import split_table_name
 from microingest.decode import storable
 from microingest.decode.codec import PG_TYPES
+from microingest.errors import Refused
 
 STAGING_SCHEMA = "microingest_staging"
 _STAGING_TYPES = {"source_topic": "text", "source_partition": "integer", "source_offset": "bigint",
@@ -26,7 +27,7 @@ _STAGING_TYPES = {"source_topic": "text", "source_partition": "integer", "source
 STAGING_PREFIX = tuple(_STAGING_TYPES)  # the row layout RecordProcessor output is appended to
 
 
-class TargetError(RuntimeError):
+class TargetError(Refused):
     pass
 
 

@@ -21,6 +21,7 @@ from microingest.commit.history import BatchRecord, RunInfo, record_batch
 from microingest.commit.ledger import LedgerError, fence_and_advance, fence_below
 from microingest.commit.overlap import settle_overlap
 from microingest.commit.staging import DEAD_LETTER_COLUMNS, STAGED_DEAD, BatchAttempt, StagedCounts, delete_staged
+from microingest.errors import Transient
 from microingest.plan.offsets import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -30,12 +31,12 @@ class StagingMismatchError(LedgerError):
     """Staging holds records the plan did not ask for: the read did not match the plan, and would not on a retry."""
 
 
-class StagingLostError(RuntimeError):
+class StagingLostError(Transient):
     """Staging holds fewer records than the executors staged. Staging is UNLOGGED: a Postgres crash empties it, and
     a failover to a replica finds it empty. Nothing was committed; a retry stages the batch again."""
 
 
-class CommitTimeoutError(RuntimeError):
+class CommitTimeoutError(Transient):
     """The commit waited longer than allowed (a held lock, a hung statement); nothing was written. Worth a retry."""
 
 

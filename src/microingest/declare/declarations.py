@@ -17,6 +17,7 @@ import yaml
 
 from microingest import settings
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
+from microingest.errors import Refused
 from microingest.lag.policy import LagPolicy, PolicyError, parse_lag_policy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
@@ -48,7 +49,7 @@ STAGING_COLUMNS = tuple(_STAGING_COLUMN_USES)
 SOURCE_COLUMNS = STAGING_COLUMNS[:5]
 
 
-class DeclarationError(ValueError):
+class DeclarationError(Refused, ValueError):
     """A pipeline declaration is malformed; the message names the source and the field."""
 
     def __init__(self, source: str, field: str, problem: str):

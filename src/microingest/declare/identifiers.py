@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 
+from microingest.errors import Refused
+
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
-class IdentifierError(ValueError):
+class IdentifierError(Refused, ValueError):
     pass
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from microingest.errors import Refused
 
-class PolicyError(ValueError):
+
+class PolicyError(Refused, ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field

@@ -12,8 +12,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
+from microingest.errors import Refused
 
-class PlanningError(RuntimeError):
+
+class PlanningError(Refused):
     pass
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from microingest.errors import Refused
 
-class ConnectionConfigError(RuntimeError):
+
+class ConnectionConfigError(Refused):
     pass
 
 

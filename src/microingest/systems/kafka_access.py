@@ -16,10 +16,12 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from microingest.errors import Transient
+
 log = logging.getLogger(__name__)
 
 
-class KafkaAccessError(RuntimeError):
+class KafkaAccessError(Transient):
     pass
 
 

@@ -7,8 +7,10 @@ from typing import Any, Iterator
 
 import psycopg2
 
+from microingest.errors import Transient
 
-class PostgresUnavailableError(RuntimeError):
+
+class PostgresUnavailableError(Transient):
     pass
 
 

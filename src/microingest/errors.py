@@ -1,0 +1,40 @@
+"""One error family. Every error the platform raises on purpose is a `MicroingestError`, and its `retryable`
+property says what Airflow does with it:
+
+- refused (`Refused`, retryable False): the same request would meet it again (a malformed declaration, a Param that
+  asks for what Kafka or the ledger cannot give, a batch fenced or refused by its own checks, a target that cannot
+  take the rows). The task fails without spending its retries, and the message says what to change.
+- transient (`Transient`, retryable True): it goes away by itself (a server unreachable, a lock held too long, staging
+  lost to a crash). Nothing of the failed batch was written; Airflow retries and the retry goes on where this try
+  stopped.
+
+Across the process boundary (the Spark job, then the operator) an error travels as the job's outcome file:
+`{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...progress}`, and the
+job exits with REFUSED_EXIT or TRANSIENT_EXIT. Anything else that escapes (a Spark or driver failure) is transient.
+"""
+
+from __future__ import annotations
+
+REFUSED_EXIT = 3
+TRANSIENT_EXIT = 4
+
+
+class MicroingestError(Exception):
+    retryable: bool = False
+
+
+class Refused(MicroingestError):
+    retryable = False
+
+
+class Transient(MicroingestError):
+    retryable = True
+
+
+def outcome_of(exc: MicroingestError) -> dict:
+    """The failure as the job reports it to the operator (see the module docstring)."""
+    return {"status": "failed", "error_class": type(exc).__name__, "error": str(exc), "retryable": exc.retryable}
+
+
+def exit_code_of(exc: MicroingestError) -> int:
+    return TRANSIENT_EXIT if exc.retryable else REFUSED_EXIT

@@ -1,0 +1,40 @@
+"""One error family: every error the platform raises on purpose is a MicroingestError, and whether Airflow retries it
+is its `retryable` property, not a list of names."""
+
+import importlib
+import inspect
+import pkgutil
+
+import microingest
+from microingest.errors import MicroingestError, Refused, Transient
+
+# Errors that never leave a record's own handling: each becomes a dead letter with its reason.
+PER_RECORD = {"DecodeError", "BadRecord", "Unstorable"}
+OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
+INTERNAL = {"CopyAborted"}  # ends a COPY from inside its read; the producer's own error is what is raised
+REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
+           "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "StagingMismatchError",
+           "DeadLetterLimitError", "TargetError", "UsageError"}
+TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "StagingLostError", "CommitTimeoutError",
+             "BatchFailedError"}
+
+
+def platform_exceptions() -> dict[str, type]:
+    found = {}
+    for info in pkgutil.walk_packages(microingest.__path__, "microingest."):
+        if info.name.startswith("microingest.bench.__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__ == module.__name__:
+                found[name] = cls
+    return found
+
+
+def test_every_error_of_the_platform_is_in_the_family_with_its_retry_decided_by_a_property():
+    found = platform_exceptions()
+    family = {n for n, cls in found.items() if issubclass(cls, MicroingestError)}
+    assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN | INTERNAL
+    assert family - {"MicroingestError", "Refused", "Transient"} == REFUSED | TRANSIENT
+    assert all(not found[n].retryable and issubclass(found[n], Refused) for n in REFUSED)
+    assert all(found[n].retryable and issubclass(found[n], Transient) for n in TRANSIENT)
