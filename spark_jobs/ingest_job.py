@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
         finished = True
     except MicroingestError as exc:  # the job ran and did not commit the batch; the outcome says whether to retry
         finished = True
-        print(f"microingest: {exc}", file=sys.stderr)
+        print(f"microingest: {type(exc).__name__}: {exc}", file=sys.stderr)
         write_outcome({**outcome_of(exc), **progress.to_dict()})
         return exit_code_of(exc)
     finally:
