@@ -74,7 +74,7 @@ def connections() -> dict[str, str]:
 
 def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
     """Pipelines declared in the folder whose Spark connection is the local Spark Connect server."""
-    from microingest.declare.declarations import load_declarations
+    from microingest.declare.files import load_declarations
 
     if configured(SPARK_CONNECT_CONN):
         return []  # a server of someone else's: not ours to start

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from microingest.bench.streaming import count_ranges
 from microingest.plan.offsets import OffsetRange
-from microingest.spark.batches import kafka_read_options
+from microingest.spark.batch import kafka_read_options
 from microingest.systems.connections import get_connection, spark_kafka_options
 
 

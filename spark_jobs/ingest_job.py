@@ -2,13 +2,13 @@
 
 Started by the pipeline DAG's `ingest` task (microingest.airflow.operators.SparkIngestOperator): by spark-submit, or,
 with `--spark-connect <conn_id>`, as a plain Python client of a long-lived Spark Connect server
-(microingest.spark.connect). All logic lives in the microingest package. Connections come from AIRFLOW_CONN_*
-environment variables set for this process.
+(microingest.spark.connect). Its arguments are microingest.spark.submit's contract; connections come from
+AIRFLOW_CONN_* environment variables set for this process. It reports its outcome (microingest.errors) in the file
+MICROINGEST_OUTCOME_FILE names and by its exit code.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -18,54 +18,43 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from microingest.commit.history import RunInfo
-from microingest.declare.declarations import get_pipeline
+from microingest.commit.history import RunOutcome
+from microingest.declare.files import get_pipeline
 from microingest.errors import MicroingestError, exit_code_of, outcome_of
-from microingest.lag.mirror import GroupMirror
-from microingest.plan.offsets import RunPlan
-from microingest.spark.batches import RunProgress, run_plan
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, spark_kafka_options
+from microingest.spark.job import IngestJob
+from microingest.spark.run import run_plan
+from microingest.spark.submit import parse_job_args
+from microingest.systems.connections import get_connection
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pipeline", required=True)
-    parser.add_argument("--plan", required=True, help="JSON run plan: {kind, ranges, batch_cap, time_budget_seconds, "
-                        "overlap}")
-    parser.add_argument("--run", default="{}", help="JSON {dag_id, run_id, task_try, kind} for the batch history")
-    parser.add_argument("--spark-connect", metavar="CONN_ID",
-                        help="run on the Spark Connect server of this connection instead of a Spark application of "
-                             "its own")
-    args = parser.parse_args(argv)
+    args = parse_job_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    pipeline = get_pipeline(args.pipeline)
-    plan = RunPlan.from_dict(json.loads(args.plan))
-    pg = postgres_params(get_connection(pipeline.postgres_conn_id))
-    kafka = spark_kafka_options(get_connection(pipeline.kafka_conn_id))
-
-    spark = session(pipeline.name, args.spark_connect)
-    progress = RunProgress()
-    mirror = GroupMirror(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.name, pipeline.topic)
+    outcome = RunOutcome()
+    spark = job = None
     finished = False
     try:
-        run_plan(spark, pipeline, plan, pg, kafka, RunInfo.from_dict(json.loads(args.run)), progress, mirror=mirror)
+        pipeline = get_pipeline(args.pipeline)  # a declaration broken since the plan is a refusal too
+        spark = session(pipeline.name, args.spark_connect)
+        job = IngestJob.start(spark, pipeline, args.run)
+        run_plan(job, args.plan, outcome)
         finished = True
     except MicroingestError as exc:  # the job ran and did not commit the batch; the outcome says whether to retry
         finished = True
         print(f"microingest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        write_outcome({**outcome_of(exc), **progress.to_dict()})
+        write_outcome({**outcome.to_dict(), **outcome_of(exc)})
         return exit_code_of(exc)
     finally:
-        mirror.close()
-        if args.spark_connect and not finished:
-            from microingest.spark.connect import interrupt_own
+        if job is not None:
+            job.close()
+        if spark is not None:
+            if args.spark_connect and not finished:
+                from microingest.spark.connect import interrupt_own
 
-            interrupt_own(spark)
-        spark.stop()
-    outcome = {"status": "committed", **progress.to_dict()}
-    write_outcome(outcome)
-    print("microingest: " + json.dumps(outcome))
+                interrupt_own(spark)
+            spark.stop()
+    write_outcome(outcome.to_dict())
+    print("microingest: " + json.dumps(outcome.to_dict()))
     return 0
 
 

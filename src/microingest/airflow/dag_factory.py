@@ -9,7 +9,8 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, task
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
-from microingest.declare.declarations import DeclarationError, Pipeline, load_declarations
+from microingest.declare.files import load_declarations
+from microingest.declare.pipeline import DeclarationError, Pipeline
 
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _TAG_MAX_LEN = 100  # Airflow's limit on a DAG tag

@@ -17,7 +17,8 @@ from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from microingest.declare.declarations import Pipeline, load_declarations
+from microingest.declare.files import load_declarations
+from microingest.declare.pipeline import Pipeline
 from microingest.lag.status import BatchSummary, PipelineStatus
 from microingest.lag.text import age
 
@@ -39,13 +40,13 @@ def declarations() -> tuple[list[Pipeline], list[str]]:
 
 def statuses(pipelines: list[Pipeline]) -> list[tuple[PipelineStatus, list[tuple[datetime, int]]]]:
     from microingest.lag.status import pipeline_status
-    from microingest.systems.connections import get_connection, postgres_params
-    from microingest.systems.postgres import connection
+    from microingest.systems.pipeline_systems import PipelineSystems
 
     out = []
     for pipeline in pipelines:
-        status = pipeline_status(pipeline)
-        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+        systems = PipelineSystems.of(pipeline)
+        status = pipeline_status(pipeline, systems=systems)
+        with systems.db() as conn:
             out.append((status, lag_series(conn, pipeline.name, datetime.now(timezone.utc) - CHART_SPAN)))
     return out
 

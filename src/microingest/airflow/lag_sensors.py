@@ -18,7 +18,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from microingest.airflow.lag_triggers import LagTrigger, run_check
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 
 GATED_RUN_TYPES = ("scheduled",)
 

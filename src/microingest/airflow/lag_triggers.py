@@ -18,7 +18,7 @@ CHECKS = ("gate", "health")
 
 def run_check(check: str, pipeline_name: str) -> dict:
     """One poke: the named check of the pipeline's declared policy, as a dict (what the event carries)."""
-    from microingest.declare.declarations import get_pipeline
+    from microingest.declare.files import get_pipeline
     from microingest.lag.checks import gate_check, health_check
 
     pipeline = get_pipeline(pipeline_name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -14,13 +15,13 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 from microingest import settings
 from microingest.airflow.job_process import JobProcess
 from microingest.commit.history import RunInfo, committed_by_run
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.errors import Transient
 from microingest.plan.offsets import RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
-from microingest.systems.connections import ConnectionInfo, env_name, get_connection, postgres_params, to_env_value
-from microingest.systems.postgres import connection
+from microingest.systems.connections import ConnectionInfo, env_name, get_connection, to_env_value
+from microingest.systems.pipeline_systems import PipelineSystems
 
 LOCAL_MASTER = "local[*]"
 
@@ -48,13 +49,18 @@ class SparkIngestOperator(SparkSubmitOperator):
         self.plan_task_id = plan_task_id
         self._client: JobProcess | None = None  # the job as a Spark Connect client
 
+    @cached_property
+    def systems(self) -> PipelineSystems:
+        """The pipeline's Kafka and Postgres, resolved once per task try (as a provider hook resolves its client)."""
+        return PipelineSystems.of(self.pipeline)
+
     def execute(self, context: Any) -> dict:
         ti = context["ti"]
         planned = ti.xcom_pull(task_ids=self.plan_task_id)
         if not planned or not planned.get("ranges"):
             raise ValueError(f"task '{self.plan_task_id}' planned no ranges; nothing to ingest")
         plan = RunPlan.from_dict(planned)
-        run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number, kind=plan.kind)
+        run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number)
         done = self._committed_earlier(plan, run)
         if done is not None:
             return done
@@ -94,7 +100,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         `env_vars` into `--conf ...Env.<NAME>=<value>` arguments, i.e. secrets on a command line anyone on the host
         can read, so those masters are refused until secrets reach the job another way."""
         self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
-        self.env_vars = {**(self.env_vars or {}), **spark_submit.connection_env(self.pipeline),
+        self.env_vars = {**(self.env_vars or {}), **self.systems.as_env(),
                          "MICROINGEST_OUTCOME_FILE": outcome_file}
         spark = _spark_connection_or_local(self._conn_id)
         if spark_connect.is_spark_connect(spark):
@@ -132,15 +138,13 @@ class SparkIngestOperator(SparkSubmitOperator):
         its last commit, or the commit's acknowledgement was lost), so no Spark job is started for nothing."""
         if run.task_try is None or run.task_try <= 1:
             return None
-        with connection(postgres_params(get_connection(self.pipeline.postgres_conn_id))) as conn:
-            before = committed_by_run(conn, self.pipeline.name, run.dag_id, run.run_id, plan.kind)
+        with self.systems.db() as conn:
+            before = committed_by_run(conn, self.pipeline.name, run, plan.kind)
         if not before.batches or plan.without(before.ranges).ranges:
             return None
         self.log.info("earlier tries of run %s committed its whole plan (%d batch(es), %d records); nothing left "
                       "to do", run.run_id, before.batches, before.records_read)
-        return {"status": "committed", "batches": before.batches, "records_read": before.records_read,
-                "rows_written": before.rows_written, "dead_letters": before.dead_letters, "skipped": 0,
-                "remaining": 0}
+        return before.to_dict()
 
 
 def _spark_connection_or_local(conn_id: str) -> ConnectionInfo:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from airflow.sdk import Param
 
 from microingest.commit.overlap import OVERLAP_POLICIES
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.request import BACKFILL_RANGES, FROM_TIME, SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, UNTIL_TIME
 
 LIVE, BACKFILL, SKIP = "Live run", "Backfill", "Skip a stuck partition"

@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from microingest.cli.remote_run import PLAN_SUMMARY_KEY
 from microingest.commit.history import RunInfo
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
 from microingest.plan.offsets import RunPlan
 from microingest.plan.request import RunRequest, parse_request
@@ -56,29 +56,26 @@ def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
     """A skip is the whole run: done here, in one transaction, and `ingest` is skipped."""
     from microingest.commit.history import committed_by_run
     from microingest.commit.skip import skip
-    from microingest.systems.connections import get_connection, postgres_params
-    from microingest.systems.postgres import connection
+    from microingest.systems.pipeline_systems import PipelineSystems
 
     if request.dry_run:
-        checked = skip(pipeline, request.skip.partition, request.skip.until, request.skip.reason, "dry run",
-                       dry_run=True)
+        checked = skip(pipeline, request.skip, "dry run", dry_run=True)
         log.info(checked.dry_run_summary())
         ti.xcom_push(key=PLAN_SUMMARY_KEY, value=checked.dry_run_summary())
         return None
-    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
-        earlier = committed_by_run(conn, pipeline.name, ti.dag_id, ti.run_id, "skip")
+    with PipelineSystems.of(pipeline).db() as conn:
+        earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
     if earlier.batches:  # a retry of a task whose skip committed: done, and not to be done twice
         log.info("this run's skip was committed by an earlier try (%d records)", earlier.records_read)
         return None
     who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
-    result = skip(pipeline, request.skip.partition, request.skip.until, request.skip.reason, who,
-                  RunInfo(ti.dag_id, ti.run_id, ti.try_number, "skip"))
+    result = skip(pipeline, request.skip, who, RunInfo(ti.dag_id, ti.run_id, ti.try_number))
     log.info(result.summary())
     ti.xcom_push(key=PLAN_SUMMARY_KEY, value=result.summary())
     return None
 
 
 def summary(plan: RunPlan) -> str:
-    ranges = ", ".join(f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset})" for r in plan.ranges) or "none"
+    ranges = ", ".join(map(str, plan.ranges)) or "none"
     return (f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
             f"{plan.batch_cap:,}; ranges: {ranges}")

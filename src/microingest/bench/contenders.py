@@ -19,12 +19,14 @@ from microingest.bench.dataset import SCHEMA
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
 from microingest.commit.history import RunInfo
-from microingest.declare.declarations import Pipeline, load_pipeline_file
+from microingest.declare.files import load_pipeline_file
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.live import plan_live_run
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
 from microingest.systems.connections import get_connection
 from microingest.systems.kafka_access import partition_bounds
+from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import connection
 
 
@@ -145,7 +147,7 @@ class SparkJobAlone(_Platform):
     def run(self) -> Run:
         def launch() -> None:
             plan = plan_live_run(self.pipeline)
-            env = {**os.environ, **spark_submit.connection_env(self.pipeline)}
+            env = {**os.environ, **PipelineSystems.of(self.pipeline).as_env()}
             argv = spark_submit.command(self.pipeline, plan, RunInfo(), master="local[*]",
                                         extra_conf={"spark.ui.enabled": "false"})
             run_logged(argv, env, self.ctx.work_dir / f"{self.key}-{time.time():.0f}.log")
@@ -160,7 +162,7 @@ class SparkConnectJob(_Platform):
     def run(self) -> Run:
         def launch() -> None:
             plan = plan_live_run(self.pipeline)
-            env = {**os.environ, **spark_submit.connection_env(self.pipeline)}
+            env = {**os.environ, **PipelineSystems.of(self.pipeline).as_env()}
             argv = spark_connect.job_command(self.pipeline, plan, RunInfo())
             run_logged(argv, env, self.ctx.work_dir / f"{self.key}-{time.time():.0f}.log")
 

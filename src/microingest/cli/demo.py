@@ -16,13 +16,12 @@ from datetime import datetime, timedelta, timezone
 from psycopg2 import sql
 
 from microingest.cli.rest_client import AirflowClient, DagRun, base_url, credentials
-from microingest.declare.declarations import get_pipeline
-from microingest.declare.identifiers import split_table_name
+from microingest.declare.files import get_pipeline
+from microingest.declare.identifiers import table_identifier
 from microingest.lag.status import pipeline_status
 from microingest.lag.text import status_lines
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
 from microingest.systems.kafka_access import create_topic, json_bytes, partition_bounds, produce
-from microingest.systems.postgres import connection
+from microingest.systems.pipeline_systems import PipelineSystems
 
 PIPELINE = "demo_events"
 PARTITIONS = 3
@@ -68,11 +67,10 @@ def run_dag(api: AirflowClient, dag_id: str, timeout: float = 900) -> list[DagRu
     raise TimeoutError(f"{dag_id} runs did not finish within {timeout:.0f}s")
 
 
-def report(pipeline) -> None:
-    pg = postgres_params(get_connection(pipeline.postgres_conn_id))
-    with connection(pg) as conn, conn.cursor() as cur:
+def report(pipeline, systems: PipelineSystems) -> None:
+    with systems.db() as conn, conn.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
-            sql.Identifier(*split_table_name(pipeline.target_table))))
+            table_identifier(pipeline.target_table)))
         rows, distinct = cur.fetchone()
         cur.execute("SELECT count(*), coalesce(sum(rows_written), 0), max(committed_at) FROM microingest.batches "
                     "WHERE pipeline = %s AND kind = 'ingest'", (pipeline.name,))
@@ -86,13 +84,14 @@ def report(pipeline) -> None:
     if latest:
         print(f"last batch: {latest[0]} rows, {latest[1]:.1f}s from Spark start to commit")
     print("\nlag (as `microingest lag` shows it; the Airflow UI has it under Browse > Pipeline lag):")
-    print("\n".join(status_lines(pipeline_status(pipeline))))
+    print("\n".join(status_lines(pipeline_status(pipeline, systems=systems))))
     user, password = credentials()  # someone ran the demo to look around: show them the way in
     print(f"\nAirflow UI: {base_url()}/dags/{pipeline.dag_id}  (login: {user} / {password})")
 
 def main() -> int:
     pipeline = get_pipeline(PIPELINE)
-    kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
+    systems = PipelineSystems.of(pipeline)
+    kafka = systems.kafka_client
     if create_topic(kafka, pipeline.topic, PARTITIONS):
         print(f"created topic {pipeline.topic} with {PARTITIONS} partitions")
     started = time.time()
@@ -109,7 +108,7 @@ def main() -> int:
         ingest = r.tasks.get("ingest")
         note = {"skipped": "nothing new, Spark not started", "success": "committed"}.get(ingest, ingest)
         print(f"  {r.run_id} ({r.run_type}): {r.state}, ingest {ingest} ({note})")
-    report(pipeline)
+    report(pipeline, systems)
     return 0 if all(r.state == "success" for r in runs) else 1
 
 

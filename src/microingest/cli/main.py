@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 
 from microingest.cli.rest_client import AirflowApiError
 from microingest.commit.overlap import OVERLAP_POLICIES
-from microingest.declare.declarations import Pipeline, get_pipeline, load_declarations
+from microingest.declare.files import get_pipeline, load_declarations
+from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError, Refused
 from microingest.systems.connections import get_connection, postgres_params
 
@@ -116,9 +117,10 @@ def cmd_skip(args) -> None:
     import getpass
 
     from microingest.commit.skip import skip
+    from microingest.plan.request import SkipRequest
 
-    result = skip(get_pipeline(args.pipeline), args.partition, args.until, args.reason, args.by or getpass.getuser(),
-                  dry_run=args.dry_run)
+    result = skip(get_pipeline(args.pipeline), SkipRequest(args.partition, args.until, args.reason),
+                  args.by or getpass.getuser(), dry_run=args.dry_run)
     print(result.dry_run_summary() if args.dry_run else result.summary())
 
 

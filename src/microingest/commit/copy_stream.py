@@ -14,6 +14,8 @@ from typing import Callable, Sequence, TypeVar
 
 from psycopg2 import sql
 
+from microingest.declare.identifiers import identifier_list
+
 T = TypeVar("T")
 CHUNK_CHARS = 1 << 20
 QUEUED_CHUNKS = 4
@@ -75,7 +77,7 @@ class _ChunkReader:
 
 
 def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], csv: bool = False) -> str:
-    cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+    cols = identifier_list(columns)
     options = sql.SQL(" (FORMAT csv)" if csv else "")
     return sql.SQL("COPY {} ({}) FROM STDIN{}").format(table, cols, options).as_string(cur)
 

@@ -16,15 +16,16 @@ from microingest.plan.offsets import OffsetRange
 
 @dataclass(frozen=True)
 class RunInfo:
-    """Who asked for the batch; recorded in the history row."""
+    """Who asked for the batch (the DAG run and task try) and which Spark application ran it; recorded in the
+    history row. What kind of batch it is comes from the plan, not from here."""
 
     dag_id: str | None = None
     run_id: str | None = None
     task_try: int | None = None
-    kind: str = "ingest"  # ingest | backfill | pin | skip
+    spark_app_id: str | None = None  # set by the job once its session is up
 
     def to_dict(self) -> dict:
-        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try, "kind": self.kind}
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "RunInfo":
@@ -35,12 +36,12 @@ class RunInfo:
 class BatchRecord:
     """What one batch did, as the history keeps it."""
 
+    kind: str  # ingest | backfill (a run's batches, from its plan) | pin | skip
     records_read: int
     rows_written: int
     dead_letters: int
     started_at: datetime
     staged_at: datetime | None = None
-    spark_app_id: str | None = None
     run_batch: int | None = None  # 1, 2, ... within its DAG run
     note: str | None = None  # who made an operator's batch (a skip) and why
 
@@ -51,9 +52,9 @@ def record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
         "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch, note, committed_at) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
-        (batch_id, pipeline, run.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
+        (batch_id, pipeline, record.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
          record.rows_written, record.dead_letters, _gaps_json(ranges), record.started_at, record.staged_at,
-         run.dag_id, run.run_id, run.task_try, record.spark_app_id, record.run_batch, record.note))
+         run.dag_id, run.run_id, run.task_try, run.spark_app_id, record.run_batch, record.note))
 
 
 def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
@@ -63,20 +64,58 @@ def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
 
 
 @dataclass(frozen=True)
-class RunSoFar:
-    """The batches one DAG run has committed (over all its task tries)."""
+class CommitResult:
+    """What one committed batch did."""
 
-    batches: int
-    records_read: int
+    batch_id: str
     rows_written: int
+    records_read: int
     dead_letters: int
     ranges: tuple[OffsetRange, ...]
+    skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
 
 
-def committed_by_run(conn, pipeline: str, dag_id: str, run_id: str, kind: str) -> RunSoFar:
+@dataclass
+class RunOutcome:
+    """What one DAG run has committed (over all its task tries): what the job reports, what the ingest task returns
+    as XCom, and what a retry starts from."""
+
+    batches: int = 0
+    records_read: int = 0
+    rows_written: int = 0
+    dead_letters: int = 0
+    skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
+    remaining: int = 0  # records of the run's plan left for the next run (time budget spent)
+    ranges: tuple[OffsetRange, ...] = ()  # what was committed, so a retry can leave it out of its plan
+
+    def add(self, batch: CommitResult) -> None:
+        self.extend(RunOutcome(1, batch.records_read, batch.rows_written, batch.dead_letters, batch.skipped,
+                               ranges=batch.ranges))
+
+    def extend(self, earlier: "RunOutcome") -> None:
+        """Count in what earlier tries of the run committed."""
+        self.batches += earlier.batches
+        self.records_read += earlier.records_read
+        self.rows_written += earlier.rows_written
+        self.dead_letters += earlier.dead_letters
+        self.skipped += earlier.skipped
+        self.ranges += earlier.ranges
+
+    def to_dict(self) -> dict:
+        """The committed outcome as the job reports it and the ingest task returns it (ranges stay out: XCom is for
+        people and later tasks, the history holds them)."""
+        return {"status": "committed", "batches": self.batches, "records_read": self.records_read,
+                "rows_written": self.rows_written, "dead_letters": self.dead_letters, "skipped": self.skipped,
+                "remaining": self.remaining}
+
+
+def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome:
+    """The batches of `kind` that earlier tries of this DAG run committed."""
+    outcome = RunOutcome()
     with conn.cursor() as cur:
-        cur.execute("SELECT ranges, records_read, rows_written, dead_letters FROM microingest.batches "
-                    "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s", (pipeline, dag_id, run_id, kind))
-        rows = cur.fetchall()
-    return RunSoFar(len(rows), sum(r[1] for r in rows), sum(r[2] for r in rows), sum(r[3] for r in rows),
-                    tuple(OffsetRange.from_dict(d) for r in rows for d in r[0]))
+        cur.execute("SELECT batch_id::text, rows_written, records_read, dead_letters, ranges FROM microingest.batches "
+                    "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s",
+                    (pipeline, run.dag_id, run.run_id, kind))
+        for batch_id, written, read, dead, ranges in cur.fetchall():
+            outcome.add(CommitResult(batch_id, written, read, dead, tuple(map(OffsetRange.from_dict, ranges))))
+    return outcome

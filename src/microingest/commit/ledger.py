@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from microingest.commit.history import BatchRecord, RunInfo, record_batch
 from microingest.errors import Refused
 from microingest.plan.offsets import OffsetRange
-from microingest.systems.postgres import connection
+from microingest.systems.postgres import advisory_lock, connection
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def read_ledger(conn, pipeline: str, topic: str) -> dict[int, int]:
 
 def lock_pipeline(cur, pipeline: str) -> None:
     """Serialise the commits of one pipeline (live batches, backfill batches, pins) for the rest of the transaction."""
-    cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"microingest:pipeline:{pipeline}",))
+    advisory_lock(cur, f"microingest:pipeline:{pipeline}", transaction=True)
 
 
 def _locked_positions(cur, pipeline: str, ranges: Sequence[OffsetRange]) -> dict[tuple[str, int], int]:
@@ -74,8 +74,7 @@ def fence_below(cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str
     above = [(r, current.get((r.topic, r.partition))) for r in ranges
              if current.get((r.topic, r.partition)) is None or r.until_offset > current[(r.topic, r.partition)]]
     if above:
-        detail = "; ".join(f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}) but the live position is "
-                           f"{'not set' if now is None else now}" for r, now in above)
+        detail = "; ".join(f"{r} but the live position is {'not set' if now is None else now}" for r, now in above)
         raise FencedError(f"fenced: backfill batch {batch_id} of pipeline '{pipeline}' reaches offsets the live "
                           f"pipeline owns ({detail}); nothing from this batch was written")
 
@@ -88,6 +87,5 @@ def pin_positions(params: dict[str, Any], pipeline: str, pins: Sequence[OffsetRa
     started = datetime.now(timezone.utc)
     with connection(params) as conn, conn, conn.cursor() as cur:
         fence_and_advance(cur, pipeline, pins, batch_id)
-        record_batch(cur, pipeline, batch_id, pins, RunInfo(run.dag_id, run.run_id, run.task_try, "pin"),
-                     BatchRecord(0, 0, 0, started))
+        record_batch(cur, pipeline, batch_id, pins, run, BatchRecord("pin", 0, 0, 0, started))
     return batch_id

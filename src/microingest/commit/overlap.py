@@ -24,7 +24,7 @@ from psycopg2 import sql
 
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import Sink
-from microingest.commit.staging import STAGED_DEAD, StagedCounts
+from microingest.commit.staging import STAGED_DEAD, StagedCounts, ranges_unnest
 from microingest.plan.offsets import OffsetRange
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
@@ -36,10 +36,8 @@ class OverlapError(LedgerError):
 
 
 def _ranges_cte(ranges: Sequence[OffsetRange]) -> tuple[sql.Composable, tuple]:
-    return (sql.SQL("r (topic, part, lo, hi) AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], "
-                    "%s::bigint[]))"),
-            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
-             [r.until_offset for r in ranges]))
+    rows, args = ranges_unnest(ranges)
+    return sql.SQL("r (topic, part, lo, hi) AS (SELECT * FROM {})").format(rows), args
 
 
 def _present(sink: Sink) -> sql.Composable:
@@ -84,7 +82,7 @@ def _merged(spans: list[tuple]) -> list[tuple]:
 
 
 def describe(spans: list[tuple]) -> str:
-    shown = ", ".join(f"{t}[{p}] [{lo}, {hi}) ({n} records)" for t, p, lo, hi, n in spans[:_SHOWN])
+    shown = ", ".join(f"{OffsetRange(t, p, lo, hi, None)} ({n} records)" for t, p, lo, hi, n in spans[:_SHOWN])
     more = f" and {len(spans) - _SHOWN} more ranges" if len(spans) > _SHOWN else ""
     return shown + more
 

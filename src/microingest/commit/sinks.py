@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
-from microingest.declare.declarations import SOURCE_COLUMNS, Pipeline
-from microingest.declare.identifiers import split_table_name
+from microingest.declare.identifiers import identifier_list, split_table_name, table_identifier
+from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
 from microingest.decode import storable
 from microingest.decode.codec import PG_TYPES
 from microingest.errors import Refused
@@ -31,16 +31,12 @@ class TargetError(Refused):
     pass
 
 
-def _ids(names) -> sql.Composed:
-    return sql.SQL(", ").join(map(sql.Identifier, names))
-
-
 class Sink:
     mode = ""
 
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
-        self.target = sql.Identifier(*split_table_name(pipeline.target_table))
+        self.target = table_identifier(pipeline.target_table)
         self.staging = sql.Identifier(STAGING_SCHEMA, pipeline.name)
         self.staging_columns = STAGING_PREFIX + pipeline.value_columns
 
@@ -106,7 +102,7 @@ class AppendSink(Sink):
         return SOURCE_COLUMNS + self.pipeline.value_columns
 
     def publish(self, cur, batch_id: str) -> int:
-        cols = _ids(self.target_columns())
+        cols = identifier_list(self.target_columns())
         # No ORDER BY: a sort of the whole batch buys nothing, rows are found by their key.
         cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE batch_id = %s").format(
             self.target, cols, cols, self.staging), (batch_id,))
@@ -146,7 +142,7 @@ class UpsertLatestSink(Sink):
         """Never overwrite a key's row with an older record, nor bring back a key that a newer tombstone deleted:
         live batches, retries and backfill replays all converge on each key's newest record."""
         name = self.pipeline.name
-        latest, version = self._latest(), _ids(self._VERSION[1:])
+        latest, version = self._latest(), identifier_list(self._VERSION[1:])
         cur.execute(sql.SQL("WITH l AS ({}) DELETE FROM {} t USING l WHERE l.is_tombstone AND t.record_key = "
                             "l.record_key AND {}").format(latest, self.target, _newer("l", "t")), (batch_id,))
         deleted = cur.rowcount
@@ -167,7 +163,7 @@ class UpsertLatestSink(Sink):
             "WITH l AS ({latest}) INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM l WHERE NOT l.is_tombstone "
             "AND NOT EXISTS (SELECT 1 FROM {memo} m WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
             "{newer_than_memo}) ON CONFLICT (record_key) DO UPDATE SET {updates} WHERE {newer}").format(
-            latest=latest, target=self.target, cols=_ids(cols), memo=self.TOMBSTONES,
+            latest=latest, target=self.target, cols=identifier_list(cols), memo=self.TOMBSTONES,
             newer_than_memo=_newer("l", "m"), updates=updates, newer=_newer("excluded", "t")), (batch_id, name))
         written = cur.rowcount
         # A newer value brought the key back: its tombstone no longer decides anything.
@@ -199,9 +195,9 @@ class AggregateSink(Sink):
                                   for m in spec.measures)
         cur.execute(sql.SQL("INSERT INTO {} AS t ({}) SELECT {}, {} FROM {} WHERE batch_id = %s GROUP BY {} "
                             "ON CONFLICT ({}) DO UPDATE SET {}").format(
-            self.target, _ids(self.target_columns()), sql.SQL(", ").join(keys), sql.SQL(", ").join(measures),
+            self.target, identifier_list(self.target_columns()), sql.SQL(", ").join(keys), sql.SQL(", ").join(measures),
             self.staging, sql.SQL(", ").join(sql.Literal(i + 1) for i in range(len(keys))),
-            _ids(spec.key_columns), adds), (batch_id,))
+            identifier_list(spec.key_columns), adds), (batch_id,))
         return cur.rowcount
 
 

@@ -18,14 +18,15 @@ from psycopg2 import sql
 
 from microingest.commit.history import BatchRecord, RunInfo, record_batch
 from microingest.commit.ledger import fence_and_advance, lock_pipeline
-from microingest.declare.declarations import Pipeline
+from microingest.declare.identifiers import identifier_list
+from microingest.declare.pipeline import Pipeline
 from microingest.decode import storable
 from microingest.decode.codec import copy_text_row
 from microingest.decode.staged_rows import stored_headers
 from microingest.plan.offsets import OffsetRange, RequestError
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.plan.request import SkipRequest
 from microingest.systems.kafka_access import partition_bounds, read_range
-from microingest.systems.postgres import connection
+from microingest.systems.pipeline_systems import PipelineSystems
 
 SKIPPED = "skipped"  # error_class of the dead letters a skip writes
 _COLUMNS = ("pipeline", "batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
@@ -43,29 +44,30 @@ class SkipResult:
         r = self.range
         lost = f"; offsets [{r.gap[0]}, {r.gap[1]}) were already deleted by retention (recorded as a gap)" \
             if r.gap else ""
-        return (f"skipped {r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}): {self.records} record(s) kept "
-                f"as dead letters ({SKIPPED}), live position now {r.until_offset}{lost}; batch {self.batch_id}")
+        return (f"skipped {r}: {self.records} record(s) kept as dead letters ({SKIPPED}), live position now "
+                f"{r.until_offset}{lost}; batch {self.batch_id}")
 
     def dry_run_summary(self) -> str:
         r = self.range
-        return (f"would skip {r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}) ({r.size} offsets), the "
-                f"records kept as dead letters ({SKIPPED}); dry run: nothing written")
+        return (f"would skip {r} ({r.size} offsets), the records kept as dead letters ({SKIPPED}); dry run: nothing "
+                "written")
 
 
-def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, run: RunInfo | None = None,
+def skip(pipeline: Pipeline, request: SkipRequest, who: str, run: RunInfo | None = None,
          dry_run: bool = False) -> SkipResult:
-    """Move `partition`'s live position to `until`, the records on the way kept as dead letters; RequestError (with
-    nothing written) when the request makes no sense against the ledger and Kafka. A dry run checks it all and
-    writes nothing (its result counts the offsets, not the records)."""
-    reason = reason.strip()
+    """Move the partition's live position to `request.until`, the records on the way kept as dead letters;
+    RequestError (with nothing written) when the request makes no sense against the ledger and Kafka. A dry run
+    checks it all and writes nothing (its result counts the offsets, not the records)."""
+    partition, until, reason = request.partition, request.until, request.reason.strip()
     if not reason:
         raise RequestError("reason", "a skip needs a reason: it is kept with the skipped records and in the history")
-    kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
+    systems = PipelineSystems.of(pipeline)
+    kafka = systems.kafka_client
     earliest, latest = partition_bounds(kafka, pipeline.topic)
-    run = run or RunInfo(kind="skip")
+    run = run or RunInfo()
     batch_id, started = str(uuid.uuid4()), datetime.now(timezone.utc)
     note = storable.message(f"skipped by {who}: {reason}")
-    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+    with systems.db() as conn:
         with conn, conn.cursor() as cur:
             lock_pipeline(cur, pipeline.name)
             ledger = _ledger_position(cur, pipeline, partition)
@@ -74,9 +76,8 @@ def skip(pipeline: Pipeline, partition: int, until: int, reason: str, who: str, 
                 return SkipResult(batch_id, skipped, skipped.size, note)
             count = _keep_as_dead_letters(cur, pipeline, kafka, skipped, batch_id, note)
             fence_and_advance(cur, pipeline.name, [skipped], batch_id)
-            record_batch(cur, pipeline.name, batch_id, [skipped], RunInfo(run.dag_id, run.run_id, run.task_try,
-                                                                          "skip"),
-                         BatchRecord(count, 0, count, started, note=note))
+            record_batch(cur, pipeline.name, batch_id, [skipped], run,
+                         BatchRecord("skip", count, 0, count, started, note=note))
     return SkipResult(batch_id, skipped, count, note)
 
 
@@ -112,8 +113,8 @@ def _checked(pipeline: Pipeline, partition: int, ledger: int | None, until: int,
 def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetRange, batch_id: str,
                           note: str) -> int:
     """COPY the range's records into the dead letters, in chunks: a skip may pass many records."""
-    statement = sql.SQL("COPY microingest.dead_letters ({}) FROM STDIN").format(
-        sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))).as_string(cur)
+    columns = identifier_list(_COLUMNS)
+    statement = sql.SQL("COPY microingest.dead_letters ({}) FROM STDIN").format(columns).as_string(cur)
     count, chunk = 0, io.StringIO()
     for record in read_range(kafka, skipped.topic, skipped.partition, skipped.from_offset, skipped.until_offset):
         ts = _kafka_time(record.timestamp)

@@ -25,17 +25,27 @@ from psycopg2 import sql
 
 from microingest.commit.copy_stream import copy_statement, copy_while_producing
 from microingest.commit.ledger import LedgerError
-from microingest.commit.sinks import sink_for
-from microingest.declare.declarations import Pipeline
+from microingest.commit.sinks import STAGING_SCHEMA, sink_for
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.offsets import OffsetRange
-from microingest.systems.postgres import connect, connection
+from microingest.systems.postgres import advisory_lock, advisory_unlock, connect, connection, try_advisory_lock
 
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_COLUMNS = ("batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
                        "headers", "error_class", "error_message")
-STAGED_DEAD = sql.Identifier("microingest_staging", "dead_letters")
+STAGED_DEAD = sql.Identifier(STAGING_SCHEMA, "dead_letters")
 _SPILL_BYTES = 64 * 1024 * 1024  # a partition's dead letters stay in memory up to this size, then spill to disk
+
+
+def ranges_unnest(ranges: Sequence[OffsetRange]) -> tuple[sql.SQL, tuple[list[str], list[int], list[int], list[int]]]:
+    """A set-returning SQL expression yielding one row (topic, partition, from, until) per range, and its parameters.
+
+    The ranges travel as four parallel arrays, one parameter each, so a batch of any number of ranges is a statement
+    of one fixed text; the casts give Postgres the element types even when the arrays are empty."""
+    return (sql.SQL("unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"),
+            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
+             [r.until_offset for r in ranges]))
 
 
 def delete_staged(cur, staging: sql.Identifier, batch_id: str) -> None:
@@ -80,7 +90,7 @@ class BatchAttempt:
         self.conn.autocommit = True
         with self.conn.cursor() as cur:
             self.sink.check_target(cur)
-            cur.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self.batch_id,))
+            advisory_lock(cur, self.batch_id)
             self._create_staging(cur)
             cur.execute("INSERT INTO microingest.staging_batches (batch_id, pipeline, owner) VALUES (%s, %s, %s)",
                         (self.batch_id, self.pipeline.name, f"{socket.gethostname()}:{os.getpid()}"))
@@ -93,7 +103,7 @@ class BatchAttempt:
     def _create_staging(self, cur) -> None:
         # Concurrent first runs would race on CREATE TABLE IF NOT EXISTS; serialise them per pipeline.
         cur.execute("BEGIN")
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"microingest:ddl:{self.pipeline.name}",))
+        advisory_lock(cur, f"microingest:ddl:{self.pipeline.name}", transaction=True)
         self.sink.ensure_staging(cur)
         cur.execute("COMMIT")
 
@@ -104,8 +114,7 @@ class BatchAttempt:
             cur.execute("SELECT batch_id::text FROM microingest.staging_batches WHERE pipeline = %s AND batch_id <> %s",
                         (self.pipeline.name, self.batch_id))
             for (other,) in cur.fetchall():
-                cur.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (other,))
-                if not cur.fetchone()[0]:
+                if not try_advisory_lock(cur, other):
                     continue  # its driver is alive: a concurrent run, which the fence will sort out
                 try:
                     cur.execute("BEGIN")
@@ -114,23 +123,23 @@ class BatchAttempt:
                     cur.execute("COMMIT")
                     removed.append(other)
                 finally:
-                    cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (other,))
+                    advisory_unlock(cur, other)
         return removed
 
     def staged_by_range(self, cur, ranges: Sequence[OffsetRange]) -> "StagedByRange":
         """What is staged for this attempt, in one pass over each staging table: rows and dead letters, records per
         planned range, and those outside every range (with one of them as topic[partition]@offset, formatted for
         those alone: for every row, that was a third of the query's time)."""
+        planned, planned_args = ranges_unnest(ranges)
         cur.execute(sql.SQL(
-            "WITH planned AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) WITH ORDINALITY "
-            "AS r(t, p, f, u, i)), staged AS (SELECT source_topic AS t, source_partition AS p, source_offset AS o, "
-            "false AS dead FROM {} WHERE batch_id = %s UNION ALL SELECT topic, partition, \"offset\", true FROM {} "
-            "WHERE batch_id = %s) SELECT r.i, count(*) FILTER (WHERE NOT s.dead), count(*) FILTER (WHERE s.dead), "
+            "WITH planned AS (SELECT * FROM {planned} WITH ORDINALITY AS r(t, p, f, u, i)), staged AS (SELECT "
+            "source_topic AS t, source_partition AS p, source_offset AS o, false AS dead FROM {staging} WHERE "
+            "batch_id = %s UNION ALL SELECT topic, partition, \"offset\", true FROM {dead} WHERE batch_id = %s) "
+            "SELECT r.i, count(*) FILTER (WHERE NOT s.dead), count(*) FILTER (WHERE s.dead), "
             "min(format('%%s[%%s]@%%s', s.t, s.p, s.o)) FILTER (WHERE r.i IS NULL) FROM staged s "
             "LEFT JOIN planned r ON r.t = s.t AND r.p = s.p AND s.o >= r.f AND s.o < r.u GROUP BY r.i").format(
-                self.sink.staging, STAGED_DEAD),
-            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
-             [r.until_offset for r in ranges], self.batch_id, self.batch_id))
+                planned=planned, staging=self.sink.staging, dead=STAGED_DEAD),
+            (*planned_args, self.batch_id, self.batch_id))
         found = StagedByRange(StagedCounts(0, 0), [0] * len(ranges))
         for index, rows, dead, example in cur.fetchall():
             found.counts = StagedCounts(found.counts.rows + rows, found.counts.dead + dead)
@@ -228,8 +237,7 @@ def stage_part(params: dict[str, Any], pipeline: Pipeline, batch_id: str, first:
         if first is None:
             return StagedCounts(0, 0)
         topic, partition, offset = first
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (f"microingest:stage:{batch_id}:{topic}:{partition}:{offset}",))
+        advisory_lock(cur, f"microingest:stage:{batch_id}:{topic}:{partition}:{offset}", transaction=True)
         cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s AND source_topic = %s AND "
                             "source_partition = %s AND source_offset = %s) OR EXISTS (SELECT 1 FROM {} WHERE "
                             "batch_id = %s AND topic = %s AND partition = %s AND \"offset\" = %s)").format(

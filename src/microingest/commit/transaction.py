@@ -9,20 +9,22 @@ A crash anywhere before COMMIT leaves target, ledger and history untouched.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
+import psycopg2
 from psycopg2 import sql
 from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
-from microingest.commit.history import BatchRecord, RunInfo, record_batch
+from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
 from microingest.commit.ledger import LedgerError, fence_and_advance, fence_below
 from microingest.commit.overlap import settle_overlap
+from microingest.commit.sinks import TargetError
 from microingest.commit.staging import DEAD_LETTER_COLUMNS, STAGED_DEAD, BatchAttempt, StagedCounts, delete_staged
+from microingest.declare.identifiers import identifier_list
 from microingest.errors import Transient
-from microingest.plan.offsets import OffsetRange
+from microingest.plan.offsets import Batch, OffsetRange
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +40,6 @@ class StagingLostError(Transient):
 
 class CommitTimeoutError(Transient):
     """The commit waited longer than allowed (a held lock, a hung statement); nothing was written. Worth a retry."""
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    batch_id: str
-    rows_written: int
-    records_read: int
-    dead_letters: int
-    ranges: tuple[OffsetRange, ...]
-    skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
 
 
 def _bound_transaction(cur) -> None:
@@ -77,36 +69,47 @@ def prove_staging(cur, attempt: BatchAttempt, ranges: Sequence[OffsetRange], rep
         raise StagingMismatchError(
             f"batch {attempt.batch_id}: {found.outside} staged record(s) lie outside the planned ranges (e.g. "
             f"{found.example_outside}); the read did not match the plan, nothing was committed")
-    over = [f"{r.topic}[{r.partition}] [{r.from_offset}, {r.until_offset}) yields {n} records for {r.size} offsets"
-            for r, n in zip(ranges, found.per_range) if n > r.size]
+    over = [f"{r} yields {n} records for {r.size} offsets" for r, n in zip(ranges, found.per_range) if n > r.size]
     if over:
         raise StagingMismatchError(f"batch {attempt.batch_id}: {'; '.join(over)}; nothing was committed")
 
 
-def commit_batch(attempt: BatchAttempt, ranges: Sequence[OffsetRange], staged: StagedCounts, run: RunInfo, *,
-                 overlap: str = "refuse", staged_at: datetime | None = None, spark_app_id: str | None = None,
-                 run_batch: int | None = None) -> CommitResult:
-    pipeline, sink, batch_id = attempt.pipeline, attempt.sink, attempt.batch_id
+def _publish(cur, sink, batch_id: str) -> int:
+    """The staged rows into the target. A row the target's own constraints or types refuse (a CHECK, a NOT NULL, a
+    unique index, a value too long) is refused again on every retry: a TargetError, not a transient failure."""
+    try:
+        return sink.publish(cur, batch_id)
+    except (psycopg2.IntegrityError, psycopg2.DataError) as exc:
+        reason = str(exc).strip().splitlines()[0]  # the first line names the constraint; DETAIL may quote values
+        raise TargetError(
+            f"batch {batch_id} of pipeline '{sink.pipeline.name}': the target refused the rows ({reason}); nothing "
+            "was committed. A retry meets the same rows: change the table or the pipeline's transform, or skip "
+            "the records (microingest skip)") from None
+
+
+def commit_batch(attempt: BatchAttempt, batch: Batch, staged: StagedCounts, run: RunInfo,
+                 staged_at: datetime | None = None) -> CommitResult:
+    pipeline, sink, batch_id, ranges = attempt.pipeline, attempt.sink, attempt.batch_id, batch.ranges
     conn = attempt.conn
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
             _bound_transaction(cur)
-            if run.kind == "backfill":
+            if batch.is_backfill:
                 fence_below(cur, pipeline.name, ranges, batch_id)
             else:
                 fence_and_advance(cur, pipeline.name, ranges, batch_id)
             prove_staging(cur, attempt, ranges, staged)
-            kept = settle_overlap(cur, sink, batch_id, ranges, overlap) if run.kind == "backfill" else staged
-            written = sink.publish(cur, batch_id)
-            columns = sql.SQL(", ").join(map(sql.Identifier, DEAD_LETTER_COLUMNS))
+            kept = settle_overlap(cur, sink, batch_id, ranges, batch.overlap) if batch.is_backfill else staged
+            written = _publish(cur, sink, batch_id)
+            columns = identifier_list(DEAD_LETTER_COLUMNS)
             cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
                                 "WHERE batch_id = %s").format(columns, columns, STAGED_DEAD), (pipeline.name, batch_id))
             delete_staged(cur, sink.staging, batch_id)
             # Last before COMMIT, so the history's committed_at is when the publish really ended.
             record_batch(cur, pipeline.name, batch_id, ranges, run,
-                         BatchRecord(staged.records, written, kept.dead, attempt.started_at, staged_at, spark_app_id,
-                                     run_batch))
+                         BatchRecord(batch.kind, staged.records, written, kept.dead, attempt.started_at, staged_at,
+                                     batch.number))
         faults.crash_point("before_commit")
         conn.commit()
     except (LockNotAvailable, QueryCanceled) as exc:

@@ -7,6 +7,9 @@ both together mean an injection attempt is rejected with a clear error before an
 from __future__ import annotations
 
 import re
+from typing import Iterable
+
+from psycopg2 import sql
 
 from microingest.errors import Refused
 
@@ -43,3 +46,14 @@ def split_table_name(name: str) -> tuple[str, str]:
     if len(parts) != 2:
         raise IdentifierError(f"{name!r} is not a table name ('table' or 'schema.table')")
     return check_identifier(parts[0]), check_identifier(parts[1])
+
+
+def table_identifier(name: str) -> sql.Identifier:
+    """The quoted, schema-qualified SQL name of a declared 'schema.table' or 'table': validated first, so a bad name
+    fails with a clear error instead of reaching SQL, and qualified, so it never depends on the search_path."""
+    return sql.Identifier(*split_table_name(name))
+
+
+def identifier_list(names: Iterable[str]) -> sql.Composed:
+    """Quoted column names joined by ', ', for column lists in INSERT, SELECT and COPY."""
+    return sql.SQL(", ").join(map(sql.Identifier, names))

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from microingest.declare.declarations import Field, Pipeline
+from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import storable
 
 # Shorter values cannot hold a 4,301-digit integer (Python's int limit); values with fewer brackets cannot nest near

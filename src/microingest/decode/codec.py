@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Any, Sequence
 
-from microingest.declare.declarations import Field
+from microingest.declare.pipeline import Field
 from microingest.decode import storable
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.decode import storable
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
 

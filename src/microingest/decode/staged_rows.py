@@ -22,7 +22,7 @@ from microingest.decode import arrow_json, storable
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import BadRecord, RecordProcessor
 
-KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark_batch reads them
+KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark.batch reads them
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _KAFKA_TIMESTAMP = pa.timestamp("us", tz="UTC")
 _CSV = pa_csv.WriteOptions(include_header=False)

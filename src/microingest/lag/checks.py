@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags, time_lag
 from microingest.lag.policy import GatePolicy, SlaPolicy
@@ -42,19 +42,20 @@ class Check:
 
 
 def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None) -> Check:
-    from microingest.systems.connections import get_connection, kafka_python_config
     from microingest.systems.kafka_access import record_timestamps
+    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
-    lags = partition_lags(pipeline, now, fetch_records=False)
-    record_caught_up(pipeline, lags, "gate", now)
+    systems = PipelineSystems.of(pipeline)
+    lags = partition_lags(pipeline, systems, now, fetch_records=False)
+    record_caught_up(pipeline, systems, lags, "gate", now)
     waiting = sum(lag.lag for lag in lags)
     if waiting >= gate.min_records:
         return Check(True, f"{waiting:,} records wait (min_records {gate.min_records:,})", waiting)
     if not waiting:
         return Check(False, "no records wait", 0, 0.0)
     lagging = {lag.partition: lag.position for lag in lags if lag.lag}
-    stamps = record_timestamps(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.topic, lagging)
+    stamps = record_timestamps(systems.kafka_client, pipeline.topic, lagging)
     ages = [time_lag(lag.position, lag.latest, now, stamps.get(lag.partition))[0] for lag in lags if lag.lag]
     oldest = max((a for a in ages if a is not None), default=None)
     seconds = None if oldest is None else oldest.total_seconds()
@@ -68,10 +69,12 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
 
 def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None) -> Check:
     from microingest.lag.status import pipeline_status
+    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
-    status = pipeline_status(pipeline, now)
-    record_caught_up(pipeline, [lag for lag, _ in status.partitions], "sla", now)
+    systems = PipelineSystems.of(pipeline)
+    status = pipeline_status(pipeline, now, systems=systems)
+    record_caught_up(pipeline, systems, [lag for lag, _ in status.partitions], "sla", now)
     age = status.time_lag
     seconds = None if age is None else age.total_seconds()
     state = status.verdict.state
@@ -91,16 +94,15 @@ def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]
     return [lag for lag in lags if Observation(now, lag.next_offset, lag.latest).caught_up]
 
 
-def record_caught_up(pipeline: Pipeline, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
+def record_caught_up(pipeline: Pipeline, systems, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
     """Best effort: a check that could not record still answers (the next poke records again)."""
-    from microingest.systems.connections import get_connection, postgres_params
-    from microingest.systems.postgres import PostgresUnavailableError, connection
+    from microingest.systems.postgres import PostgresUnavailableError
 
     seen = caught_up(lags, now)
     if not seen:
         return
     try:
-        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
+        with systems.db() as conn, conn:
             lag_history.record(conn, pipeline.name, {lag.partition: lag.next_offset for lag in seen},
                                {lag.partition: lag.latest for lag in seen}, source, at=now)
     except PostgresUnavailableError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 
 
 @dataclass(frozen=True)
@@ -72,25 +72,23 @@ def time_lag(position: int, latest: int, now: datetime, record_ms: int | None,
     return max(now - written, timedelta(0)), "interpolated"
 
 
-def partition_lags(pipeline: Pipeline, now: datetime | None = None,
+def partition_lags(pipeline: Pipeline, systems, now: datetime | None = None,
                    points: dict[int, list[tuple[datetime, int]]] | None = None,
                    fetch_records: bool = True) -> list[PartitionLag]:
     """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
     query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
     `points` (observations per partition) fill in where no record was fetched."""
     from microingest.plan.live import observe
-    from microingest.systems.connections import get_connection, kafka_python_config
     from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
 
     now = now or datetime.now(timezone.utc)
-    ledger, earliest, latest = observe(pipeline)
+    ledger, earliest, latest = observe(pipeline, systems)
     base = [PartitionLag(pipeline.topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]
     waiting = {lag.partition: lag.position for lag in base if lag.lag}
     stamps: dict[int, int] = {}
     if waiting and fetch_records:
         try:
-            stamps = record_timestamps(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.topic,
-                                       waiting)
+            stamps = record_timestamps(systems.kafka_client, pipeline.topic, waiting)
         except KafkaAccessError:
             stamps = {}  # the offsets were just read; interpolation still gives a figure
     out = []

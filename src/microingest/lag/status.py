@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
 from microingest.lag.states import LagState, Observation, Rules, Verdict, evaluate_partition, worst
@@ -75,15 +75,16 @@ def window_of(pipeline: Pipeline) -> timedelta:
 
 
 def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_records: bool = True,
-                    last_batches: int = 5) -> PipelineStatus:
-    """Read the ledger, Kafka and the recorded history; judge each partition and the pipeline."""
-    from microingest.systems.connections import get_connection, postgres_params
+                    last_batches: int = 5, systems=None) -> PipelineStatus:
+    """Read the ledger, Kafka and the recorded history; judge each partition and the pipeline. `systems`: the
+    pipeline's PipelineSystems, resolved here when not given."""
     from microingest.systems.kafka_access import KafkaAccessError
-    from microingest.systems.postgres import connection
+    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     rules = Rules(window=window_of(pipeline))
-    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+    systems = systems or PipelineSystems.of(pipeline)
+    with systems.db() as conn:
         history = lag_history.observations(conn, pipeline.name, now - max(rules.window, POINTS_SPAN))
         last_commit = lag_history.last_commit(conn, pipeline.name)
         error = lag_history.planning_error(conn, pipeline.name)
@@ -92,7 +93,7 @@ def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_recor
                             batches=batches)
     try:
         points = {p: [(o.at, o.end) for o in obs] for p, obs in history.items()}
-        lags = partition_lags(pipeline, now, points, fetch_records)
+        lags = partition_lags(pipeline, systems, now, points, fetch_records)
     except KafkaAccessError as exc:
         status.verdict = Verdict(LagState.ERR, str(exc))
         return status

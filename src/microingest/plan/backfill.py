@@ -9,13 +9,12 @@ from datetime import datetime
 
 from microingest.commit.overlap import check_overlap
 from microingest.commit.sinks import sink_for
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.live import observe
-from microingest.plan.offsets import RunPlan, backfill_ranges
+from microingest.plan.offsets import OffsetRange, RunPlan, backfill_ranges
 from microingest.plan.request import RunRequest
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
 from microingest.systems.kafka_access import offsets_at
-from microingest.systems.postgres import connection
+from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +23,13 @@ def epoch_ms(t: datetime) -> int:
     return int(t.timestamp() * 1000)
 
 
-def window_offsets(pipeline: Pipeline, window: tuple[datetime, datetime], latest: dict[int, int]) -> dict[int, tuple[int, int]]:
+def window_offsets(pipeline: Pipeline, systems: PipelineSystems, window: tuple[datetime, datetime],
+                   latest: dict[int, int]) -> dict[int, tuple[int, int]]:
     """[from, until) per partition: from the first record timestamped at or after the window's start (none before
     it is) to the first timestamped at or after its end. A record timestamped inside the window but written after
     that one (a late producer) lies beyond; records inside the span but timestamped outside the window are filtered
     out when read (RunPlan.time_window_ms)."""
-    kafka = kafka_python_config(get_connection(pipeline.kafka_conn_id))
-    start, end = (offsets_at(kafka, pipeline.topic, epoch_ms(t)) for t in window)
+    start, end = (offsets_at(systems.kafka_client, pipeline.topic, epoch_ms(t)) for t in window)
     out = {}
     for p, high in latest.items():
         lo = high if start.get(p) is None else min(start[p], high)
@@ -41,14 +40,16 @@ def window_offsets(pipeline: Pipeline, window: tuple[datetime, datetime], latest
 
 def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     """The backfill's run plan; fails (RequestError, OverlapError) before anything is written."""
-    ledger, earliest, latest = observe(pipeline)
+    systems = PipelineSystems.of(pipeline)
+    positions = observe(pipeline, systems)
     if request.window is not None:
-        requested = window_offsets(pipeline, request.window, latest)
+        requested = window_offsets(pipeline, systems, request.window, positions.latest)
+        window_ranges = (OffsetRange(pipeline.topic, p, lo, hi, None) for p, (lo, hi) in sorted(requested.items()))
         log.info("time window [%s, %s) is offsets %s", request.window[0].isoformat(), request.window[1].isoformat(),
-                 ", ".join(f"{pipeline.topic}[{p}] [{lo}, {hi})" for p, (lo, hi) in sorted(requested.items())))
+                 ", ".join(map(str, window_ranges)))
     else:
         requested = request.offsets or {}
-    ranges, notes = backfill_ranges(pipeline.topic, requested, ledger, earliest, latest, request.field,
+    ranges, notes = backfill_ranges(pipeline.topic, requested, positions, request.field,
                                     clip_to_live=request.window is not None)
     for note in notes:
         log.info(note)
@@ -59,6 +60,6 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms)
     if ranges:
         # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.
-        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn.cursor() as cur:
+        with systems.db() as conn, conn.cursor() as cur:
             check_overlap(cur, sink_for(pipeline), ranges, request.overlap)
     return plan

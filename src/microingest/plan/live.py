@@ -10,22 +10,22 @@ import logging
 
 from microingest.commit.history import RunInfo
 from microingest.commit.ledger import pin_positions, read_ledger
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
-from microingest.plan.offsets import Plan, PlanningError, RunPlan, plan_ranges
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.plan.offsets import Plan, PlanningError, Positions, RunPlan, plan_ranges
 from microingest.systems.kafka_access import KafkaAccessError, partition_bounds
-from microingest.systems.postgres import PostgresUnavailableError, connection
+from microingest.systems.pipeline_systems import PipelineSystems
+from microingest.systems.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
 
 
-def observe(pipeline: Pipeline) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
-    """(ledger, earliest, latest) per partition: where the pipeline is, and what Kafka holds."""
-    with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn:
+def observe(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
+    """Where the pipeline is (its ledger), and what Kafka holds."""
+    with systems.db() as conn:
         ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(kafka_python_config(get_connection(pipeline.kafka_conn_id)), pipeline.topic)
-    return ledger, earliest, latest
+    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
+    return Positions(ledger, earliest, latest)
 
 
 def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins: bool = True) -> Plan:
@@ -41,10 +41,10 @@ def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: i
     return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds)
 
 
-def _record_planning_failure(pipeline: Pipeline, exc: Exception) -> None:
+def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: Exception) -> None:
     """Best effort: the lag state shows ERR until a planning succeeds (Postgres may be what is failing)."""
     try:
-        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
+        with systems.db() as conn, conn:
             lag_history.record_planning(conn, pipeline.name, f"{type(exc).__name__}: {exc}")
     except PostgresUnavailableError:
         log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
@@ -53,21 +53,20 @@ def _record_planning_failure(pipeline: Pipeline, exc: Exception) -> None:
 def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> Plan:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write); without, the plan is only computed."""
+    systems = PipelineSystems.of(pipeline)
     try:
-        ledger, earliest, latest = observe(pipeline)
-        plan = plan_ranges(pipeline.topic, ledger, earliest, latest, max_records, pipeline.start_from,
-                           pipeline.on_retention_gap)
+        positions = observe(pipeline, systems)
+        plan = plan_ranges(pipeline.topic, positions, max_records, pipeline.start_from, pipeline.on_retention_gap)
     except (KafkaAccessError, PlanningError) as exc:
         if record_pins:
-            _record_planning_failure(pipeline, exc)
+            _record_planning_failure(pipeline, systems, exc)
         raise
     if record_pins:  # a run's planning, not a look: it feeds the lag history
-        with connection(postgres_params(get_connection(pipeline.postgres_conn_id))) as conn, conn:
-            lag_history.record(conn, pipeline.name, ledger, latest, "plan")
+        with systems.db() as conn, conn:
+            lag_history.record(conn, pipeline.name, positions.ledger, positions.latest, "plan")
             lag_history.record_planning(conn, pipeline.name, None)
     if plan.pins and record_pins:
-        pg = postgres_params(get_connection(pipeline.postgres_conn_id))
-        pin_positions(pg, pipeline.name, plan.pins, run or RunInfo())
+        pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo())
         log.info("recorded start positions (latest) of new partitions: %s",
                  ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins))
     for r in plan.ranges:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from microingest.errors import Refused
 
@@ -46,6 +46,10 @@ class OffsetRange:
     until_offset: int
     # The ledger value this range was planned from; None means the partition had no ledger row yet.
     ledger_offset: int | None
+
+    def __str__(self) -> str:
+        # How messages and logs name a range everywhere, half-open as planned: "topic[partition] [from, until)".
+        return f"{self.topic}[{self.partition}] [{self.from_offset}, {self.until_offset})"
 
     @property
     def size(self) -> int:
@@ -86,11 +90,18 @@ class Plan:
         return sum(r.size for r in self.ranges)
 
 
+class Positions(NamedTuple):
+    """Where a pipeline is and what Kafka holds, per partition: the ledger's next offset to read (no entry for a
+    partition never read), the earliest offset Kafka retains, and the latest (the end under read_committed)."""
+
+    ledger: Mapping[int, int]
+    earliest: Mapping[int, int]
+    latest: Mapping[int, int]
+
+
 def plan_ranges(
     topic: str,
-    ledger: Mapping[int, int],
-    earliest: Mapping[int, int],
-    latest: Mapping[int, int],
+    positions: Positions,
     max_records: int,
     start_from: str = "earliest",
     on_retention_gap: str = "fail",
@@ -105,6 +116,7 @@ def plan_ranges(
     starts at the earliest offset; the range then keeps the old ledger value, so [ledger, from) is the gap the
     commit records in the batch history.
     """
+    ledger, earliest, latest = positions
     if max_records < 1:
         raise PlanningError(f"max_records must be positive, got {max_records}")
     if start_from not in ("earliest", "latest"):
@@ -193,8 +205,9 @@ class RunPlan:
     def batches_needed(self) -> int:
         return math.ceil(self.total_records / self.batch_cap)
 
-    def next_batch(self) -> tuple[tuple[OffsetRange, ...], "RunPlan"]:
-        """The next batch's ranges (the cap shared fairly across partitions) and the plan of what is left."""
+    def next_batch(self, number: int | None = None) -> tuple["Batch", "RunPlan"]:
+        """The next batch (the cap shared fairly across partitions; `number` its place in the DAG run) and the plan
+        of what is left."""
         ordered = sorted(self.ranges, key=lambda r: (r.size, r.partition))
         takes = fair_shares([r.size for r in ordered], self.batch_cap)
         batch, rest = [], []
@@ -203,7 +216,8 @@ class RunPlan:
                 batch.append(replace(r, until_offset=r.from_offset + take))
             if take < r.size:
                 rest.append(self._from(r, r.from_offset + take) if take else r)
-        return tuple(sorted(batch, key=_position)), replace(self, ranges=tuple(sorted(rest, key=_position)))
+        return (Batch(self.kind, tuple(sorted(batch, key=_position)), number, self.overlap, self.time_window_ms),
+                replace(self, ranges=tuple(sorted(rest, key=_position))))
 
     def without(self, committed: Sequence[OffsetRange]) -> "RunPlan":
         """This plan minus ranges that batches of the same run already committed (a retried or resumed run).
@@ -242,12 +256,26 @@ class RunPlan:
                    None if window is None else (int(window[0]), int(window[1])))
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a run, as its plan made it: the ranges one transaction commits and how the commit treats them."""
+
+    kind: str  # ingest: fence on the ledger and advance it; backfill: fence below it, settle overlap
+    ranges: tuple[OffsetRange, ...]
+    number: int | None = None  # 1, 2, ... within its DAG run, counting the batches of earlier tries
+    overlap: str = "refuse"
+    time_window_ms: tuple[int, int] | None = None
+
+    @property
+    def is_backfill(self) -> bool:
+        return self.kind == "backfill"
+
+
 def _position(r: OffsetRange) -> tuple[str, int]:
     return r.topic, r.partition
 
 
-def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], ledger: Mapping[int, int],
-                    earliest: Mapping[int, int], latest: Mapping[int, int], field: str,
+def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], positions: Positions, field: str,
                     clip_to_live: bool = False) -> tuple[tuple[OffsetRange, ...], list[str]]:
     """Check requested backfill ranges [from, until) per partition against Kafka and the ledger.
 
@@ -255,6 +283,7 @@ def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], ledger
     given by offsets must lie below it, or the request fails naming the field and partition; with clip_to_live (a
     time window, whose end the operator did not pick by offset) they are cut at it, and partitions the live
     pipeline has not started are left to it. Returns the ranges and notes on what was cut."""
+    ledger, earliest, latest = positions
     ranges, notes = [], []
     known = ", ".join(map(str, sorted(latest)))
     for partition in sorted(requested):

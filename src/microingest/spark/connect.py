@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit
 
 from microingest import settings
 from microingest.commit.history import RunInfo
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.offsets import RunPlan
 from microingest.spark.submit import JOB_CONF, job_args
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo

@@ -6,15 +6,16 @@ spark-submit process environment, never on its command line.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from microingest import settings
 from microingest.commit.history import RunInfo
-from microingest.declare.declarations import Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.offsets import RunPlan
-from microingest.systems.connections import env_name, get_connection, to_env_value
 
 JOB_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -26,13 +27,32 @@ JOB_CONF = {
 }
 
 
+@dataclass(frozen=True)
+class JobArgs:
+    """What the job is asked to do: the one form a run plan takes between the plan task's XCom and the job."""
+
+    pipeline: str
+    plan: RunPlan
+    run: RunInfo
+    spark_connect: str | None = None  # a Spark Connect connection id: the job runs as that server's client
+
+
 def job_args(pipeline: str, plan: RunPlan, run: RunInfo) -> list[str]:
+    """The job's arguments; `parse_job_args` reads them back."""
     return ["--pipeline", pipeline, "--plan", json.dumps(plan.to_dict()), "--run", json.dumps(run.to_dict())]
 
 
-def connection_env(pipeline: Pipeline) -> dict[str, str]:
-    """Resolved Kafka and Postgres connections of the pipeline, as environment for the Spark job."""
-    return {env_name(c): to_env_value(get_connection(c)) for c in (pipeline.kafka_conn_id, pipeline.postgres_conn_id)}
+def parse_job_args(argv: list[str]) -> JobArgs:
+    parser = argparse.ArgumentParser(prog="ingest_job.py", description="Ingest a run's planned offset ranges of one "
+                                     "pipeline into Postgres, batch by batch, exactly once.")
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--plan", required=True, type=json.loads, help="the run plan (RunPlan.to_dict) as JSON")
+    parser.add_argument("--run", default="{}", type=json.loads, help="JSON {dag_id, run_id, task_try}: who asked")
+    parser.add_argument("--spark-connect", metavar="CONN_ID",
+                        help="run on the Spark Connect server of this connection instead of a Spark application of "
+                             "its own")
+    args = parser.parse_args(argv)
+    return JobArgs(args.pipeline, RunPlan.from_dict(args.plan), RunInfo.from_dict(args.run), args.spark_connect)
 
 
 def command(pipeline: Pipeline, plan: RunPlan, run: RunInfo, master: str = "local[2]",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from microingest import settings
-from microingest.systems.postgres import connection
+from microingest.systems.postgres import advisory_lock, connection
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
@@ -28,7 +28,7 @@ def migrate(params: dict[str, Any], folder: Path | None = None) -> list[str]:
     applied_now = []
     with connection(params) as conn:
         with conn, conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_lock(hashtextextended('microingest:migrations', 0))")
+            advisory_lock(cur, "microingest:migrations")
             cur.execute("CREATE SCHEMA IF NOT EXISTS microingest")
             cur.execute("CREATE TABLE IF NOT EXISTS microingest.schema_migrations "
                         "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")

@@ -31,3 +31,25 @@ def connection(params: dict[str, Any]) -> Iterator[Any]:
         yield conn
     finally:
         conn.close()
+
+
+# Advisory locks take a bigint; keys are readable strings ("microingest:pipeline:<name>", a batch id) hashed to one
+# here, so every caller hashes alike and two callers naming the same key contend for the same lock.
+_LOCK_ID = "hashtextextended(%s, 0)"
+
+
+def advisory_lock(cur, key: str, *, transaction: bool = False) -> None:
+    """Wait for the lock on `key`. A transaction lock ends with the transaction (COMMIT or ROLLBACK); a session lock
+    outlives it, until `advisory_unlock` or the end of the connection, so a dead client never holds one for long."""
+    function = "pg_advisory_xact_lock" if transaction else "pg_advisory_lock"
+    cur.execute(f"SELECT {function}({_LOCK_ID})", (key,))
+
+
+def try_advisory_lock(cur, key: str) -> bool:
+    """Take the session lock on `key` if it is free; False, at once, when another session holds it."""
+    cur.execute(f"SELECT pg_try_advisory_lock({_LOCK_ID})", (key,))
+    return cur.fetchone()[0]
+
+
+def advisory_unlock(cur, key: str) -> None:
+    cur.execute(f"SELECT pg_advisory_unlock({_LOCK_ID})", (key,))

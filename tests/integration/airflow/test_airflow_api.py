@@ -8,7 +8,6 @@ The pipelines come from the `served` fixture (conftest): declared in the folder 
 from __future__ import annotations
 
 import subprocess
-from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -23,12 +22,6 @@ def finished(api, env, run_id):
     return api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
 
 
-def exactly_once(env) -> list[tuple[int, int, str]]:
-    rows = env.target_rows()
-    assert not [pos for pos, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicated positions"
-    return rows
-
-
 def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
     env = served["live"]
     produced = env.produce(600)
@@ -37,7 +30,7 @@ def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
 
     ledger = env.ledger()
     assert sum(ledger.values()) == 250
-    assert exactly_once(env) == sorted(r for r in produced if r[1] < ledger[r[0]])
+    assert env.landed_once() == sorted(r for r in produced if r[1] < ledger[r[0]])
     outcome = api.xcom(run, "ingest")
     assert (outcome["records_read"], outcome["rows_written"]) == (250, 250)
     assert "250 records" in api.xcom(run, "plan", "plan_summary")
@@ -84,7 +77,7 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     window = {"backfill_from_time": start.isoformat(), "backfill_until_time": (start + timedelta(minutes=1)).isoformat()}
     run = finished(api, env, api.trigger(env.pipeline.dag_id, window))
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
-    assert exactly_once(env) == sorted(produced[60:120])
+    assert env.landed_once() == sorted(produced[60:120])
 
     cli = ["microingest", "backfill", env.pipeline.name, "--overlap", "skip_existing"]
     for p in sorted(ends):
@@ -92,12 +85,12 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, timeout=600)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "180 records" in dry.stdout and "dry run" in dry.stdout and "nothing written" in dry.stdout
-    assert exactly_once(env) == sorted(produced[60:120])
+    assert env.landed_once() == sorted(produced[60:120])
 
     result = subprocess.run(cli, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "committed 1 batch(es): 180 records read, 120 rows written, 0 dead letters, 60 skipped" in result.stdout
-    assert exactly_once(env) == sorted(produced)
+    assert env.landed_once() == sorted(produced)
     assert env.ledger() == ends  # backfills never move the live position
     history = [b for b in env.batches() if b[1] != "pin"]
     assert [(kind, written) for _, kind, _, written, _, _ in history] == [("backfill", 60), ("backfill", 120)]
@@ -134,7 +127,7 @@ def test_airflow_native_backfill_replays_two_data_intervals_in_parallel(api, ser
     done = [finished(api, env, r["dag_run_id"]) for r in runs]
     assert [(r.state, r.tasks["ingest"]) for r in done] == [("success", "success")] * 2, backfill
 
-    assert exactly_once(env) == sorted(produced[:80])
+    assert env.landed_once() == sorted(produced[:80])
     history = env.query("SELECT run_id, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
                         "'backfill' ORDER BY run_id", (env.pipeline.name,))
     assert sorted(run_id for run_id, _ in history) == sorted(r.run_id for r in done)

@@ -7,9 +7,9 @@ import subprocess
 from collections import Counter
 
 import pytest
-from airflow_access import run_dag
 from sqlalchemy import create_engine, text
 
+from airflow_access import run_dag
 from microingest.settings import repo_root
 
 REPO = repo_root()
@@ -90,7 +90,7 @@ def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkey
 def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
     from airflow.dag_processing.dagbag import DagBag
 
-    from microingest.declare.declarations import load_pipelines
+    from microingest.declare.files import load_pipelines
 
     monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(REPO / "pipelines"))
     bag = DagBag(dag_folder=str(REPO / "dags"))

@@ -8,19 +8,20 @@ from datetime import datetime, timezone
 
 import psycopg2
 import pytest
-from hostile_records import kafka_batch
 from psycopg2 import sql
 
+from hostile_records import kafka_batch
 from microingest.commit.history import RunInfo
 from microingest.commit.ledger import lock_pipeline
+from microingest.commit.sinks import sink_for
 from microingest.commit.staging import BatchAttempt, StagedCounts, stage_part
 from microingest.commit.transaction import CommitTimeoutError, StagingMismatchError, commit_batch
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, stage_batch
-from microingest.errors import TRANSIENT_EXIT
+from microingest.errors import REFUSED_EXIT, TRANSIENT_EXIT
 from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import OffsetRange
+from microingest.plan.offsets import Batch, OffsetRange
 
 
 def staged_attempt(env, positions, dead=()) -> tuple[BatchAttempt, StagedCounts]:
@@ -46,8 +47,9 @@ def stage(env, attempt: BatchAttempt, positions, dead=()) -> StagedCounts:
     return stage_part(env.pg, env.pipeline, attempt.batch_id, first, decode)
 
 
-def planned(env, until: int) -> list[OffsetRange]:
-    return [OffsetRange(env.pipeline.topic, 0, 0, until, None)]
+def planned(env, until: int) -> Batch:
+    """A live batch of partition 0's offsets [0, until)."""
+    return Batch("ingest", (OffsetRange(env.pipeline.topic, 0, 0, until, None),))
 
 
 def nothing_written(env) -> bool:
@@ -90,7 +92,7 @@ def test_a_retried_task_finds_its_records_staged_and_writes_nothing_twice(env):
     try:
         assert stage(env, attempt, range(1, 6), dead=(0,)) == counts
         with attempt.conn.cursor() as cur:
-            assert attempt.staged_by_range(cur, planned(env, 6)).counts == StagedCounts(5, 1)
+            assert attempt.staged_by_range(cur, planned(env, 6).ranges).counts == StagedCounts(5, 1)
         commit_batch(attempt, planned(env, 6), counts, RunInfo())
     finally:
         attempt.close()
@@ -124,7 +126,7 @@ def test_the_history_commit_time_is_when_the_publish_ended(env):
                      f"EXECUTE FUNCTION {env.pipeline.name}_slow()")
     attempt, counts = staged_attempt(env, range(3))
     try:
-        commit_batch(attempt, planned(env, 3), counts, RunInfo(), staged_at=datetime.now(timezone.utc))
+        commit_batch(attempt, planned(env, 3), counts, RunInfo(), datetime.now(timezone.utc))
     finally:
         attempt.close()
     [(publish,)] = env.query("SELECT extract(epoch FROM committed_at - staged_at) FROM microingest.batches "
@@ -212,7 +214,7 @@ def test_staging_emptied_under_a_surviving_session_is_retried_not_refused(env, t
     produced = env.produce(200)
     marker = tmp_path / "staged"
     proc = env.paused_job(list(plan_next_batch(env.pipeline).ranges), "after_stage", marker)
-    env.query_commit(sql.SQL("TRUNCATE {}").format(sql.Identifier("microingest_staging", env.pipeline.name)))
+    env.query_commit(sql.SQL("TRUNCATE {}").format(sink_for(env.pipeline).staging))
     marker.unlink()
     out, _ = proc.communicate(timeout=300)
 
@@ -221,3 +223,14 @@ def test_staging_emptied_under_a_surviving_session_is_retried_not_refused(env, t
     assert env.target_rows() == [] and env.ledger() == {}
     env.ingest_all()
     assert env.target_rows() == sorted(produced)
+
+
+def test_rows_the_target_refuses_are_refused_not_retried(env):
+    """A CHECK the rows violate refuses them on every try: the job exits as refused (the task fails without spending
+    its retries), names the constraint, and writes nothing."""
+    env.query_commit(sql.SQL("ALTER TABLE {} ADD CONSTRAINT amount_below_ten CHECK (amount < 10)").format(env.table))
+    env.produce(100)  # amounts 0 to 24.75
+    result = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
+    assert result.returncode == REFUSED_EXIT, result.stdout[-3000:]
+    assert "TargetError" in result.stdout and "amount_below_ten" in result.stdout, result.stdout[-3000:]
+    assert nothing_written(env) and env.staged_rows() == 0

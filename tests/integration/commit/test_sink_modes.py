@@ -14,9 +14,7 @@ from psycopg2 import sql
 from microingest.commit.overlap import OverlapError
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.request import parse_request
-
-SOURCE_COLUMNS = ("source_topic text NOT NULL, source_partition integer NOT NULL, source_offset bigint NOT NULL, "
-                  "kafka_timestamp timestamptz, batch_id uuid NOT NULL")
+from pipeline_env import UPSERT_TARGET
 
 
 def reading(device, seq, temp):
@@ -24,8 +22,7 @@ def reading(device, seq, temp):
 
 
 def test_upsert_latest_keeps_the_last_value_per_key_and_applies_tombstones(env):
-    env.replace_target(f"record_key text PRIMARY KEY, {SOURCE_COLUMNS}, event_id text NOT NULL, user_id text, "
-                       "event_type text, amount double precision, event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest", max_records_per_batch=37)
     records, expected = [], {}
     for seq in range(60):  # 6 devices, 10 readings each, interleaved; device-3 deleted midway, then back
@@ -54,8 +51,7 @@ def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_com
     With a cap of 4 the run commits offsets [0, 2), [2, 4), ... of both partitions per batch, so the newer record
     comes in a later batch (j), the same batch at a lower offset (m, t, u), or an earlier batch (k, w) than the older
     one; in every case the newer record (by Kafka timestamp) decides, tombstones included."""
-    env.replace_target(f"record_key text PRIMARY KEY, {SOURCE_COLUMNS}, event_id text NOT NULL, user_id text, "
-                       "event_type text, amount double precision, event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest", max_records_per_batch=4)
     now_ms = int(time.time() * 1000)
 
@@ -120,8 +116,7 @@ def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
 def test_upsert_latest_keys_written_by_kafkas_numeric_serializers_are_keys_like_any_other(env):
     """IntegerSerializer keys hold NUL bytes, which Postgres text cannot: they are keyed by their escaped form
     (`\\x` + hex, see storable.key_text), updated and deleted like text keys, and SQL gives their bytes back."""
-    env.replace_target(f"record_key text PRIMARY KEY, {SOURCE_COLUMNS}, event_id text NOT NULL, user_id text, "
-                       "event_type text, amount double precision, event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest")
     records = [(struct.pack(">i", seq % 4), reading(f"d{seq % 4}", seq, float(seq))) for seq in range(12)]
     records += [(struct.pack(">i", 2), None), (b"\\x00000001", reading("text", 0, 0.5))]

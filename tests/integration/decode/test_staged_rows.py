@@ -13,13 +13,13 @@ from datetime import datetime, timedelta, timezone
 from io import BytesIO, StringIO
 
 import pytest
-from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from psycopg2 import sql
 
+from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from microingest.commit.copy_stream import copy_statement
 from microingest.commit.sinks import sink_for
 from microingest.commit.staging import DEAD_LETTER_COLUMNS
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, stage_batch

@@ -27,12 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import SERVED_FOLDER, new_env
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
+from pipeline_env import SERVED_FOLDER, UPSERT_TARGET, new_env, read_to_end
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
@@ -79,21 +79,6 @@ class Producer(threading.Thread):
             producer.flush(timeout=60)
         finally:
             producer.close(timeout=10)
-
-
-def read_topic(kafka: dict, topic: str) -> list[tuple[int, int, bytes, bytes | None, int]]:
-    """Everything the topic holds, as a read_committed consumer sees it: (partition, offset, key, value, ts_ms)."""
-    consumer = KafkaConsumer(**kafka, isolation_level="read_committed", enable_auto_commit=False)
-    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    end = consumer.end_offsets(partitions)
-    records = []
-    while any(consumer.position(tp) < end[tp] for tp in partitions):
-        for batch in consumer.poll(timeout_ms=2000).values():
-            records += [(r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
-    consumer.close()
-    return records
 
 
 def ingest_once(env) -> None:
@@ -168,10 +153,7 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     common = {"max_records_per_batch": 1500, "dead_letter": {"max_fraction": 0.5}, "retries": 0}
     append = new_env(pg, kafka, folder, f"chaos_append_{suffix}", topic, **common)
     upsert = new_env(pg, kafka, folder, f"chaos_upsert_{suffix}", topic, sink_mode="upsert_latest", **common)
-    upsert.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL,"
-                          " source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
-                          "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
-                          "event_time timestamptz")
+    upsert.replace_target(UPSERT_TARGET)
     aggregate = new_env(pg, kafka, folder, f"chaos_agg_{suffix}", topic, sink_mode="aggregate",
                         schema={"event_id": {"type": "string", "required": True},
                                 "user_id": {"type": "string", "required": True}, "amount": "double"},
@@ -214,7 +196,7 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     for env in envs:  # drain what is left without faults, in one batch per pipeline
         env.redeclare(max_records_per_batch=1_000_000)
         env.ingest_all()
-    truth = read_topic(kafka, topic)
+    truth = read_to_end(kafka, topic, isolation_level="read_committed")
     report = verify([append, unkeyed], upsert, aggregate, truth)
     report.update({"seed": SEED, "rounds": rounds, "outcomes": dict(outcomes), "producer_send_errors": producer.errors,
                    "faults_landed": rounds - outcomes[NO_FAULT], "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY]})

@@ -19,6 +19,7 @@ from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import OffsetRange
 from microingest.systems.kafka_access import partition_bounds
+from microingest.systems.pipeline_systems import PipelineSystems
 
 # Recent enough for the broker's 7-day retention, which deletes older records even from the active segment.
 T0 = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=3)
@@ -43,7 +44,7 @@ def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(
     pin(env, {parts[0]: 10, parts[1]: ends[parts[1]], parts[2]: 0})
     now = T0 + timedelta(hours=1)
 
-    lags = {lag.partition: lag for lag in partition_lags(env.pipeline, now)}
+    lags = {lag.partition: lag for lag in partition_lags(env.pipeline, PipelineSystems.of(env.pipeline), now)}
 
     assert lags[parts[0]].lag == ends[parts[0]] - 10
     expected = now - datetime.fromtimestamp(stamp[(parts[0], 10)] / 1000, timezone.utc)
@@ -55,7 +56,7 @@ def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(
     # Without the records, interpolated from observations: the log of parts[0] ended at 0 until T0 and at its end
     # from T0 + 90s, so its offset 10 of ends[p] was written a fraction (10 + 1) / end of the way in between.
     points = {parts[0]: [(T0, 0), (T0 + timedelta(seconds=90), ends[parts[0]])]}
-    lag = next(lag for lag in partition_lags(env.pipeline, now, points, fetch_records=False)
+    lag = next(lag for lag in partition_lags(env.pipeline, PipelineSystems.of(env.pipeline), now, points, fetch_records=False)
                if lag.partition == parts[0])
     written = T0 + timedelta(seconds=90) * (11 / ends[parts[0]])
     assert (lag.time_lag, lag.time_source) == (now - written, "interpolated")

@@ -2,11 +2,10 @@
 holds in the asked ranges, stay below the live position, and settle overlap with the target by policy."""
 
 import time
-from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource
 from psycopg2 import sql
 
@@ -17,6 +16,7 @@ from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
 from microingest.plan.request import parse_request
 from microingest.systems.kafka_access import json_bytes, produce
+from pipeline_env import UPSERT_TARGET, read_to_end
 
 BACKFILL = RunInfo(dag_id="microingest_test", run_id="manual__backfill")
 
@@ -42,19 +42,13 @@ def by_partition(produced):
     return out
 
 
-def positions(env):
-    rows = env.target_rows()
-    assert not [k for k, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicates"
-    return rows
-
-
 def test_a_pipeline_started_at_latest_fills_its_history_and_every_record_lands_once(env):
     env.redeclare(start_from="latest", max_records_per_batch=250)
     history = env.produce(900)
     assert plan_live_run(env.pipeline).ranges == ()  # pins every partition at its end: history is not read
     live = env.produce(300, start=900)
     env.ingest_all()
-    assert positions(env) == sorted(live)
+    assert env.landed_once() == sorted(live)
     pins = {p: min(o for q, o, _ in live if q == p) for p in {q for q, _, _ in live}}
 
     offsets = {str(p): [0, pins[p]] for p in pins}
@@ -63,7 +57,7 @@ def test_a_pipeline_started_at_latest_fills_its_history_and_every_record_lands_o
     result = env.spark_job(plan, run=BACKFILL)
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert positions(env) == sorted(history + live)
+    assert env.landed_once() == sorted(history + live)
     assert env.ledger() == {p: max(o for q, o, _ in live if q == p) + 1 for p in pins}, "the live ledger never moved"
     kinds = env.query("SELECT kind, count(*), sum(records_read) FROM microingest.batches WHERE pipeline = %s "
                       "AND run_id = %s GROUP BY kind", (env.pipeline.name, BACKFILL.run_id))
@@ -87,7 +81,7 @@ def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
     skip = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="skip_existing"))
     result = env.spark_job(skip, run=RunInfo("microingest_test", "manual__skip"))
     assert result.returncode == 0, result.stdout[-3000:]
-    assert positions(env) == sorted(produced)
+    assert env.landed_once() == sorted(produced)
     [(read, written)] = env.query("SELECT records_read, rows_written FROM microingest.batches WHERE pipeline = %s "
                                   "AND run_id = %s", (env.pipeline.name, "manual__skip"))
     assert (read, written) == (50, 20)
@@ -95,7 +89,7 @@ def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
     replace = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="replace"))
     result = env.spark_job(replace, run=RunInfo("microingest_test", "manual__replace"))
     assert result.returncode == 0, result.stdout[-3000:]
-    assert positions(env) == sorted(produced)
+    assert env.landed_once() == sorted(produced)
     [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
                               (env.pipeline.name, "manual__replace"))
     rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s ORDER BY 1").format(env.table),
@@ -120,7 +114,7 @@ def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_plann
                      (env.pipeline.name, p))
     result = env.spark_job(plan, run=BACKFILL)
     assert result.returncode == 3 and "reaches offsets the live pipeline owns" in result.stdout
-    assert positions(env) == sorted(produced)
+    assert env.landed_once() == sorted(produced)
 
 
 def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, kafka):
@@ -144,14 +138,11 @@ def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, ka
 
     assert result.returncode == 0, result.stdout[-3000:]
     inside = sorted((p, o, e) for p, o, e, i in produced if start_ms <= base + i * 1000 < start_ms + 60_000)
-    assert len(inside) == 60 and positions(env) == inside
+    assert len(inside) == 60 and env.landed_once() == inside
 
 
 def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key(env):
-    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
-                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
-                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
-                       "event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest")
     base = recent_ms()
     # (partition, key, version or None for a tombstone, Kafka timestamp offset in seconds)
@@ -201,23 +192,12 @@ def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_insi
     assert result.returncode == 0, result.stdout[-3000:]
     # ev-2 lies inside the span but is timestamped before the window; ev-5, inside the window but written after the
     # first record past its end, lies beyond the span (the README says so: replay such a record by offsets).
-    assert positions(env) == [(0, 1, "ev-1"), (0, 3, "ev-3")]
+    assert env.landed_once() == [(0, 1, "ev-1"), (0, 3, "ev-3")]
 
 
 def retained_offsets(env, partition: int) -> set[int]:
-    """The offsets of `partition` that Kafka still serves, read up to the partition's end (reading until nothing
-    came for a while would take a slow fetch for records the cleaner removed)."""
-    consumer = KafkaConsumer(**env.kafka, enable_auto_commit=False)
-    tp = TopicPartition(env.pipeline.topic, partition)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    end = consumer.end_offsets([tp])[tp]
-    offsets = set()
-    while consumer.position(tp) < end:
-        for batch in consumer.poll(timeout_ms=2000).values():
-            offsets.update(r.offset for r in batch)
-    consumer.close()
-    return offsets
+    """The offsets of `partition` that Kafka still serves: those the log cleaner has not removed."""
+    return {o for _, o, *_ in read_to_end(env.kafka, env.pipeline.topic, partitions=[partition])}
 
 
 def compact_below(env, live: int, stamp: int) -> set[int]:
@@ -250,7 +230,7 @@ def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_
     sent = env.send_to(0, [(k.encode(), b"not json" if e is None else json_bytes({"event_id": e}))
                            for k, e in records], stamp)
     env.ingest_all()
-    rows, dead = positions(env), [(o, c) for _, o, c, *_ in env.dead_letters()]
+    rows, dead = env.landed_once(), [(o, c) for _, o, c, *_ in env.dead_letters()]
     assert len(rows) == len(records) - 2 and dead == [(sent[7][1], "invalid_json"), (sent[18][1], "invalid_json")]
     live = env.ledger()[0]
 
@@ -259,7 +239,7 @@ def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_
     result = env.spark_job(plan, run=RunInfo("microingest_test", "manual__compacted"))
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert positions(env) == rows, "every row is there once, those whose records compaction removed included"
+    assert env.landed_once() == rows, "every row is there once, those whose records compaction removed included"
     assert [(o, c) for _, o, c, *_ in env.dead_letters()] == dead
     [(batch_id, read)] = env.query("SELECT batch_id::text, records_read FROM microingest.batches WHERE pipeline = %s "
                                    "AND run_id = %s", (env.pipeline.name, "manual__compacted"))
@@ -276,10 +256,7 @@ def test_replace_on_a_compacted_topic_keeps_an_upsert_row_whose_record_a_newer_d
     """An upsert_latest row holds its key's newest good record; when a newer record of the key was a dead letter,
     compaction removes the row's record and keeps the dead letter's. `replace` rewrites the replayed rows and dead
     letters and leaves that row alone: no replay could bring it back."""
-    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
-                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
-                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
-                       "event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest", dead_letter={"max_fraction": 0.5})
     stamp = recent_ms()
     records = [(b"k1", json_bytes({"event_id": "k1-v1"})), (b"k1", b"not json"),

@@ -4,12 +4,13 @@ import json
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions
 
 from microingest.plan.live import plan_next_batch
 from microingest.plan.offsets import RetentionGapError
 from microingest.systems.kafka_access import partition_bounds
+from pipeline_env import UPSERT_TARGET, read_to_end
 
 
 def test_partitions_added_between_runs_are_discovered_and_read_from_the_start(env):
@@ -88,10 +89,7 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
         "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
     admin.close()
-    env.replace_target("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
-                       "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
-                       "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
-                       "event_time timestamptz")
+    env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest")
     latest = {}
     for round_ in range(12):  # many versions of few keys, in bursts so segments roll and get cleaned
@@ -103,10 +101,10 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
         env.send(records)
         time.sleep(0.3)
     deadline = time.time() + 90
-    while time.time() < deadline and len(read_offsets(env)) == 96:
+    while time.time() < deadline and len(read_to_end(env.kafka, env.pipeline.topic)) == 96:
         time.sleep(2)
-    offsets = read_offsets(env)
-    assert len(offsets) < 96, "the log cleaner compacted the topic, leaving holes in the offsets"
+    kept = read_to_end(env.kafka, env.pipeline.topic)
+    assert len(kept) < 96, "the log cleaner compacted the topic, leaving holes in the offsets"
 
     env.ingest_all()
 
@@ -115,18 +113,3 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
     _, end = partition_bounds(env.kafka, env.pipeline.topic)
     assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
 
-
-def read_offsets(env) -> list[tuple[int, int]]:
-    """Every record's position, read up to each partition's end: reading until nothing came for a while would count
-    a slow fetch as holes the cleaner made."""
-    consumer = KafkaConsumer(**env.kafka, enable_auto_commit=False)
-    partitions = [TopicPartition(env.pipeline.topic, p) for p in consumer.partitions_for_topic(env.pipeline.topic)]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    end = consumer.end_offsets(partitions)
-    offsets = []
-    while any(consumer.position(tp) < end[tp] for tp in partitions):
-        for batch in consumer.poll(timeout_ms=2000).values():
-            offsets += [(r.partition, r.offset) for r in batch]
-    consumer.close()
-    return offsets

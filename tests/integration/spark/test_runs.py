@@ -3,10 +3,10 @@ transaction; a killed or retried run goes on where it stopped, losing and duplic
 
 import re
 import time
-from collections import Counter
 
 from microingest.commit.history import RunInfo
 from microingest.plan.live import plan_live_run
+from pipeline_env import reached_pause
 
 RUN = RunInfo(dag_id="microingest_test", run_id="manual__drain")
 
@@ -14,12 +14,6 @@ RUN = RunInfo(dag_id="microingest_test", run_id="manual__drain")
 def history(env):
     return env.query("SELECT run_batch, records_read, rows_written, spark_app_id, run_id FROM microingest.batches "
                      "WHERE pipeline = %s AND kind = 'ingest' ORDER BY run_batch", (env.pipeline.name,))
-
-
-def assert_exactly_once(env, produced):
-    rows = env.target_rows()
-    assert not [k for k, n in Counter((p, o) for p, o, _ in rows).items() if n > 1], "duplicates"
-    assert rows == sorted(produced), "every produced record, none lost"
 
 
 def test_one_run_drains_a_backlog_in_capped_batches_inside_one_spark_application(env):
@@ -31,7 +25,7 @@ def test_one_run_drains_a_backlog_in_capped_batches_inside_one_spark_application
     result = env.spark_job(plan, run=RUN)
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert_exactly_once(env, produced)
+    env.assert_exactly_once(produced)
     batches = history(env)
     assert [b[0] for b in batches] == [1, 2, 3, 4, 5]
     assert [b[1] for b in batches] == [700, 700, 700, 700, 200]
@@ -49,7 +43,7 @@ def test_the_run_cap_bounds_a_run_and_the_next_run_goes_on(env):
     second = plan_live_run(env.pipeline)
     assert second.total_records == 800
     assert env.spark_job(second, run=RunInfo("microingest_test", "manual__second")).returncode == 0
-    assert_exactly_once(env, produced)
+    env.assert_exactly_once(produced)
     assert plan_live_run(env.pipeline).ranges == ()
 
 
@@ -63,7 +57,7 @@ def test_a_retry_of_a_run_that_committed_everything_succeeds_with_nothing_left(e
     assert again.returncode == 0, again.stdout[-3000:]
     assert '"batches": 1' in again.stdout and '"records_read": 600' in again.stdout
     assert "fenced" not in again.stdout
-    assert_exactly_once(env, produced)
+    env.assert_exactly_once(produced)
     assert len(history(env)) == 1
 
 
@@ -75,10 +69,7 @@ def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_
     # batches could otherwise fit in one second, and the budget would never be spent.
     marker = tmp_path / "paused"
     proc = env.spark_job(plan, run=RUN, fault=f"after_commit:pause:{marker}", wait=False)
-    deadline = time.time() + 180
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), finish(proc).stdout[-3000:]
+    assert reached_pause(proc, marker), finish(proc).stdout[-3000:]
     time.sleep(1.5)  # the job's clock started before its first batch: it has spent the budget too
     marker.unlink()
     result = finish(proc)
@@ -91,7 +82,7 @@ def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_
     assert len(history(env)) == 1
     env.redeclare(max_run_seconds=1800)
     env.ingest_all()
-    assert_exactly_once(env, produced)
+    env.assert_exactly_once(produced)
 
 
 
@@ -102,10 +93,8 @@ def test_a_run_stages_while_another_run_of_the_pipeline_holds_its_commit_open(en
     first, second, third = plan_live_run(env.pipeline).ranges
     marker = tmp_path / "paused"
     holding = env.spark_job([first], fault=f"before_commit:pause:{marker}", wait=False)
-    deadline = time.time() + 120
-    while not marker.exists() and holding.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), finish(holding).stdout[-3000:]
+    deadline = time.time() + 120  # for the pause and the staging beside it together
+    assert reached_pause(holding, marker, deadline - time.time()), finish(holding).stdout[-3000:]
 
     beside = env.spark_job([second], wait=False)
     while env.staged_rows() < first.size + second.size and beside.poll() is None and time.time() < deadline:
@@ -115,5 +104,5 @@ def test_a_run_stages_while_another_run_of_the_pipeline_holds_its_commit_open(en
 
     assert finish(holding).returncode == 0 and finish(beside).returncode == 0
     assert env.spark_job([third]).returncode == 0
-    assert_exactly_once(env, produced)
+    env.assert_exactly_once(produced)
     assert env.staged_rows() == 0 and env.staging_batches() == 0

@@ -12,17 +12,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
 import psycopg2
 import pytest
 from psycopg2 import sql
 
 from microingest import settings
+from microingest.commit.sinks import sink_for
 from microingest.commit.staging import BatchAttempt
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.settings import repo_root
 from microingest.spark import connect as spark_connect
+from pipeline_env import reached_pause
 
 
 def platform(*args: str) -> None:
@@ -40,12 +41,6 @@ def connect_env(env, server):
     return env
 
 
-def exactly(env, produced) -> None:
-    rows = env.target_rows()
-    assert [pos for pos, n in Counter((p, o) for p, o, _ in rows).items() if n > 1] == [], "duplicated positions"
-    assert rows == sorted(produced)
-
-
 def app_ids(env) -> set[str]:
     return {r[0] for r in env.query("SELECT spark_app_id FROM microingest.batches WHERE pipeline = %s",
                                     (env.pipeline.name,))}
@@ -56,12 +51,12 @@ def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application
     env.redeclare(max_records_per_batch=1000)
     produced = env.produce(2500)
     env.ingest_all()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
     assert [b[2] for b in env.batches()] == [1000, 1000, 500]
 
     produced += env.produce(700, start=2500)
     env.ingest_all()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
     [app] = app_ids(env)  # every batch of both runs ran in the server's one Spark application
     assert app.startswith("local-")
     assert env.staged_rows() == 0 and env.staging_batches() == 0
@@ -78,7 +73,7 @@ def test_a_client_killed_after_staging_commits_nothing_and_the_rerun_lands_each_
     assert env.staged_rows() == 1500, "the kill must come after the server's workers staged the batch"
     assert env.target_rows() == [] and env.ledger() == {}
     env.ingest_all()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
     assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
@@ -89,10 +84,7 @@ def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_ea
     produced = env.produce(1200)
     marker = tmp_path / "paused"
     proc = env.spark_job(list(plan_next_batch(env.pipeline).ranges), fault=f"after_stage:pause:{marker}", wait=False)
-    deadline = time.time() + 180
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), finish(proc).stdout[-3000:]
+    assert reached_pause(proc, marker), finish(proc).stdout[-3000:]
     assert env.staged_rows() == 1200
 
     proc.send_signal(signal.SIGTERM)
@@ -101,14 +93,14 @@ def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_ea
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
     assert env.staged_rows() == 0 and env.staging_batches() == 0 and env.target_rows() == []
     env.ingest_all()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
 
 
 def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
         connect_env, finish):
     env = connect_env
     produced = env.produce(30_000)
-    staging = sql.Identifier("microingest_staging", env.pipeline.name)
+    staging = sink_for(env.pipeline).staging
     # The executors' COPY into staging waits for a lock held here, so the kill lands while staging is under way:
     # looked for between two polls, a COPY over in milliseconds on a fast machine could slip through unseen.
     made = BatchAttempt(env.pg, env.pipeline).open()  # the staging table, to lock before the job stages
@@ -142,7 +134,7 @@ def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the
     assert env.target_rows() == [] and env.ledger() == {}
     platform("start", "spark-connect")
     env.ingest_all()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
     assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
@@ -155,6 +147,6 @@ def test_a_dag_run_on_the_server_commits_its_plan(api, served, server):
     produced = env.produce(800)
     run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"}), run.describe()
-    exactly(env, produced)
+    env.assert_exactly_once(produced)
     outcome = api.xcom(run, "ingest")
     assert (outcome["status"], outcome["records_read"]) == ("committed", 800)

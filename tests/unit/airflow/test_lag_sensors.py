@@ -6,7 +6,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 
 PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
                            "schema": {"order_id": "string"}, "schedule": "*/15 * * * *",

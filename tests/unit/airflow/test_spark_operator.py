@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from microingest.airflow.job_process import JobProcess
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.commit.history import RunInfo
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.plan.offsets import OffsetRange, RunPlan
 from microingest.spark.connect import remote_url
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo, parse_connection
@@ -25,7 +25,7 @@ from microingest.systems.connections import ConnectionConfigError, ConnectionInf
 PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
                            "schema": {"order_id": "string"}})
 PLAN = RunPlan("ingest", (OffsetRange("orders", 0, 0, 10, None),), batch_cap=10)
-RUN = RunInfo("microingest_orders", "manual__1", 1, "ingest")
+RUN = RunInfo("microingest_orders", "manual__1", 1)
 KAFKA_SECRET, PG_SECRET = 'k-"se\\cr\u00e9t', "pg-s3cret-value"
 
 

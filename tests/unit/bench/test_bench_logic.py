@@ -11,7 +11,7 @@ import uuid
 from microingest.bench import phases, report
 from microingest.bench.dataset import COPY_BATCH_ID, SCHEMA, Dataset, event, value_bytes, write_copy_rows
 from microingest.bench.memory import PeakMemory
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import RecordProcessor
 

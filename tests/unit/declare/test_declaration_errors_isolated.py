@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from test_declarations import BAD_FILES, GOOD
+from test_validate import BAD_FILES, GOOD
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode.arrow_json import decode_values
 from microingest.decode.records import BadRecord, RecordProcessor
 

@@ -2,7 +2,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from microingest.declare.declarations import Field
+from microingest.declare.pipeline import Field
 from microingest.decode.codec import DecodeError, copy_text_row, decode_json
 
 SCHEMA = (Field("id", "string", True), Field("n", "integer"), Field("x", "double"), Field("ok", "boolean"),

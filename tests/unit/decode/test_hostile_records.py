@@ -13,10 +13,10 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+
 from hostile_records import (HOSTILE_HEADERS, HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, hostile_record, kafka_batch,
                              original_headers, original_key)
-
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json, storable
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import stage_batch

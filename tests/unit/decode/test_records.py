@@ -2,7 +2,7 @@
 
 import pytest
 
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode.records import BadRecord, RecordProcessor
 
 BASE = {"name": "p", "topic": "t", "target_table": "t",

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from microingest.declare.declarations import load_pipelines
+from microingest.declare.files import load_pipelines
 from microingest.settings import repo_root
 from microingest.systems.connections import env_name, kafka_bootstrap, parse_connection
 

@@ -6,12 +6,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.lag import checks, status
 from microingest.lag.figures import PartitionLag
 from microingest.lag.policy import GatePolicy, SlaPolicy
 from microingest.lag.states import LagState, Verdict
-from microingest.systems import connections, postgres
+from microingest.systems import postgres
+from microingest.systems.pipeline_systems import PipelineSystems
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
@@ -29,22 +30,21 @@ def recorded(monkeypatch):
     def record(conn, pipeline, ledger, ends, source, at=None):
         rows.append((pipeline, ledger, ends, source, at))
 
-    monkeypatch.setattr(connections, "get_connection", lambda conn_id: None)
-    monkeypatch.setattr(connections, "postgres_params", lambda conn: {})
-    # A connection used as `with connection(...) as conn, conn:` (a transaction).
-    monkeypatch.setattr(postgres, "connection", lambda params: nullcontext(nullcontext()))
+    monkeypatch.setattr(PipelineSystems, "of", classmethod(lambda cls, pipeline: cls(None, None)))
+    # A connection used as `with systems.db() as conn, conn:` (a transaction).
+    monkeypatch.setattr(PipelineSystems, "db", lambda self: nullcontext(nullcontext()))
     monkeypatch.setattr(checks.lag_history, "record", record)
     return rows
 
 
 def stub_status(monkeypatch, lags, state=LagState.OK):
     partitions = [(lag, Verdict(state, "")) for lag in lags]
-    monkeypatch.setattr(status, "pipeline_status", lambda pipeline, now: status.PipelineStatus(
+    monkeypatch.setattr(status, "pipeline_status", lambda pipeline, now, systems: status.PipelineStatus(
         pipeline.name, pipeline.topic, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions))
 
 
 def test_a_gate_poke_records_the_partitions_it_saw_caught_up(monkeypatch, recorded):
-    monkeypatch.setattr(checks, "partition_lags", lambda pipeline, now, fetch_records: LAGS)
+    monkeypatch.setattr(checks, "partition_lags", lambda pipeline, systems, now, fetch_records: LAGS)
     assert checks.gate_check(PIPELINE, GatePolicy(min_records=100, max_wait_seconds=60), NOW).met
     assert recorded == [("orders", {0: 500, 2: None}, {0: 500, 2: 0}, "gate", NOW)]
 
@@ -64,11 +64,11 @@ def test_partitions_with_records_waiting_are_not_recorded(monkeypatch, recorded)
 
 def test_a_check_answers_when_postgres_refuses_the_record(monkeypatch, recorded):
     @contextmanager
-    def unreachable(params):
+    def unreachable(self):
         raise postgres.PostgresUnavailableError("Postgres at db:5432/x is unreachable")
         yield
 
-    monkeypatch.setattr(postgres, "connection", unreachable)
+    monkeypatch.setattr(PipelineSystems, "db", unreachable)
     stub_status(monkeypatch, LAGS)
     assert checks.health_check(PIPELINE, SlaPolicy(max_time_lag_seconds=600), NOW).met
     assert recorded == []

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from microingest.airflow import lag_triggers as triggers
 from microingest.airflow.lag_triggers import LagTrigger
-from microingest.declare.declarations import parse_pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.lag.policy import GatePolicy, LagPolicy, SlaPolicy
 
 BASE = {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}

@@ -1,6 +1,6 @@
 import pytest
 
-from microingest.plan.offsets import OffsetRange, PlanningError, RetentionGapError, plan_ranges
+from microingest.plan.offsets import OffsetRange, PlanningError, Positions, RetentionGapError, plan_ranges
 
 
 def ranges(plan):
@@ -8,27 +8,27 @@ def ranges(plan):
 
 
 def test_new_pipeline_starts_at_earliest_and_takes_everything_under_the_cap():
-    plan = plan_ranges("t", {}, {0: 5, 1: 0}, {0: 10, 1: 3}, max_records=100)
+    plan = plan_ranges("t", Positions({}, {0: 5, 1: 0}, {0: 10, 1: 3}), max_records=100)
     assert ranges(plan) == [(0, 5, 10, None), (1, 0, 3, None)]
     assert plan.total_records == 8 and plan.pins == ()
 
 
 def test_continues_from_the_ledger():
-    plan = plan_ranges("t", {0: 7, 1: 3}, {0: 0, 1: 0}, {0: 10, 1: 3}, max_records=100)
+    plan = plan_ranges("t", Positions({0: 7, 1: 3}, {0: 0, 1: 0}, {0: 10, 1: 3}), max_records=100)
     assert ranges(plan) == [(0, 7, 10, 7)]
 
 
 def test_nothing_new_plans_nothing():
-    plan = plan_ranges("t", {0: 10, 1: 3}, {0: 0, 1: 0}, {0: 10, 1: 3}, max_records=100)
+    plan = plan_ranges("t", Positions({0: 10, 1: 3}, {0: 0, 1: 0}, {0: 10, 1: 3}), max_records=100)
     assert plan.ranges == () and plan.total_records == 0
 
 
 def test_empty_topic_plans_nothing():
-    assert plan_ranges("t", {}, {0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0}, max_records=10).ranges == ()
+    assert plan_ranges("t", Positions({}, {0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0}), max_records=10).ranges == ()
 
 
 def test_cap_is_shared_fairly_and_never_exceeded():
-    plan = plan_ranges("t", {}, {0: 0, 1: 0, 2: 0}, {0: 2, 1: 100, 2: 100}, max_records=50)
+    plan = plan_ranges("t", Positions({}, {0: 0, 1: 0, 2: 0}, {0: 2, 1: 100, 2: 100}), max_records=50)
     assert ranges(plan) == [(0, 0, 2, None), (1, 0, 24, None), (2, 0, 24, None)]
     assert plan.total_records == 50
 
@@ -36,7 +36,7 @@ def test_cap_is_shared_fairly_and_never_exceeded():
 @pytest.mark.parametrize("cap", [1, 2, 3, 7, 299, 300, 301])
 def test_cap_holds_for_any_size_and_ranges_are_contiguous(cap):
     latest = {0: 100, 1: 100, 2: 100}
-    plan = plan_ranges("t", {0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0}, latest, max_records=cap)
+    plan = plan_ranges("t", Positions({0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0}, latest), max_records=cap)
     assert plan.total_records == min(cap, 300)
     for r in plan.ranges:
         assert 0 == r.from_offset < r.until_offset <= latest[r.partition]
@@ -46,7 +46,7 @@ def test_repeated_capped_batches_cover_every_offset_exactly_once():
     earliest, latest = {0: 0, 1: 10, 2: 0}, {0: 37, 1: 12, 2: 101}
     ledger, seen = {}, []
     while True:
-        plan = plan_ranges("t", ledger, earliest, latest, max_records=16)
+        plan = plan_ranges("t", Positions(ledger, earliest, latest), max_records=16)
         if not plan.ranges:
             break
         assert plan.total_records <= 16
@@ -59,30 +59,30 @@ def test_repeated_capped_batches_cover_every_offset_exactly_once():
 
 
 def test_new_partition_is_discovered_and_starts_at_earliest():
-    plan = plan_ranges("t", {0: 10}, {0: 0, 1: 4}, {0: 10, 1: 6}, max_records=100)
+    plan = plan_ranges("t", Positions({0: 10}, {0: 0, 1: 4}, {0: 10, 1: 6}), max_records=100)
     assert ranges(plan) == [(1, 4, 6, None)]
 
 
 def test_new_partition_with_start_from_latest_is_pinned_not_read():
-    plan = plan_ranges("t", {0: 3}, {0: 0, 1: 0}, {0: 5, 1: 9}, max_records=100, start_from="latest")
+    plan = plan_ranges("t", Positions({0: 3}, {0: 0, 1: 0}, {0: 5, 1: 9}), max_records=100, start_from="latest")
     assert ranges(plan) == [(0, 3, 5, 3)]
     assert [(r.partition, r.from_offset, r.until_offset) for r in plan.pins] == [(1, 9, 9)]
 
 
 def test_retention_gap_names_topic_partition_and_missing_range():
     with pytest.raises(RetentionGapError, match=r"t\[1\].*\[5, 20\)"):
-        plan_ranges("t", {0: 0, 1: 5}, {0: 0, 1: 20}, {0: 1, 1: 30}, max_records=10)
+        plan_ranges("t", Positions({0: 0, 1: 5}, {0: 0, 1: 20}, {0: 1, 1: 30}), max_records=10)
 
 
 def test_ledger_beyond_latest_is_an_error():
     with pytest.raises(PlanningError, match="beyond the latest"):
-        plan_ranges("t", {0: 50}, {0: 0}, {0: 10}, max_records=10)
+        plan_ranges("t", Positions({0: 50}, {0: 0}, {0: 10}), max_records=10)
 
 
 @pytest.mark.parametrize("cap", [0, -1])
 def test_rejects_non_positive_cap(cap):
     with pytest.raises(PlanningError):
-        plan_ranges("t", {}, {0: 0}, {0: 1}, max_records=cap)
+        plan_ranges("t", Positions({}, {0: 0}, {0: 1}), max_records=cap)
 
 
 def test_offset_range_round_trips_through_dict():
@@ -92,11 +92,11 @@ def test_offset_range_round_trips_through_dict():
 
 
 def test_retention_gap_can_be_skipped_and_the_range_remembers_the_gap():
-    plan = plan_ranges("t", {0: 5}, {0: 20}, {0: 30}, max_records=100, on_retention_gap="skip")
+    plan = plan_ranges("t", Positions({0: 5}, {0: 20}, {0: 30}), max_records=100, on_retention_gap="skip")
     [r] = plan.ranges
     assert (r.from_offset, r.until_offset, r.ledger_offset, r.gap) == (20, 30, 5, (5, 20))
 
 
 def test_ranges_without_a_gap_report_none():
-    plan = plan_ranges("t", {0: 5}, {0: 0}, {0: 30}, max_records=100, on_retention_gap="skip")
+    plan = plan_ranges("t", Positions({0: 5}, {0: 0}, {0: 30}), max_records=100, on_retention_gap="skip")
     assert plan.ranges[0].gap is None

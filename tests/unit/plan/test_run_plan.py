@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from microingest.plan.offsets import OffsetRange, PlanningError, RequestError, RunPlan, backfill_ranges
+from microingest.plan.offsets import OffsetRange, PlanningError, Positions, RequestError, RunPlan, backfill_ranges
 
 
 def spans(ranges):
@@ -13,7 +13,7 @@ def drain(plan):
     batches = []
     while plan.ranges:
         batch, plan = plan.next_batch()
-        batches.append(batch)
+        batches.append(batch.ranges)
     return batches
 
 
@@ -89,7 +89,7 @@ EARLIEST, LATEST, LEDGER = {0: 10, 1: 0, 2: 0}, {0: 5000, 1: 900, 2: 800}, {0: 4
 
 
 def test_backfill_ranges_below_the_live_position_are_taken_as_asked():
-    ranges, notes = backfill_ranges("t", {0: (100, 3000), 2: (0, 800)}, LEDGER, EARLIEST, LATEST, "backfill_ranges")
+    ranges, notes = backfill_ranges("t", {0: (100, 3000), 2: (0, 800)}, Positions(LEDGER, EARLIEST, LATEST), "backfill_ranges")
     assert spans(ranges) == [(0, 100, 3000, None), (2, 0, 800, None)] and notes == []
 
 
@@ -102,19 +102,30 @@ def test_backfill_ranges_below_the_live_position_are_taken_as_asked():
 ])
 def test_backfill_ranges_kafka_or_the_ledger_cannot_honour_fail_naming_field_and_partition(requested, field, message):
     with pytest.raises(RequestError) as err:
-        backfill_ranges("t", requested, LEDGER, EARLIEST, LATEST, "backfill_ranges")
+        backfill_ranges("t", requested, Positions(LEDGER, EARLIEST, LATEST), "backfill_ranges")
     assert err.value.field == field and message in str(err.value)
 
 
 def test_a_partition_the_live_pipeline_has_not_started_cannot_be_backfilled_by_offsets():
     with pytest.raises(RequestError, match="has not started t\\[1\\]"):
-        backfill_ranges("t", {1: (0, 10)}, {0: 4000}, EARLIEST, LATEST, "backfill_ranges")
+        backfill_ranges("t", {1: (0, 10)}, Positions({0: 4000}, EARLIEST, LATEST), "backfill_ranges")
 
 
 def test_a_time_window_is_cut_at_the_live_position_and_leaves_unstarted_partitions_alone():
-    ranges, notes = backfill_ranges("t", {0: (3500, 5000), 1: (0, 900), 2: (10, 20)}, {0: 4000, 2: 5},
-                                    EARLIEST, LATEST, "backfill_from_time", clip_to_live=True)
+    ranges, notes = backfill_ranges("t", {0: (3500, 5000), 1: (0, 900), 2: (10, 20)}, Positions({0: 4000, 2: 5}, EARLIEST, LATEST), "backfill_from_time", clip_to_live=True)
     assert spans(ranges) == [(0, 3500, 4000, None)]
     assert any("t[0]: [4000, 5000)" in n for n in notes)
     assert any("t[1]: no live position" in n for n in notes)
     assert any("t[2]: [10, 20) is at or above the live position 5" in n for n in notes)
+
+
+def test_each_batch_carries_how_its_plan_wants_it_committed():
+    window = (1_700_000_000_000, 1_700_000_060_000)
+    plan = RunPlan("backfill", (OffsetRange("t", 0, 0, 25, None),), 10, None, "replace", window)
+    first, rest = plan.next_batch(3)
+    second, _ = rest.next_batch(4)
+    assert (first.kind, first.is_backfill, first.overlap, first.time_window_ms, first.number) == \
+        ("backfill", True, "replace", window, 3)
+    assert second.number == 4 and spans(second.ranges) == [(0, 10, 20, None)]
+    live, _ = RunPlan("ingest", (OffsetRange("t", 0, 0, 5, 0),), 10).next_batch()
+    assert (live.kind, live.is_backfill, live.number) == ("ingest", False, None)

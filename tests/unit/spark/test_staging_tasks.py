@@ -1,7 +1,7 @@
 import pytest
 
 from microingest.plan.offsets import OffsetRange
-from microingest.spark.batches import RECORDS_PER_TASK, staging_tasks
+from microingest.spark.batch import RECORDS_PER_TASK, staging_tasks
 
 
 def ranges(*sizes):

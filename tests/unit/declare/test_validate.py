@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from microingest.declare.declarations import (DeadLetterPolicy, DeclarationError, load_declarations, load_pipeline_file,
-                                              load_pipelines, parse_pipeline)
+from microingest.declare.files import load_declarations, load_pipeline_file, load_pipelines
+from microingest.declare.pipeline import DeadLetterPolicy, DeclarationError
+from microingest.declare.validate import parse_pipeline
 from microingest.settings import repo_root
 
 VALID = {
@@ -176,18 +177,18 @@ def test_file_level_problems_say_what_to_change(tmp_path):
 
 
 def test_an_unexpected_failure_while_loading_a_file_is_that_files_error(tmp_path, monkeypatch):
-    import microingest.declare.declarations as declarations
+    from microingest.declare import validate
 
     (tmp_path / "good.yaml").write_text(GOOD.format(name="good"))
     (tmp_path / "odd.yaml").write_text(GOOD.format(name="odd"))
-    real = declarations.parse_pipeline
+    real = validate.parse_pipeline
 
     def parse(raw, source="<declaration>"):
         if source.endswith("odd.yaml"):
             raise KeyError("a gap in validation")
         return real(raw, source)
 
-    monkeypatch.setattr(declarations, "parse_pipeline", parse)
+    monkeypatch.setattr(validate, "parse_pipeline", parse)
     pipelines, errors = load_declarations(tmp_path)
     assert [p.name for p in pipelines] == ["good"]
     assert [str(e) for e in errors] == [f"{tmp_path / 'odd.yaml'}: field '<file>': could not be loaded: "
@@ -275,6 +276,6 @@ def test_every_staging_column_name_is_refused_as_a_schema_field(column):
 
 def test_the_reserved_names_are_the_staging_tables_own_columns():
     from microingest.commit.sinks import STAGING_PREFIX
-    from microingest.declare import declarations
+    from microingest.declare import pipeline
 
-    assert declarations.STAGING_COLUMNS == STAGING_PREFIX == STAGING_COLUMNS
+    assert pipeline.STAGING_COLUMNS == STAGING_PREFIX == STAGING_COLUMNS

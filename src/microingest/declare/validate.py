@@ -1,31 +1,20 @@
-"""Pipeline declarations: YAML files in the pipelines folder, validated into `Pipeline` objects.
-
-A declaration is data, not code. Every error names the file and the offending field so an operator can fix the
-declaration without reading this module.
+"""Validate a pipeline declaration (parsed from YAML) into a `Pipeline`. Every error names the file and the
+offending field, so an operator can fix the declaration without reading this module.
 """
 
 from __future__ import annotations
 
 import re
 import reprlib
-from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from microingest import settings
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
-from microingest.errors import Refused
-from microingest.lag.policy import LagPolicy, PolicyError, parse_lag_policy
+from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, SINK_MODES, STAGING_COLUMN_USES, START_POSITIONS,
+                                          VALUE_FORMATS, Aggregate, DeadLetterPolicy, DeclarationError, Field, Measure,
+                                          Pipeline)
+from microingest.lag.policy import PolicyError, parse_lag_policy
 
-FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
-START_POSITIONS = ("earliest", "latest")
-VALUE_FORMATS = ("json",)
-SINK_MODES = ("append", "upsert_latest", "aggregate")
-GAP_POLICIES = ("fail", "skip")
-MEASURES = ("count", "sum")
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
 _PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly")
@@ -33,110 +22,6 @@ _CRON_OR_PRESET = re.compile(rf"^({'|'.join(_PRESETS)}|(\S+\s+){{4}}\S+)$")
 # Every *_seconds value becomes a timedelta, added to now, where all pipelines are served together (the DAG file, the
 # lag page): an absurd one would overflow there and take the other pipelines down with it.
 MAX_SECONDS = 3650 * 24 * 3600
-# The staging table's own columns (sinks.STAGING_PREFIX), with what each holds; the declared value columns are
-# appended to them, so a value field of the same name would make every run fail creating the table.
-_STAGING_COLUMN_USES = {
-    "source_topic": "the Kafka topic of each record",
-    "source_partition": "the Kafka partition of each record",
-    "source_offset": "the Kafka offset of each record",
-    "kafka_timestamp": "the Kafka timestamp of each record",
-    "batch_id": "the batch that wrote each row",
-    "record_key": "the Kafka record key",
-    "is_tombstone": "marking tombstones (records with a null value)",
-}
-STAGING_COLUMNS = tuple(_STAGING_COLUMN_USES)
-# The source position: columns every target row carries besides the declared value fields.
-SOURCE_COLUMNS = STAGING_COLUMNS[:5]
-
-
-class DeclarationError(Refused, ValueError):
-    """A pipeline declaration is malformed; the message names the source and the field."""
-
-    def __init__(self, source: str, field: str, problem: str):
-        self.source, self.field, self.problem = source, field, problem
-        super().__init__(f"{source}: field '{field}': {problem}")
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: str
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class DeadLetterPolicy:
-    """A batch fails (commits nothing) when its bad records exceed either limit; None means no limit."""
-
-    max_records: int | None = None
-    max_fraction: float | None = 0.1
-
-    def exceeded(self, bad: int, total: int) -> str | None:
-        if self.max_records is not None and bad > self.max_records:
-            return f"{bad} bad records exceed dead_letter.max_records {self.max_records}"
-        if self.max_fraction is not None and total and bad / total > self.max_fraction:
-            return f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
-        return None
-
-
-@dataclass(frozen=True)
-class Measure:
-    name: str
-    function: str  # count | sum
-    field: str | None = None
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """Additive aggregate: per group (and time bucket) counts and sums, added onto the target's existing rows."""
-
-    group_by: tuple[str, ...]
-    measures: tuple[Measure, ...]
-    bucket_field: str | None = None
-    bucket_width: str | None = None
-
-    @property
-    def key_columns(self) -> tuple[str, ...]:
-        return self.group_by + (("bucket_start",) if self.bucket_field else ())
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    name: str
-    topic: str
-    target_table: str
-    schema: tuple[Field, ...]
-    kafka_conn_id: str = "microingest_kafka"
-    postgres_conn_id: str = "microingest_postgres"
-    spark_conn_id: str = "microingest_spark"
-    value_format: str = "json"
-    sink_mode: str = "append"
-    max_records_per_batch: int = 10_000
-    max_records_per_run: int = 1_000_000
-    max_run_seconds: int = 1800
-    schedule: str | None = None
-    start_from: str = "earliest"
-    description: str = ""
-    max_value_bytes: int = 1_048_576
-    transform: str | None = None
-    dead_letter: DeadLetterPolicy = DeadLetterPolicy()
-    aggregate: Aggregate | None = None
-    on_retention_gap: str = "fail"
-    retries: int = 3
-    retry_delay_seconds: int = 30
-    max_active_runs: int = 1
-    lag: LagPolicy = LagPolicy()
-
-    @property
-    def dag_id(self) -> str:
-        return f"microingest_{self.name}"
-
-    @property
-    def value_columns(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.schema)
-
-    def field(self, name: str) -> Field:
-        return next(f for f in self.schema if f.name == name)
 
 
 _REQUIRED = ("name", "topic", "target_table", "schema")
@@ -437,9 +322,9 @@ def _parse_field(name: str, spec: Any, source: str) -> Field:
         check_identifier(name)
     except IdentifierError as exc:
         raise DeclarationError(source, where, str(exc)) from None
-    if name in _STAGING_COLUMN_USES:
+    if name in STAGING_COLUMN_USES:
         raise DeclarationError(source, where, f"'{name}' is reserved: the platform's staging table uses it for "
-                                              f"{_STAGING_COLUMN_USES[name]}; leave it out of the schema")
+                                              f"{STAGING_COLUMN_USES[name]}; leave it out of the schema")
     if isinstance(spec, str):
         spec = {"type": spec}
     if not isinstance(spec, dict) or set(spec) - {"type", "required"}:
@@ -451,72 +336,3 @@ def _parse_field(name: str, spec: Any, source: str) -> Field:
     if not isinstance(required, bool):
         raise DeclarationError(source, f"{where}.required", f"must be true or false, got {_shown(required)}")
     return Field(name, spec["type"], required)
-
-
-def load_pipeline_file(path: Path) -> Pipeline:
-    """The pipeline a file declares; whatever goes wrong reading or validating it is a DeclarationError naming the
-    file, so that callers serving many pipelines can set this one aside."""
-    try:
-        pipeline = parse_pipeline(_read_yaml(path), str(path))
-    except DeclarationError:
-        raise
-    except Exception as exc:  # a gap in the validation above must still fail this file alone
-        raise DeclarationError(str(path), "<file>", f"could not be loaded: {type(exc).__name__}: {exc}") from exc
-    if path.stem != pipeline.name:
-        raise DeclarationError(str(path), "name", f"must match the file name '{path.stem}', got '{pipeline.name}'")
-    return pipeline
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DeclarationError(str(path), "<file>", f"cannot be read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise DeclarationError(str(path), "<file>", f"is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}; "
-                                                    "save the file as UTF-8") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DeclarationError(str(path), "<yaml>", f"not valid YAML: {exc}") from None
-
-
-def load_pipelines(folder: Path | None = None) -> list[Pipeline]:
-    """All declarations in the folder (default: settings.pipelines_dir()), sorted by name; the first malformed one
-    raises DeclarationError."""
-    pipelines, errors = load_declarations(folder)
-    if errors:
-        raise errors[0]
-    return pipelines
-
-
-def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[DeclarationError]]:
-    """The valid declarations in the folder, and the errors of the malformed ones, each on its own: one broken
-    file does not hide the others."""
-    folder = folder or settings.pipelines_dir()
-    pipelines, errors, files = [], [], {}
-    for path in sorted(folder.glob("*.y*ml")):
-        try:
-            pipeline = load_pipeline_file(path)
-        except DeclarationError as exc:
-            errors.append(exc)
-            continue
-        if pipeline.name in files:  # x.yaml and x.yml: two DAGs of one id, and get_pipeline reads only x.yaml
-            errors.append(DeclarationError(str(path), "name", f"pipeline '{pipeline.name}' is also declared in "
-                                                               f"{files[pipeline.name]}; keep one of the two files"))
-            continue
-        files[pipeline.name] = path.name
-        pipelines.append(pipeline)
-    return pipelines, errors
-
-
-def get_pipeline(name: str, folder: Path | None = None) -> Pipeline:
-    folder = folder or settings.pipelines_dir()
-    for suffix in (".yaml", ".yml"):
-        path = folder / f"{name}{suffix}"
-        if path.exists():
-            return load_pipeline_file(path)
-    raise DeclarationError(str(folder), "name", f"no declaration for pipeline '{name}'")

@@ -1,0 +1,123 @@
+"""What a pipeline declaration says, once validated: the `Pipeline` and its parts, and the vocabulary they use.
+
+A declaration is data, not code. `declare.validate` turns one into a `Pipeline`; `declare.files` finds and reads the
+files of the pipelines folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from microingest.errors import Refused
+from microingest.lag.policy import LagPolicy
+
+FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
+START_POSITIONS = ("earliest", "latest")
+VALUE_FORMATS = ("json",)
+SINK_MODES = ("append", "upsert_latest", "aggregate")
+GAP_POLICIES = ("fail", "skip")
+MEASURES = ("count", "sum")
+# The staging table's own columns (sinks.STAGING_PREFIX), with what each holds; the declared value columns are
+# appended to them, so a value field of the same name would make every run fail creating the table.
+STAGING_COLUMN_USES = {
+    "source_topic": "the Kafka topic of each record",
+    "source_partition": "the Kafka partition of each record",
+    "source_offset": "the Kafka offset of each record",
+    "kafka_timestamp": "the Kafka timestamp of each record",
+    "batch_id": "the batch that wrote each row",
+    "record_key": "the Kafka record key",
+    "is_tombstone": "marking tombstones (records with a null value)",
+}
+STAGING_COLUMNS = tuple(STAGING_COLUMN_USES)
+# The source position: columns every target row carries besides the declared value fields.
+SOURCE_COLUMNS = STAGING_COLUMNS[:5]
+
+
+class DeclarationError(Refused, ValueError):
+    """A pipeline declaration is malformed; the message names the source and the field."""
+
+    def __init__(self, source: str, field: str, problem: str):
+        self.source, self.field, self.problem = source, field, problem
+        super().__init__(f"{source}: field '{field}': {problem}")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class DeadLetterPolicy:
+    """A batch fails (commits nothing) when its bad records exceed either limit; None means no limit."""
+
+    max_records: int | None = None
+    max_fraction: float | None = 0.1
+
+    def exceeded(self, bad: int, total: int) -> str | None:
+        if self.max_records is not None and bad > self.max_records:
+            return f"{bad} bad records exceed dead_letter.max_records {self.max_records}"
+        if self.max_fraction is not None and total and bad / total > self.max_fraction:
+            return f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+        return None
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    function: str  # count | sum
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Additive aggregate: per group (and time bucket) counts and sums, added onto the target's existing rows."""
+
+    group_by: tuple[str, ...]
+    measures: tuple[Measure, ...]
+    bucket_field: str | None = None
+    bucket_width: str | None = None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.group_by + (("bucket_start",) if self.bucket_field else ())
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    topic: str
+    target_table: str
+    schema: tuple[Field, ...]
+    kafka_conn_id: str = "microingest_kafka"
+    postgres_conn_id: str = "microingest_postgres"
+    spark_conn_id: str = "microingest_spark"
+    value_format: str = "json"
+    sink_mode: str = "append"
+    max_records_per_batch: int = 10_000
+    max_records_per_run: int = 1_000_000
+    max_run_seconds: int = 1800
+    schedule: str | None = None
+    start_from: str = "earliest"
+    description: str = ""
+    max_value_bytes: int = 1_048_576
+    transform: str | None = None
+    dead_letter: DeadLetterPolicy = DeadLetterPolicy()
+    aggregate: Aggregate | None = None
+    on_retention_gap: str = "fail"
+    retries: int = 3
+    retry_delay_seconds: int = 30
+    max_active_runs: int = 1
+    lag: LagPolicy = LagPolicy()
+
+    @property
+    def dag_id(self) -> str:
+        return f"microingest_{self.name}"
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.schema)
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.schema if f.name == name)

@@ -1,0 +1,31 @@
+"""What every batch of one ingest job shares, set up once when the job starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from microingest.commit.history import RunInfo
+from microingest.declare.pipeline import Pipeline
+from microingest.lag.mirror import GroupMirror
+from microingest.systems.pipeline_systems import PipelineSystems
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    spark: Any  # a SparkSession, classic or Spark Connect
+    pipeline: Pipeline
+    systems: PipelineSystems
+    run: RunInfo  # who asked, and the Spark application the history records for each batch
+    mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
+
+    @classmethod
+    def start(cls, spark, pipeline: Pipeline, run: RunInfo, mirror: bool = True) -> "IngestJob":
+        systems = PipelineSystems.of(pipeline)
+        run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
+        group = GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic) if mirror else None
+        return cls(spark, pipeline, systems, run, group)
+
+    def close(self) -> None:
+        if self.mirror is not None:
+            self.mirror.close()

@@ -1,0 +1,62 @@
+"""A run on Spark: its plan committed batch by batch in one Spark application, resuming where earlier tries of the
+same DAG run stopped, until the plan is done or its time budget is spent."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from microingest.commit.history import RunOutcome, committed_by_run
+from microingest.plan.offsets import RunPlan
+from microingest.spark.batch import run_batch
+from microingest.spark.job import IngestJob
+
+log = logging.getLogger(__name__)
+
+
+def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, clock=time.monotonic) -> RunOutcome:
+    """Commit `plan` into `outcome` (a fresh one by default; the job passes its own so a failure still reports what
+    was committed before it).
+
+    With a DAG run id, batches that earlier tries of the same run committed are left out: a retry goes on where the
+    failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done. The live
+    positions each batch commits are handed to the job's consumer-group mirror."""
+    outcome = outcome if outcome is not None else RunOutcome()
+    if job.run.run_id:
+        plan = _resume(job, plan, outcome)
+    started = clock()
+    total, expected, first = plan.total_records, outcome.batches + plan.batches_needed, outcome.batches
+    done = 0
+    while plan.ranges:
+        if plan.time_budget_seconds is not None and outcome.batches > first and \
+                clock() - started >= plan.time_budget_seconds:
+            outcome.remaining = plan.total_records
+            log.info("time budget of %ss spent after %d batch(es); %d records left for the next run",
+                     plan.time_budget_seconds, outcome.batches - first, outcome.remaining)
+            break
+        batch, plan = plan.next_batch(outcome.batches + 1)
+        batch_started = clock()
+        result = run_batch(job, batch)
+        outcome.add(result)
+        if job.mirror is not None and not batch.is_backfill:
+            job.mirror.publish({r.partition: r.until_offset for r in batch.ranges})
+        done += sum(r.size for r in batch.ranges)
+        seconds = max(clock() - batch_started, 1e-6)
+        skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
+        log.info("batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
+                 "(%.0f rows/s); offsets %d of %d done", outcome.batches, expected, result.batch_id,
+                 result.records_read, result.rows_written, result.dead_letters, skipped, seconds,
+                 result.records_read / seconds, done, total)
+    return outcome
+
+
+def _resume(job: IngestJob, plan: RunPlan, outcome: RunOutcome) -> RunPlan:
+    with job.systems.db() as conn:
+        before = committed_by_run(conn, job.pipeline.name, job.run, plan.kind)
+    if not before.batches:
+        return plan
+    outcome.extend(before)
+    plan = plan.without(before.ranges)
+    log.info("run %s committed %d batch(es) in earlier tries (%d records); %d records of its plan remain",
+             job.run.run_id, before.batches, before.records_read, plan.total_records)
+    return plan
