@@ -7,6 +7,7 @@ import subprocess
 
 from kafka import KafkaAdminClient, TopicPartition
 
+from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run, plan_next_batch
 
 
@@ -24,10 +25,10 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
               [(b"k", event(i)) for i in range(10, 20)]
     sent = env.send_to(0, records)
     refused = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
-    assert refused.returncode == 3 and "exceed dead_letter.max_records 0" in refused.stdout
+    assert refused.returncode == REFUSED_EXIT and "exceed dead_letter.max_records 0" in refused.stdout
     env.redeclare(max_records_per_batch=10)
     again = env.spark_job(plan_live_run(env.pipeline))  # the ten good records, then refused again at offset 10
-    assert again.returncode == 3 and env.ledger() == {0: 10}
+    assert again.returncode == REFUSED_EXIT and env.ledger() == {0: 10}
 
     bad = cli("skip", env.pipeline.name, "--partition", "0", "--until", "9", "--reason", "x")
     assert bad.returncode == 2 and "until 9 is not beyond the live position 10" in bad.stderr
@@ -61,7 +62,7 @@ def test_a_live_batch_planned_before_a_skip_is_fenced(env):
     assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "7", "--reason", "test").returncode == 0
 
     late = env.spark_job(planned)
-    assert late.returncode == 3 and "fenced" in late.stdout
+    assert late.returncode == REFUSED_EXIT and "fenced" in late.stdout
     env.ingest_all()
     assert sorted(o for p, o, _ in env.target_rows() if p == 0) == [0, 1, 2, 3, 4, 7, 8]
 

@@ -3,6 +3,7 @@
 import json
 import struct
 
+from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 
 
@@ -65,7 +66,7 @@ def test_too_many_bad_records_refuse_the_whole_batch(env):
 
     result = env.spark_job(list(plan.ranges))
 
-    assert result.returncode == 3
+    assert result.returncode == REFUSED_EXIT
     assert "4 of 10 records bad (40.0%) exceeds dead_letter.max_fraction 0.2" in result.stdout
     assert "invalid_json: value is not valid JSON" in result.stdout
     assert env.target_rows() == [] and env.dead_letters() == [] and env.ledger() == {} and env.batches() == []

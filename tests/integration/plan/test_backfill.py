@@ -11,6 +11,7 @@ from psycopg2 import sql
 
 from microingest.commit.history import RunInfo
 from microingest.commit.overlap import OverlapError
+from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
@@ -113,7 +114,7 @@ def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_plann
     env.query_commit("UPDATE microingest.ledger SET next_offset = 1 WHERE pipeline = %s AND partition = %s",
                      (env.pipeline.name, p))
     result = env.spark_job(plan, run=BACKFILL)
-    assert result.returncode == 3 and "reaches offsets the live pipeline owns" in result.stdout
+    assert result.returncode == REFUSED_EXIT and "reaches offsets the live pipeline owns" in result.stdout
     assert env.landed_once() == sorted(produced)
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 from microingest.plan.offsets import OffsetRange
 
@@ -71,7 +72,7 @@ def test_racing_runs_for_the_same_ranges_one_commits_the_other_is_fenced(env, fi
 
     codes = sorted(r.returncode for r in results)
     assert codes == [0, 3], [r.stderr[-2000:] for r in results]
-    loser = next(r for r in results if r.returncode == 3)
+    loser = next(r for r in results if r.returncode == REFUSED_EXIT)
     assert "fenced" in loser.stdout and "another run committed them first" in loser.stdout
     assert env.target_rows() == sorted(produced)
     assert len(env.batches()) == 1
@@ -86,7 +87,7 @@ def test_stale_plan_after_a_commit_is_fenced_and_writes_nothing(env):
 
     again = env.spark_job(stale)
 
-    assert again.returncode == 3 and "microingest: fenced" in again.stdout
+    assert again.returncode == REFUSED_EXIT and "microingest: FencedError: fenced" in again.stdout
     assert env.target_rows() == before and len(env.batches()) == 1
 
 
