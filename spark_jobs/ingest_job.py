@@ -25,6 +25,7 @@ from microingest.spark.job import IngestJob
 from microingest.spark.run import run_plan
 from microingest.spark.submit import parse_job_args
 from microingest.systems.connections import get_connection
+from microingest.systems.pipeline_systems import PipelineSystems
 
 
 def main(argv: list[str]) -> int:
@@ -34,12 +35,14 @@ def main(argv: list[str]) -> int:
     spark = job = None
     finished = False
     try:
-        pipeline = get_pipeline(args.pipeline)  # a declaration broken since the plan is a refusal too
+        # Refusals before Spark starts count too: a declaration broken since the plan, a malformed connection.
+        pipeline = get_pipeline(args.pipeline)
+        systems = PipelineSystems.of(pipeline)
         spark = session(pipeline.name, args.spark_connect)
-        job = IngestJob.start(spark, pipeline, args.run)
+        job = IngestJob.start(spark, pipeline, systems, args.run)
         run_plan(job, args.plan, outcome)
         finished = True
-    except MicroingestError as exc:  # the job ran and did not commit the batch; the outcome says whether to retry
+    except MicroingestError as exc:  # nothing of the failing batch was committed; the outcome says whether to retry
         finished = True
         print(f"microingest: {type(exc).__name__}: {exc}", file=sys.stderr)
         write_outcome({**outcome.to_dict(), **outcome_of(exc)})

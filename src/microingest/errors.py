@@ -9,7 +9,8 @@ property says what Airflow does with it:
   stopped.
 
 Across the process boundary (the Spark job, then the operator) an error travels as the job's outcome file:
-`{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...progress}`, and the
+`{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...}` with the counts of
+what the run committed before (commit.history.RunOutcome), and the
 job exits with REFUSED_EXIT or TRANSIENT_EXIT. Anything else that escapes (a Spark or driver failure) is transient.
 """
 

@@ -58,18 +58,19 @@ def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
     from microingest.commit.skip import skip
     from microingest.systems.pipeline_systems import PipelineSystems
 
+    systems = PipelineSystems.of(pipeline)
     if request.dry_run:
-        checked = skip(pipeline, request.skip, "dry run", dry_run=True)
+        checked = skip(pipeline, request.skip, "dry run", dry_run=True, systems=systems)
         log.info(checked.dry_run_summary())
         ti.xcom_push(key=PLAN_SUMMARY_KEY, value=checked.dry_run_summary())
         return None
-    with PipelineSystems.of(pipeline).db() as conn:
+    with systems.db() as conn:
         earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
     if earlier.batches:  # a retry of a task whose skip committed: done, and not to be done twice
         log.info("this run's skip was committed by an earlier try (%d records)", earlier.records_read)
         return None
     who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
-    result = skip(pipeline, request.skip, who, RunInfo(ti.dag_id, ti.run_id, ti.try_number))
+    result = skip(pipeline, request.skip, who, RunInfo(ti.dag_id, ti.run_id, ti.try_number), systems=systems)
     log.info(result.summary())
     ti.xcom_push(key=PLAN_SUMMARY_KEY, value=result.summary())
     return None

@@ -7,7 +7,7 @@ committed (`committed_by_run`) and finish with that outcome instead of redoing o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
@@ -22,7 +22,7 @@ class RunInfo:
     dag_id: str | None = None
     run_id: str | None = None
     task_try: int | None = None
-    spark_app_id: str | None = None  # set by the job once its session is up
+    spark_app_id: str | None = field(default=None, kw_only=True)  # set by the job once its session is up
 
     def to_dict(self) -> dict:
         return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try}

@@ -53,15 +53,15 @@ class SkipResult:
                 "written")
 
 
-def skip(pipeline: Pipeline, request: SkipRequest, who: str, run: RunInfo | None = None,
-         dry_run: bool = False) -> SkipResult:
+def skip(pipeline: Pipeline, request: SkipRequest, who: str, run: RunInfo | None = None, dry_run: bool = False,
+         systems: PipelineSystems | None = None) -> SkipResult:
     """Move the partition's live position to `request.until`, the records on the way kept as dead letters;
     RequestError (with nothing written) when the request makes no sense against the ledger and Kafka. A dry run
     checks it all and writes nothing (its result counts the offsets, not the records)."""
     partition, until, reason = request.partition, request.until, request.reason.strip()
     if not reason:
         raise RequestError("reason", "a skip needs a reason: it is kept with the skipped records and in the history")
-    systems = PipelineSystems.of(pipeline)
+    systems = systems or PipelineSystems.of(pipeline)
     kafka = systems.kafka_client
     earliest, latest = partition_bounds(kafka, pipeline.topic)
     run = run or RunInfo()

@@ -74,17 +74,19 @@ def prove_staging(cur, attempt: BatchAttempt, ranges: Sequence[OffsetRange], rep
         raise StagingMismatchError(f"batch {attempt.batch_id}: {'; '.join(over)}; nothing was committed")
 
 
-def _publish(cur, sink, batch_id: str) -> int:
+def _publish(cur, sink, batch: Batch, batch_id: str) -> int:
     """The staged rows into the target. A row the target's own constraints or types refuse (a CHECK, a NOT NULL, a
-    unique index, a value too long) is refused again on every retry: a TargetError, not a transient failure."""
+    unique index, a value too long, a foreign key) is refused again by a retry of the same batch: a TargetError, not
+    a transient failure."""
     try:
         return sink.publish(cur, batch_id)
     except (psycopg2.IntegrityError, psycopg2.DataError) as exc:
-        reason = str(exc).strip().splitlines()[0]  # the first line names the constraint; DETAIL may quote values
+        # The first line names the constraint (for a type error, the value); DETAIL, quoting whole rows, stays out.
+        reason = str(exc).strip().splitlines()[0]
         raise TargetError(
-            f"batch {batch_id} of pipeline '{sink.pipeline.name}': the target refused the rows ({reason}); nothing "
-            "was committed. A retry meets the same rows: change the table or the pipeline's transform, or skip "
-            "the records (microingest skip)") from None
+            f"batch {batch_id} of pipeline '{sink.pipeline.name}' ({', '.join(map(str, batch.ranges))}): the target "
+            f"refused the rows ({reason}); nothing was committed. A retry meets the same rows: change the table or "
+            "the pipeline's transform, or skip the records (microingest skip)") from None
 
 
 def commit_batch(attempt: BatchAttempt, batch: Batch, staged: StagedCounts, run: RunInfo,
@@ -101,7 +103,7 @@ def commit_batch(attempt: BatchAttempt, batch: Batch, staged: StagedCounts, run:
                 fence_and_advance(cur, pipeline.name, ranges, batch_id)
             prove_staging(cur, attempt, ranges, staged)
             kept = settle_overlap(cur, sink, batch_id, ranges, batch.overlap) if batch.is_backfill else staged
-            written = _publish(cur, sink, batch_id)
+            written = _publish(cur, sink, batch, batch_id)
             columns = identifier_list(DEAD_LETTER_COLUMNS)
             cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
                                 "WHERE batch_id = %s").format(columns, columns, STAGED_DEAD), (pipeline.name, batch_id))

@@ -20,11 +20,9 @@ class IngestJob:
     mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
 
     @classmethod
-    def start(cls, spark, pipeline: Pipeline, run: RunInfo, mirror: bool = True) -> "IngestJob":
-        systems = PipelineSystems.of(pipeline)
+    def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> "IngestJob":
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
-        group = GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic) if mirror else None
-        return cls(spark, pipeline, systems, run, group)
+        return cls(spark, pipeline, systems, run, GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic))
 
     def close(self) -> None:
         if self.mirror is not None:

@@ -20,7 +20,7 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
 
     With a DAG run id, batches that earlier tries of the same run committed are left out: a retry goes on where the
     failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done. The live
-    positions each batch commits are handed to the job's consumer-group mirror."""
+    positions each live batch commits are handed to the job's consumer-group mirror."""
     outcome = outcome if outcome is not None else RunOutcome()
     if job.run.run_id:
         plan = _resume(job, plan, outcome)

@@ -1,5 +1,7 @@
 """The Spark job and the commit protocol against real Kafka, Postgres and Spark (no Airflow in the loop)."""
 
+import json
+
 import pytest
 
 from microingest.errors import REFUSED_EXIT
@@ -120,3 +122,18 @@ def test_start_from_latest_records_the_position_then_reads_only_later_records(en
 
     assert env.spark_job(list(plan.ranges)).returncode == 0
     assert env.target_rows() == sorted(later)
+
+
+def test_a_declaration_broken_since_the_plan_is_refused_and_nothing_is_written(env, tmp_path):
+    """The declaration changed between the plan task and the job: the job refuses (no retry would read it better),
+    says why in its outcome, and commits nothing."""
+    env.produce(10)
+    ranges = list(plan_next_batch(env.pipeline).ranges)
+    (env.pipelines_dir / f"{env.pipeline.name}.yaml").write_text("name: [not, a, name]\n")
+    outcome = tmp_path / "outcome.json"
+    result = env.spark_job(ranges, env_extra={"MICROINGEST_OUTCOME_FILE": str(outcome)})
+    assert result.returncode == REFUSED_EXIT, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(outcome.read_text())
+    assert (report["status"], report["error_class"], report["retryable"], report["batches"]) == \
+        ("failed", "DeclarationError", False, 0)
+    assert env.target_rows() == [] and env.ledger() == {}
