@@ -14,6 +14,7 @@ STAMP_PY    := $(VENV)/.installed
 STAMP_KAFKA := $(STATE)/kafka/libs/.resolved
 STAMP_SPARK := $(STATE)/spark/jars/.resolved
 STAMP_BENCH := $(STATE)/spark/bench-jars/.resolved
+STAMP_REGISTRY := $(STATE)/schema-registry/app/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
@@ -27,7 +28,7 @@ help:
 	@echo "make chaos                 the long fault-injection soak (20 kill -9s + restarts), report in .state/chaos-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
-install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) postgres-binaries
+install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) postgres-binaries
 
 $(STAMP_PY): constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +55,12 @@ $(STAMP_SPARK): build/maven/spark-kafka/pom.xml
 $(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/bench-jdbc/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(dir $@))
+	touch $@
+
+$(STAMP_REGISTRY): build/maven/schema-registry/pom.xml
+	rm -rf $(dir $@) && mkdir -p $(dir $@)
+	$(MVN) -q -B -f build/maven/schema-registry/pom.xml dependency:unpack-dependencies \
+	  -DoutputDirectory=$(abspath $(dir $@)) -DmarkersDirectory=$(abspath $(dir $@))/.markers
 	touch $@
 
 .PHONY: browser
@@ -92,7 +99,7 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 test: install browser
 	rm -f $(TEST_PIPELINES)/*.yaml
-	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests
 
 chaos: install

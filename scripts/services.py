@@ -1,6 +1,6 @@
 """Local platform: Postgres, a Kafka KRaft broker and Airflow as processes on loopback (`make up/down/status`).
 
-Configured connections win: if AIRFLOW_CONN_MICROINGEST_POSTGRES or AIRFLOW_CONN_MICROINGEST_KAFKA is set, that
+Configured connections win: if AIRFLOW_CONN_MICROINGEST_POSTGRES, _KAFKA or _SCHEMA_REGISTRY is set, that
 server is used and no local one is started; if it is unreachable, `up` fails rather than quietly writing to a
 throw-away local server. Everything local lives in the state folder ($MICROINGEST_STATE, default .state/): data,
 logs, pid files, and platform.env, the settings `make up` used, which scripts can `source`.
@@ -15,17 +15,18 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from local_platform import airflow, kafka, postgres, spark_connect
-from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SPARK_CONNECT_PORT, STATE,
-                                   VENV_BIN, private_file)
+from local_platform import airflow, kafka, postgres, schema_registry, spark_connect
+from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
+                                   SPARK_CONNECT_PORT, STATE, VENV_BIN, private_file)
 from local_platform.processes import running_pid, say
 
 from microingest.spark.connect import PLATFORM_CONN_ID
 from microingest.systems.connections import (env_name, get_connection, kafka_python_config, parse_connection,
-                                             postgres_params, to_env_value)
+                                             postgres_params, schema_registry_config, to_env_value)
 
 PG_CONN, KAFKA_CONN, SPARK_CONN = "microingest_postgres", "microingest_kafka", "microingest_spark"
 SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # pipelines select the long-lived driver with this spark_conn_id
+REGISTRY_CONN = "microingest_schema_registry"
 
 
 def configured(conn_id: str):
@@ -68,22 +69,39 @@ def connections() -> dict[str, str]:
     spark_value = os.environ.get(env_name(SPARK_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
     connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
                      or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
+    registry = configured(REGISTRY_CONN)
+    if registry and not schema_registry.reachable(registry):
+        raise unreachable("schema registry", REGISTRY_CONN, schema_registry_config(registry)["url"])
+    registry_value = to_env_value(registry or schema_registry.local_connection(REGISTRY_CONN))
     return {env_name(PG_CONN): to_env_value(pg_conn), env_name(KAFKA_CONN): to_env_value(kafka_conn),
-            env_name(SPARK_CONN): spark_value, env_name(SPARK_CONNECT_CONN): connect_value}
+            env_name(SPARK_CONN): spark_value, env_name(SPARK_CONNECT_CONN): connect_value,
+            env_name(REGISTRY_CONN): registry_value}
 
 
 def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
-    """Pipelines declared in the folder whose Spark connection is the local Spark Connect server."""
+    """Pipelines declared in the folder whose Spark connection is the Spark Connect server of this platform."""
+    return [p.name for p in _declared(pipelines_dir) if p.spark_conn_id == SPARK_CONNECT_CONN]
+
+
+def reads_local_registry(pipelines_dir: Path) -> list[str]:
+    """Pipelines declared in the folder whose values name their schema in the schema registry of this platform."""
+    return [p.name for p in _declared(pipelines_dir) if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN]
+
+
+def _declared(pipelines_dir: Path) -> list:
     from microingest.declare.files import load_declarations
 
-    if configured(SPARK_CONNECT_CONN):
-        return []  # a server of someone else's: not ours to start
+    if not pipelines_dir.is_dir():
+        return []
     pipelines, _ = load_declarations(pipelines_dir)  # broken declarations are the dag-processor's to report
-    return [p.name for p in pipelines if p.spark_conn_id == SPARK_CONNECT_CONN]
+    return pipelines
 
 
-def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: bool = False) -> None:
+def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: bool = False,
+       with_schema_registry: bool = False) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
+    # Servers of someone else's are not ours to start; asked before the env below names the local ones.
+    own_spark_connect, own_registry = not configured(SPARK_CONNECT_CONN), not configured(REGISTRY_CONN)
     conns = connections()
     pg = postgres_params(parse_connection(PG_CONN, conns[env_name(PG_CONN)]))
     env = {
@@ -101,11 +119,16 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
-    selecting = selects_local_spark_connect(pipelines_dir) if pipelines_dir.is_dir() else []
-    if with_spark_connect or selecting:
+    selecting = selects_local_spark_connect(pipelines_dir) if own_spark_connect else []
+    if (with_spark_connect or selecting) and own_spark_connect:
         if selecting:
             say(f"pipeline(s) {', '.join(selecting)} run on the local Spark Connect server")
         spark_connect.start()
+    reading = reads_local_registry(pipelines_dir) if own_registry else []
+    if reading:
+        say(f"pipeline(s) {', '.join(reading)} read values framed with schemas of the local schema registry")
+    if (with_schema_registry or reading) and own_registry:
+        schema_registry.start()
     postgres.ensure_database({**pg, "dbname": "postgres"}, "airflow")
     say("airflow db migrate (first run takes a minute)")
     subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
@@ -119,6 +142,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 def down() -> None:
     airflow.stop_all()
     spark_connect.stop_server()
+    schema_registry.stop_server()
     kafka.stop_broker()
     postgres.stop()
 
@@ -127,7 +151,9 @@ def status(show_password: bool = True) -> None:
     rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file()),
             ("kafka", f"127.0.0.1:{KAFKA_PORT}", running_pid("kafka") or "-", STATE / "kafka" / "broker.log"),
             ("spark connect", f"127.0.0.1:{SPARK_CONNECT_PORT}", running_pid(spark_connect.NAME) or "-",
-             spark_connect.log_file())]
+             spark_connect.log_file()),
+            ("schema registry", f"127.0.0.1:{SCHEMA_REGISTRY_PORT}", running_pid(schema_registry.NAME) or "-",
+             schema_registry.log_file())]
     for service in airflow.SERVICES:
         port = f"127.0.0.1:{AIRFLOW_PORT}" if service == "api-server" else ""
         rows.append((f"airflow {service}", port, running_pid(f"airflow-{service}") or "-",
@@ -147,6 +173,7 @@ def control(action: str, service: str) -> None:
         airflow.stop_all()
         return
     stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
+                      "schema-registry": (schema_registry.stop_server, schema_registry.start),
                       "kafka": (kafka.stop_broker, kafka.start)}
     if service in stop_and_start:
         stop_service, start_service = stop_and_start[service]
@@ -171,19 +198,22 @@ def main() -> None:
                         help="the declarations Airflow serves (default: $MICROINGEST_PIPELINES_DIR or pipelines/)")
     up_cmd.add_argument("--spark-connect", action="store_true",
                         help="start the local Spark Connect server even if no declared pipeline selects it")
+    up_cmd.add_argument("--schema-registry", action="store_true",
+                        help="start the local schema registry (unless AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY "
+                             "points at one)")
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where, with the Airflow login")
     sub.add_parser("clean", help="stop everything and delete the local Postgres cluster (may live outside the state)")
     for action in ("stop", "start", "restart"):
         cmd = sub.add_parser(action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop"
                                                                            else ""))
-        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect") + (("airflow",) if action == "stop"
+        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect", "schema-registry") + (("airflow",) if action == "stop"
                                                                                          else ()))
     crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")
     crash.add_argument("service", choices=("postgres",))
     args = parser.parse_args()
     if args.command == "up":
-        up(not args.no_airflow_services, args.pipelines_dir.resolve(), args.spark_connect)
+        up(not args.no_airflow_services, args.pipelines_dir.resolve(), args.spark_connect, args.schema_registry)
     elif args.command == "down":
         down()
     elif args.command == "clean":

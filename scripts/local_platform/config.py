@@ -16,6 +16,7 @@ CONTROLLER_PORT = int(os.environ.get("MICROINGEST_KAFKA_CONTROLLER_PORT", "9093"
 KAFKA_SASL_PORT = int(os.environ.get("MICROINGEST_KAFKA_SASL_PORT", "9094"))
 AIRFLOW_PORT = int(os.environ.get("MICROINGEST_AIRFLOW_PORT", "8080"))
 SPARK_CONNECT_PORT = int(os.environ.get("MICROINGEST_SPARK_CONNECT_PORT", "15002"))
+SCHEMA_REGISTRY_PORT = int(os.environ.get("MICROINGEST_SCHEMA_REGISTRY_PORT", "18081"))
 
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))

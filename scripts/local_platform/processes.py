@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from local_platform.config import REPO, STATE
+
+
+_CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
+
+
+def without_credentials(environ) -> dict[str, str]:
+    """An environment for a service that needs none of the platform's credentials: nothing of Airflow's (its
+    connections, its config: JWT and API secrets, the fernet key, the metadata database URL with its password) nor
+    anything named like a secret."""
+    return {k: v for k, v in environ.items() if not k.startswith("AIRFLOW") and not _CREDENTIAL.search(k)}
 
 
 def say(msg: str) -> None:

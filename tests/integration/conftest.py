@@ -10,11 +10,11 @@ import logging
 import os
 from pathlib import Path
 
-import browser_session
 import pytest
 
+import browser_session
 from microingest.spark import connect as spark_connect
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,3 +90,9 @@ def served(pg, kafka, api) -> dict[str, Env]:
         if not env.pipeline.schedule:  # a scheduled one is unpaused by its test, when its scheduled runs may start
             api.unpause(env.pipeline.dag_id)
     return envs
+
+
+@pytest.fixture(scope="session")
+def registry() -> dict:
+    """The schema registry `make test` starts, as confluent_kafka's SchemaRegistryClient settings."""
+    return schema_registry_config(get_connection("microingest_schema_registry"))

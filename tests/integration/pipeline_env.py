@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -30,6 +31,14 @@ from microingest.systems.connections import get_connection
 from microingest.systems.kafka_access import create_topic, json_bytes, produce
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import connection
+
+SERVICES = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "services.py")]
+
+
+def platform(*args: str, timeout: float = 600) -> None:
+    """Control the platform `make test` started as an operator would (`services.py stop kafka`, ...)."""
+    subprocess.run([*SERVICES, *args], check=True, capture_output=True, timeout=timeout)
+
 
 DEMO_SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
                "amount": "double", "event_time": "timestamp"}

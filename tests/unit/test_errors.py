@@ -9,14 +9,14 @@ import microingest
 from microingest.errors import MicroingestError, Refused, Transient
 
 # Errors that never leave a record's own handling: each becomes a dead letter with its reason.
-PER_RECORD = {"DecodeError", "BadRecord", "Unstorable"}
+PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
 OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
 INTERNAL = {"CopyAborted"}  # ends a COPY from inside its read; the producer's own error is what is raised
 REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
            "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "StagingMismatchError",
            "DeadLetterLimitError", "TargetError", "UsageError"}
 TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "StagingLostError", "CommitTimeoutError",
-             "BatchFailedError"}
+             "BatchFailedError", "SchemaRegistryUnavailableError"}
 
 
 def platform_exceptions() -> dict[str, type]:

@@ -13,7 +13,8 @@ from microingest.lag.policy import LagPolicy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
-VALUE_FORMATS = ("json",)
+VALUE_FORMATS = ("json", "avro")
+REGISTRY_FORMATS = ("avro",)  # Confluent-framed: magic byte 0, the writer schema's id, then the payload
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
 MEASURES = ("count", "sum")
@@ -93,6 +94,7 @@ class Pipeline:
     kafka_conn_id: str = "microingest_kafka"
     postgres_conn_id: str = "microingest_postgres"
     spark_conn_id: str = "microingest_spark"
+    schema_registry_conn_id: str = "microingest_schema_registry"
     value_format: str = "json"
     sink_mode: str = "append"
     max_records_per_batch: int = 10_000
@@ -110,6 +112,11 @@ class Pipeline:
     retry_delay_seconds: int = 30
     max_active_runs: int = 1
     lag: LagPolicy = LagPolicy()
+
+    @property
+    def reads_registry(self) -> bool:
+        """Its values name their writer schema by registry id."""
+        return self.value_format in REGISTRY_FORMATS
 
     @property
     def dag_id(self) -> str:

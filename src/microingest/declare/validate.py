@@ -66,7 +66,7 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         "target_table": checked("target_table", check_target_table),
         "schema": _parse_schema(raw["schema"], source),
     }
-    for key in ("kafka_conn_id", "postgres_conn_id", "spark_conn_id"):
+    for key in ("kafka_conn_id", "postgres_conn_id", "spark_conn_id", "schema_registry_conn_id"):
         if key in raw:
             fields[key] = checked(key, check_identifier)
     if "value_format" in raw:

@@ -91,7 +91,10 @@ def _boolean(v: Any) -> bool:
 
 
 def _timestamp(v: Any) -> datetime:
-    """ISO-8601 text (naive means UTC) or epoch milliseconds, Kafka's own convention."""
+    """ISO-8601 text (naive means UTC) or epoch milliseconds, Kafka's own convention; a binary format's own
+    timestamp (Avro's timestamp-millis and -micros) as its decoder gives it."""
+    if isinstance(v, datetime):
+        return storable.timestamp(v)
     if isinstance(v, bool):
         raise TypeError("expected an ISO-8601 string or epoch milliseconds, got bool")
     if isinstance(v, (int, float)):

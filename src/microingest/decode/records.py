@@ -37,8 +37,10 @@ def load_transform(spec: str | None) -> Callable[[dict], dict] | None:
 class RecordProcessor:
     """Turns (key, value) into (record_key, is_tombstone, *value columns) for the pipeline's staging table."""
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline: Pipeline, registry: dict[str, str] | None = None):
+        """`registry`: the schema registry client settings, for a pipeline whose values are framed."""
         self.pipeline = pipeline
+        self.registry = registry
         self.schema = pipeline.schema
         self.names = pipeline.value_columns
         self.transform = load_transform(pipeline.transform)
@@ -55,12 +57,19 @@ class RecordProcessor:
             raise BadRecord(VALUE_TOO_LARGE, f"value is {len(value)} bytes, more than max_value_bytes "
                                              f"{self.pipeline.max_value_bytes}")
         try:
-            values = decode_json(value, self.schema)
+            values = self._decoded(value)
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
         if self.transform is not None:
             values = self._transformed(values)
         return (record_key, False) + values
+
+    def _decoded(self, value: bytes) -> tuple[Any, ...]:
+        if self.pipeline.value_format == "avro":
+            from microingest.decode.avro import decode_avro
+
+            return fields_from_object(decode_avro(value, self.registry), self.schema)
+        return decode_json(value, self.schema)
 
     def _key(self, key: bytes | None) -> str | None:
         if key is None:

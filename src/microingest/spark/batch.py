@@ -66,8 +66,8 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
     faults.crash_point("after_open")
     log.info("batch %s of pipeline %s: reading %s", attempt.batch_id, pipeline.name, ", ".join(map(str, batch.ranges)))
     try:
-        parts = _read(job, batch).mapInArrow(Stager(job.systems.postgres, pipeline, attempt.batch_id),
-                                              STAGED_SCHEMA).collect()
+        stager = Stager(job.systems.postgres, pipeline, attempt.batch_id, job.systems.registry)
+        parts = _read(job, batch).mapInArrow(stager, STAGED_SCHEMA).collect()
         staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
         staged_at = datetime.now(timezone.utc)
         log.info("batch %s staged: %d rows, %d dead letters, in %d Spark partitions staged by %d executor processes",

@@ -19,8 +19,9 @@ STAGED_SCHEMA = "rows long, dead long, stager long"  # what each Spark partition
 class Stager:
     """A mapInArrow function; pickled to the executors, so it holds only plain settings."""
 
-    def __init__(self, postgres: dict[str, Any], pipeline: Pipeline, batch_id: str):
-        self.postgres, self.pipeline, self.batch_id = postgres, pipeline, batch_id
+    def __init__(self, postgres: dict[str, Any], pipeline: Pipeline, batch_id: str,
+                 registry: dict[str, str] | None = None):
+        self.postgres, self.pipeline, self.batch_id, self.registry = postgres, pipeline, batch_id, registry
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -30,7 +31,7 @@ class Stager:
         first = None if head is None else tuple(head.column(i)[0].as_py() for i in range(3))
 
         def decode(rows: BinaryIO, dead: TextIO) -> StagedCounts:
-            processor = RecordProcessor(self.pipeline)
+            processor = RecordProcessor(self.pipeline, self.registry)
             good = bad = 0
             for batch in itertools.chain([head], batches):
                 staged = stage_batch(batch, processor, self.batch_id)

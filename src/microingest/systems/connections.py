@@ -163,3 +163,20 @@ def to_env_value(conn: ConnectionInfo) -> str:
 
 def env_name(conn_id: str) -> str:
     return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+# --- Schema registry ------------------------------------------------------------------------------------------
+# An HTTP connection: extra "url" (the Confluent-compatible API's base, e.g. http://host:8081 or Apicurio's
+# http://host:8080/apis/ccompat/v7), or scheme (the connection's schema field, default http), host and port.
+
+def schema_registry_config(conn: ConnectionInfo) -> dict[str, str]:
+    """confluent_kafka SchemaRegistryClient settings; login and password become basic auth."""
+    url = conn.extra.get("url")
+    if not url:
+        if not conn.host:
+            raise ConnectionConfigError(f"connection '{conn.conn_id}': no 'url' in extra and no host")
+        url = f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else "")
+    config = {"url": str(url).rstrip("/")}
+    if conn.login:
+        config["basic.auth.user.info"] = f"{conn.login}:{conn.password}"
+    return config

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, ContextManager
 
 from microingest.systems.connections import (ConnectionInfo, env_name, get_connection, kafka_python_config,
-                                             postgres_params, spark_kafka_options, to_env_value)
+                                             postgres_params, schema_registry_config, spark_kafka_options,
+                                             to_env_value)
 from microingest.systems.postgres import connection
 
 
@@ -19,10 +20,12 @@ from microingest.systems.postgres import connection
 class PipelineSystems:
     postgres_connection: ConnectionInfo
     kafka_connection: ConnectionInfo
+    registry_connection: ConnectionInfo | None = None  # only for a pipeline whose values name a registry schema
 
     @classmethod
     def of(cls, pipeline) -> "PipelineSystems":
-        return cls(get_connection(pipeline.postgres_conn_id), get_connection(pipeline.kafka_conn_id))
+        registry = get_connection(pipeline.schema_registry_conn_id) if pipeline.reads_registry else None
+        return cls(get_connection(pipeline.postgres_conn_id), get_connection(pipeline.kafka_conn_id), registry)
 
     @property
     def postgres(self) -> dict[str, Any]:
@@ -43,6 +46,12 @@ class PipelineSystems:
         """Spark Kafka source options."""
         return spark_kafka_options(self.kafka_connection)
 
+    @property
+    def registry(self) -> dict[str, str] | None:
+        """confluent_kafka SchemaRegistryClient settings, or None when the pipeline reads no framed values."""
+        return None if self.registry_connection is None else schema_registry_config(self.registry_connection)
+
     def as_env(self) -> dict[str, str]:
-        """Both connections as AIRFLOW_CONN_* variables: how they reach a child process (never its command line)."""
-        return {env_name(c.conn_id): to_env_value(c) for c in (self.kafka_connection, self.postgres_connection)}
+        """The connections as AIRFLOW_CONN_* variables: how they reach a child process (never its command line)."""
+        return {env_name(c.conn_id): to_env_value(c) for c in
+                (self.kafka_connection, self.postgres_connection, self.registry_connection) if c is not None}

@@ -18,7 +18,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,14 +31,13 @@ from kafka import KafkaProducer
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from pipeline_env import SERVED_FOLDER, UPSERT_TARGET, new_env, read_to_end
+from pipeline_env import SERVED_FOLDER, UPSERT_TARGET, new_env, platform, read_to_end
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
 FAULTS = ("kill_random", "after_open", "after_stage", "before_commit", "postgres_restart_in_commit",
           "broker_restart_in_read", "kill_random")
 DEVICES = 12
-SERVICES = [sys.executable, str(settings.repo_root() / "scripts" / "services.py")]
 BAD_VALUE = b"{not json"
 
 
@@ -104,7 +102,7 @@ def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]
     if fault == "postgres_restart_in_commit":
         marker = tmp / f"pause-{uuid.uuid4().hex}"
         proc = env.paused_job(ranges, "before_commit", marker)
-        subprocess.run([*SERVICES, "restart", "postgres"], check=True, capture_output=True)
+        platform("restart", "postgres")
         marker.unlink(missing_ok=True)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode != 0, "a commit whose connection died must not report success"
@@ -112,9 +110,9 @@ def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]
     if fault == "broker_restart_in_read":
         proc = env.spark_job(ranges, wait=False)
         time.sleep(rnd.uniform(3, 7))
-        subprocess.run([*SERVICES, "stop", "kafka"], check=True, capture_output=True)
+        platform("stop", "kafka")
         time.sleep(2)
-        subprocess.run([*SERVICES, "start", "kafka"], check=True, capture_output=True)
+        platform("start", "kafka")
         proc.communicate(timeout=600)
         return "broker restarted during read", f"job exit {proc.returncode}"
     proc = env.spark_job(ranges, wait=False)
@@ -139,9 +137,8 @@ def airflow_running() -> bool:
 def bring_airflow_back() -> None:
     """`make test` runs Airflow beside this test, on the same Postgres: a restart can make its scheduler exit (or hang
     shutting down), which would fail every later test that goes through it. Restart it as an operator would."""
-    subprocess.run([*SERVICES, "stop", "airflow"], check=True, capture_output=True, timeout=300)
-    subprocess.run([*SERVICES, "up", "--pipelines-dir", SERVED_FOLDER, "--spark-connect"], check=True,
-                   capture_output=True, timeout=600)
+    platform("stop", "airflow", timeout=300)
+    platform("up", "--pipelines-dir", SERVED_FOLDER, "--spark-connect", "--schema-registry")
 
 
 def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
@@ -264,7 +261,7 @@ def test_staging_lost_to_a_postgres_crash_is_retried_and_lands_once(submit_env, 
     produced = env.produce(300)
     marker = tmp_path / "staged"
     proc = env.paused_job(list(plan_next_batch(env.pipeline).ranges), "after_stage", marker)
-    subprocess.run([*SERVICES, "crash", "postgres"], check=True, capture_output=True)
+    platform("crash", "postgres")
     assert env.staged_rows() == 0, "crash recovery emptied staging"
     marker.unlink()
     out, _ = proc.communicate(timeout=300)

@@ -9,7 +9,7 @@ import yaml
 
 from microingest.declare.files import load_pipelines
 from microingest.settings import repo_root
-from microingest.systems.connections import env_name, kafka_bootstrap, parse_connection
+from microingest.systems.connections import env_name, kafka_bootstrap, parse_connection, schema_registry_config
 
 REPO = repo_root()
 TEXT = (REPO / "docker-compose.yml").read_text()
@@ -66,6 +66,9 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
         # what a pipeline selects with spark_conn_id: microingest_spark_connect
         spark_connect = json.loads(env[env_name("microingest_spark_connect")])
         assert spark_connect["conn_type"] == "spark_connect" and urlsplit(spark_connect["host"]).hostname in services
+        # what a pipeline with value_format avro reads its writer schemas from
+        registry = parse_connection("r", env[env_name("microingest_schema_registry")])
+        assert urlsplit(schema_registry_config(registry)["url"]).hostname in services
 
 
 def test_mounts_and_build_files_exist():

@@ -59,19 +59,29 @@ def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_
         (folder / f"{name}.yaml").write_text(json.dumps({"name": name, "topic": "t", "target_table": f"public.{name}",
                                                          "schema": {"id": "string"}, "spark_conn_id": spark}))
     (folder / "broken.yaml").write_text("name: [")
-    monkeypatch.delenv("AIRFLOW_CONN_MICROINGEST_SPARK_CONNECT", raising=False)
     assert services.selects_local_spark_connect(folder) == ["on_connect"]
-    # a server of someone else's is not the platform's to start
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK_CONNECT", '{"conn_type": "spark_connect", "host": "sc://x"}')
-    assert services.selects_local_spark_connect(folder) == []
 
 
-def test_the_spark_connect_server_inherits_no_credential():
+def test_up_starts_the_local_schema_registry_for_the_pipelines_that_read_framed_values(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO / "scripts"))
-    from local_platform.spark_connect import server_env
+    import services
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    for name, declared in (("avro", {"value_format": "avro"}), ("json", {}),
+                           ("elsewhere", {"value_format": "avro", "schema_registry_conn_id": "their_registry"})):
+        (folder / f"{name}.yaml").write_text(json.dumps({"name": name, "topic": "t", "target_table": f"public.{name}",
+                                                         "schema": {"id": "string"}, **declared}))
+    assert services.reads_local_registry(folder) == ["avro"]
+
+
+def test_the_services_without_authentication_inherit_no_credential():
+    """The Spark Connect server and the schema registry start with this environment."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from local_platform.processes import without_credentials
 
     given = {"PATH": "/bin", "JAVA_HOME": "/jdk", "MICROINGEST_STATE": "/s", "AIRFLOW_CONN_MICROINGEST_POSTGRES": "x",
              "AIRFLOW__API_AUTH__JWT_SECRET": "x", "AIRFLOW__API__SECRET_KEY": "x", "AIRFLOW__CORE__FERNET_KEY": "x",
              "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://u:p@h/db", "AIRFLOW_HOME": "/a",
              "MICROINGEST_AIRFLOW_PASSWORD": "x", "PGPASSWORD": "x", "SOME_API_TOKEN": "x"}
-    assert server_env(given) == {"PATH": "/bin", "JAVA_HOME": "/jdk", "MICROINGEST_STATE": "/s"}
+    assert without_credentials(given) == {"PATH": "/bin", "JAVA_HOME": "/jdk", "MICROINGEST_STATE": "/s"}

@@ -4,8 +4,9 @@ from microingest.declare.validate import parse_pipeline
 from microingest.systems.connections import parse_connection
 from microingest.systems.pipeline_systems import PipelineSystems
 
-PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
-                           "schema": {"order_id": "string"}, "postgres_conn_id": "pg", "kafka_conn_id": "kafka"})
+PIPELINE_DECLARED = {"name": "orders", "topic": "orders", "target_table": "public.orders",
+                     "schema": {"order_id": "string"}, "postgres_conn_id": "pg", "kafka_conn_id": "kafka"}
+PIPELINE = parse_pipeline(PIPELINE_DECLARED)
 
 
 def resolved(monkeypatch) -> PipelineSystems:
@@ -31,3 +32,22 @@ def test_a_child_process_gets_the_same_connections_from_its_environment_and_no_l
     assert parse_connection("pg", env["AIRFLOW_CONN_PG"]) == systems.postgres_connection
     assert parse_connection("kafka", env["AIRFLOW_CONN_KAFKA"]) == systems.kafka_connection
     assert "s3cr@t" not in repr(systems) and "'p'" not in repr(systems)
+
+
+def test_a_registry_connection_gives_the_client_its_url_and_basic_auth():
+    from microingest.systems.connections import schema_registry_config
+
+    local = parse_connection("r", '{"conn_type": "http", "extra": {"url": "http://127.0.0.1:18081/apis/ccompat/v7/"}}')
+    assert schema_registry_config(local) == {"url": "http://127.0.0.1:18081/apis/ccompat/v7"}
+    theirs = parse_connection("r", "http://reader:p%40ss@registry.internal:8081/https")
+    assert schema_registry_config(theirs) == {"url": "https://registry.internal:8081",
+                                              "basic.auth.user.info": "reader:p@ss"}
+
+
+def test_only_a_pipeline_reading_framed_values_resolves_the_registry(monkeypatch):
+    resolved(monkeypatch)
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY", '{"conn_type": "http", "host": "registry"}')
+    assert PipelineSystems.of(PIPELINE).registry is None
+    framed = PipelineSystems.of(parse_pipeline({**PIPELINE_DECLARED, "value_format": "avro"}))
+    assert framed.registry == {"url": "http://registry"}
+    assert "AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY" in framed.as_env()

@@ -1,0 +1,99 @@
+"""Avro values in the Confluent wire format, written by confluent-kafka's own AvroSerializer against the real schema
+registry under two schema versions, read by one pipeline into one table (real Kafka, registry, Spark, Postgres)."""
+
+import json
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from psycopg2 import sql
+
+from microingest.errors import REFUSED_EXIT
+from microingest.plan.live import plan_live_run
+from pipeline_env import platform
+
+V1 = {"type": "record", "name": "Event", "namespace": "microingest.test", "fields": [
+    {"name": "event_id", "type": "string"},
+    {"name": "amount", "type": "float"},  # promoted to the declared double
+    {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+]}
+# v2: a field added with a default (BACKWARD compatible), another given one; the extra field is not declared
+V2 = {**V1, "fields": V1["fields"] + [
+    {"name": "user_id", "type": ["null", "string"], "default": None},
+    {"name": "event_type", "type": "string", "default": "click"},
+    {"name": "session", "type": "long", "default": 0},
+]}
+AT = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def avro_env(env):
+    env.redeclare(value_format="avro")
+    return env
+
+
+def serialize(registry: dict, topic: str, schema: dict, records: list[dict]) -> list[bytes]:
+    serializer = AvroSerializer(SchemaRegistryClient(registry), json.dumps(schema))
+    context = SerializationContext(topic, MessageField.VALUE)
+    return [serializer(r, context) for r in records]
+
+
+def test_two_schema_versions_land_in_the_same_columns_once_each(avro_env, registry):
+    env = avro_env
+    topic = env.pipeline.topic
+    old = serialize(registry, topic, V1, [{"event_id": f"v1-{i}", "amount": i * 0.5, "event_time": AT}
+                                          for i in range(40)])
+    new = serialize(registry, topic, V2, [{"event_id": f"v2-{i}", "amount": i * 0.25, "event_time": AT,
+                                           "user_id": f"u{i}", "event_type": "purchase", "session": i}
+                                          for i in range(40)])
+    assert old[0][:1] == b"\x00" and old[0][1:5] != new[0][1:5], "two writer schemas, two ids"
+    positions = env.send([(f"v1-{i}".encode(), v) for i, v in enumerate(old)] +
+                         [(f"v2-{i}".encode(), v) for i, v in enumerate(new)])
+    env.ingest_all()
+    rows = env.query(sql.SQL("SELECT event_id, user_id, event_type, amount, event_time FROM {} ORDER BY event_id")
+                     .format(env.table))
+    expected = sorted([(f"v1-{i}", None, None, i * 0.5, AT) for i in range(40)] +
+                      [(f"v2-{i}", f"u{i}", "purchase", i * 0.25, AT) for i in range(40)])
+    assert rows == expected
+    assert sorted((p, o) for p, o, _ in env.landed_once()) == sorted(positions) and env.dead_letters() == []
+
+
+def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_reason(avro_env, registry):
+    env = avro_env
+    env.redeclare(dead_letter={"max_fraction": None})  # five of the six are bad on purpose
+    [good] = serialize(registry, env.pipeline.topic, V1, [{"event_id": "ok", "amount": 1.0, "event_time": AT}])
+    unknown_id = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[5:]
+    env.send([(b"good", good), (b"json", b'{"event_id": "e"}'), (b"unknown", unknown_id),
+              (b"truncated", good[:-3]), (b"trailing", good + b"\x00\x00"), (b"short", b"\x00\x00")])
+    env.ingest_all()
+    assert [event_id for _, _, event_id in env.target_rows()] == ["ok"]
+    dead = {bytes(key).decode(): (error_class, message) for _, _, error_class, message, key, _, _ in env.dead_letters()}
+    assert {k: v[0] for k, v in dead.items()} == {"json": "not_framed", "unknown": "unknown_schema",
+                                                 "truncated": "undecodable", "trailing": "undecodable",
+                                                 "short": "not_framed"}
+    assert f"schema id {2**31 - 7} is not in the registry" in dead["unknown"][1]
+    assert "begins with 7b 22 65 76 65" in dead["json"][1]
+
+
+def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_everything(avro_env, registry):
+    """Its own namespace makes the schema one no executor has fetched yet, so the stopped registry is asked."""
+    env = avro_env
+    schema = {**V2, "namespace": f"microingest.test.{uuid.uuid4().hex}"}
+    values = serialize(registry, env.pipeline.topic, schema, [{"event_id": f"e{i}", "amount": 1.5, "event_time": AT}
+                                                               for i in range(30)])
+    env.send([(None, v) for v in values])
+    plan = plan_live_run(env.pipeline)
+    platform("stop", "schema-registry")
+    try:
+        failed = env.spark_job(plan)
+    finally:
+        platform("start", "schema-registry")
+    assert failed.returncode not in (0, REFUSED_EXIT), failed.stdout[-3000:]
+    assert "SchemaRegistryUnavailableError" in failed.stdout, failed.stdout[-3000:]
+    assert env.target_rows() == [] and env.ledger() == {} and env.dead_letters() == []
+    env.ingest_all()
+    assert sorted(event_id for _, _, event_id in env.landed_once()) == sorted(f"e{i}" for i in range(30))
+    assert env.dead_letters() == []
