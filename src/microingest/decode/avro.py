@@ -6,26 +6,25 @@ when required), a field the declaration does not name is left out, int and float
 from __future__ import annotations
 
 import io
+import json
+from typing import Any
 
 from microingest.decode.codec import DecodeError
-from microingest.decode.framing import split_frame
-from microingest.systems.schema_registry import UnknownSchemaError, parsed_avro
+from microingest.decode.registered import UNDECODABLE, framed
 
-UNKNOWN_SCHEMA = "unknown_schema"  # error_class values of microingest.dead_letters
-UNDECODABLE = "undecodable"
+_PARSED: dict[tuple[str, int], Any] = {}  # fastavro's parsed writer schemas, kept as the registry's are
 
 
 def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
     import fastavro
 
-    schema_id, payload = split_frame(value)
-    try:
-        writer = parsed_avro(registry, schema_id)
-    except UnknownSchemaError as exc:
-        raise DecodeError(UNKNOWN_SCHEMA, str(exc)) from None
+    schema_id, payload, schema = framed(value, registry, "AVRO")
+    key = (registry["url"], schema_id)
+    if key not in _PARSED:
+        _PARSED[key] = fastavro.parse_schema(json.loads(schema.schema_str))
     stream = io.BytesIO(payload)
     try:
-        record = fastavro.schemaless_reader(stream, writer, None)
+        record = fastavro.schemaless_reader(stream, _PARSED[key], None)
     except Exception as exc:  # truncated or corrupt: the same bytes fail the same way on every retry
         raise DecodeError(UNDECODABLE, f"value does not decode as Avro with writer schema id {schema_id}: "
                                        f"{type(exc).__name__}: {exc}") from None

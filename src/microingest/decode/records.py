@@ -69,6 +69,10 @@ class RecordProcessor:
             from microingest.decode.avro import decode_avro
 
             return fields_from_object(decode_avro(value, self.registry), self.schema)
+        if self.pipeline.value_format == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
+            from microingest.decode.registered import framed
+
+            return decode_json(framed(value, self.registry, "JSON")[1], self.schema)
         return decode_json(value, self.schema)
 
     def _key(self, key: bytes | None) -> str | None:

@@ -8,14 +8,12 @@ registry); a registry that does not answer is a fact about now, and fails the ba
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from microingest.errors import Transient
 
 _CLIENTS: dict[str, Any] = {}
 _SCHEMAS: dict[tuple[str, int], Any] = {}
-_PARSED_AVRO: dict[tuple[str, int], Any] = {}
 
 
 class SchemaRegistryUnavailableError(Transient):
@@ -53,16 +51,3 @@ def writer_schema(config: dict[str, str], schema_id: int):
             raise SchemaRegistryUnavailableError(
                 f"schema registry at {config['url']} is unreachable: {type(exc).__name__}: {exc}") from None
     return _SCHEMAS[key]
-
-
-def parsed_avro(config: dict[str, str], schema_id: int):
-    """The writer schema of `schema_id` parsed for fastavro, kept with it."""
-    key = (config["url"], schema_id)
-    if key not in _PARSED_AVRO:
-        import fastavro
-
-        schema = writer_schema(config, schema_id)
-        if schema.schema_type not in (None, "AVRO"):
-            raise UnknownSchemaError(f"schema id {schema_id} is a {schema.schema_type} schema, not Avro")
-        _PARSED_AVRO[key] = fastavro.parse_schema(json.loads(schema.schema_str))
-    return _PARSED_AVRO[key]
