@@ -13,8 +13,8 @@ from microingest.lag.policy import LagPolicy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
-VALUE_FORMATS = ("json", "avro", "json_schema")
-REGISTRY_FORMATS = ("avro", "json_schema")  # Confluent-framed: magic byte 0, the writer schema's id, the payload
+VALUE_FORMATS = ("json", "avro", "protobuf", "json_schema")
+REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # Confluent-framed: magic byte 0, the writer schema's id, the payload
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
 MEASURES = ("count", "sum")

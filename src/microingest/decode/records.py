@@ -69,6 +69,10 @@ class RecordProcessor:
             from microingest.decode.avro import decode_avro
 
             return fields_from_object(decode_avro(value, self.registry), self.schema)
+        if self.pipeline.value_format == "protobuf":
+            from microingest.decode.protobuf import decode_protobuf
+
+            return fields_from_object(decode_protobuf(value, self.registry, self.names), self.schema)
         if self.pipeline.value_format == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
             from microingest.decode.registered import framed
 

@@ -81,7 +81,7 @@ def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_
 def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_everything(avro_env, registry):
     """Its own namespace makes the schema one no executor has fetched yet, so the stopped registry is asked."""
     env = avro_env
-    schema = {**V2, "namespace": f"microingest.test.{uuid.uuid4().hex}"}
+    schema = {**V2, "namespace": f"microingest.test.n{uuid.uuid4().hex}"}  # a name part starts with a letter
     values = serialize(registry, env.pipeline.topic, schema, [{"event_id": f"e{i}", "amount": 1.5, "event_time": AT}
                                                                for i in range(30)])
     env.send([(None, v) for v in values])

@@ -1,0 +1,137 @@
+"""Protobuf values in the Confluent wire format -> the declared fields of the writer's message.
+
+After the frame's schema id come the message's indexes (which message of the schema's file, nested how deep), then
+the message. The writer schema is the file descriptor the registry holds (as Confluent's serializers register it:
+a serialized FileDescriptorProto), built into a descriptor pool of its own per schema id, so any number of versions
+of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the writer's
+version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default (0, "");
+enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import timezone
+from typing import Any, Sequence
+
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+
+from microingest.decode.codec import DecodeError
+from microingest.decode.registered import UNDECODABLE, UNKNOWN_SCHEMA, framed
+
+_CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
+_WRAPPERS = {f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool",
+                                                   "String", "Bytes")}
+
+
+def message_indexes(payload: memoryview) -> tuple[tuple[int, ...], memoryview]:
+    """The message indexes (zigzag varints: a count, then the path; a single 0 means the first message) and the
+    message's bytes after them."""
+    count, at = _zigzag(payload, 0)
+    if count == 0:
+        return (0,), payload[at:]
+    if count < 0 or count > 64:
+        raise DecodeError(UNDECODABLE, f"message indexes count {count} is not a message path")
+    path = []
+    for _ in range(count):
+        index, at = _zigzag(payload, at)
+        path.append(index)
+    return tuple(path), payload[at:]
+
+
+def _zigzag(data: memoryview, at: int) -> tuple[int, int]:
+    shift = raw = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise DecodeError(UNDECODABLE, "the message indexes end before the message")
+        byte = data[at]
+        raw |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+
+
+def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]) -> dict[str, Any]:
+    schema_id, payload, schema = framed(value, registry, "PROTOBUF")
+    path, body = message_indexes(payload)
+    message = _message_class(registry, schema_id, schema, path)()
+    try:
+        message.ParseFromString(bytes(body))
+    except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
+        raise DecodeError(UNDECODABLE, f"value does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
+                                       f"of writer schema id {schema_id}: {exc}") from None
+    return {name: _value(message, name) for name in names}
+
+
+def _value(message, name: str) -> Any:
+    field = message.DESCRIPTOR.fields_by_name.get(name)
+    if field is None or field.is_repeated:
+        return None if field is None else list(getattr(message, name))  # a list is no declared type: wrong_type
+    if field.has_presence and not message.HasField(name):
+        return None
+    raw = getattr(message, name)
+    if field.enum_type is not None:
+        known = field.enum_type.values_by_number.get(raw)
+        return known.name if known is not None else raw
+    if field.message_type is not None:
+        kind = field.message_type.full_name
+        if kind == "google.protobuf.Timestamp":
+            return raw.ToDatetime(tzinfo=timezone.utc)
+        if kind in _WRAPPERS:
+            return raw.value
+    return raw
+
+
+def _message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[int, ...]):
+    key = (registry["url"], schema_id, path)
+    if key not in _CLASSES:
+        from google.protobuf import message_factory
+
+        proto = _parsed(schema, schema_id)
+        file = _file_descriptor(proto)
+        try:
+            descriptor = file.message_types_by_name[proto.message_type[path[0]].name]
+            for index in path[1:]:
+                descriptor = descriptor.nested_types[index]
+        except IndexError:
+            raise DecodeError(UNDECODABLE, f"message indexes {list(path)} name no message of writer schema id "
+                                           f"{schema_id}") from None
+        _CLASSES[key] = message_factory.GetMessageClass(descriptor)
+    return _CLASSES[key]
+
+
+def _file_descriptor(proto):
+    """The file in a pool of its own, beside the well-known types it may import."""
+    from google.protobuf import descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    for module in _well_known():
+        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(proto.SerializeToString())
+    return pool.FindFileByName(proto.name)
+
+
+def _parsed(schema, schema_id: int):
+    from google.protobuf import descriptor_pb2
+
+    if schema.references:
+        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} imports other registered schemas "
+                                          f"({', '.join(r.name for r in schema.references)}), which microingest does "
+                                          "not resolve yet")
+    proto = descriptor_pb2.FileDescriptorProto()
+    try:
+        proto.ParseFromString(base64.b64decode(schema.schema_str, validate=True))
+    except (binascii.Error, ValueError, ProtobufDecodeError):  # .proto source text is no base64 descriptor
+        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} is registered as .proto source text; "
+                                          "microingest reads Protobuf schemas registered as descriptors (as "
+                                          "Confluent's serializers register them)") from None
+    proto.name = proto.name or f"schema_{schema_id}.proto"
+    return proto
+
+
+def _well_known():
+    from google.protobuf import (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2,
+                                 wrappers_pb2)
+
+    return (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2)

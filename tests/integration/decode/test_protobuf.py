@@ -1,0 +1,79 @@
+"""Protobuf values in the Confluent wire format, written by confluent-kafka's own ProtobufSerializer from classes
+protoc generated, under two versions of one .proto (real Kafka, registry, Spark, Postgres). Each version is produced
+in a process of its own: one Python process cannot load two versions of one .proto file."""
+
+import base64
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from psycopg2 import sql
+
+V1 = """syntax = "proto3";
+package microingest.test;
+import "google/protobuf/timestamp.proto";
+message Event {
+  string event_id = 1;
+  float amount = 2;
+  google.protobuf.Timestamp event_time = 3;
+}
+"""
+# v2: fields added (one with presence, an enum, one the declaration does not name) and a nested message
+V2 = V1.replace("}\n", """  optional string user_id = 4;
+  Kind event_type = 5;
+  int64 session = 6;
+  enum Kind { CLICK = 0; PURCHASE = 1; }
+}
+""", 1)
+PRODUCER = """
+import base64, importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+Event = importlib.import_module("event_pb2").Event
+registry, topic, records = json.load(sys.stdin)
+serializer = ProtobufSerializer(Event, SchemaRegistryClient(registry), {"use.deprecated.format": False})
+for record in records:
+    seconds = record.pop("event_time")
+    message = Event(**record)
+    message.event_time.FromSeconds(seconds)
+    print(base64.b64encode(serializer(message, SerializationContext(topic, MessageField.VALUE))).decode())
+"""
+AT = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+
+
+def serialized(tmp: Path, proto: str, registry: dict, topic: str, records: list[dict]) -> list[bytes]:
+    tmp.mkdir()
+    (tmp / "event.proto").write_text(proto)
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"--python_out={tmp}", "event.proto"],
+                   check=True, cwd=tmp)
+    out = subprocess.run([sys.executable, "-c", PRODUCER, str(tmp)], input=json.dumps([registry, topic, records]),
+                         capture_output=True, text=True, check=True)
+    return [base64.b64decode(line) for line in out.stdout.split()]
+
+
+def test_two_proto_versions_land_in_the_same_columns_once_each(env, registry, tmp_path):
+    env.redeclare(value_format="protobuf", dead_letter={"max_fraction": None})
+    topic, at = env.pipeline.topic, int(AT.timestamp())
+    old = serialized(tmp_path / "v1", V1, registry, topic,
+                     [{"event_id": f"v1-{i}", "amount": i * 0.5, "event_time": at} for i in range(30)])
+    new = serialized(tmp_path / "v2", V2, registry, topic,
+                     [{"event_id": f"v2-{i}", "amount": i * 0.25, "event_time": at, "event_type": i % 2,
+                       "session": i, **({"user_id": f"u{i}"} if i % 3 else {})} for i in range(30)])
+    assert old[0][1:5] != new[0][1:5], "two writer schemas, two ids"
+    # cut inside its last fields (event_type 1, session 1: two bytes each), the message ends on a lone field tag
+    positions = env.send([(None, v) for v in old + new] + [(b"cut", new[1][:-3]), (b"json", b'{"event_id": 1}')])
+    env.ingest_all()
+    rows = env.query(sql.SQL("SELECT event_id, user_id, event_type, amount, event_time FROM {} ORDER BY event_id")
+                     .format(env.table))
+    # proto3 scalars without presence read as their defaults; v1 has no user_id or event_type at all
+    expected = sorted([(f"v1-{i}", None, None, i * 0.5, AT) for i in range(30)] +
+                      [(f"v2-{i}", f"u{i}" if i % 3 else None, ("CLICK", "PURCHASE")[i % 2], i * 0.25, AT)
+                       for i in range(30)])
+    assert rows == expected
+    assert len(env.landed_once()) == len(positions) - 2
+    dead = {bytes(key).decode(): error_class for _, _, error_class, _, key, _, _ in env.dead_letters()}
+    assert dead == {"cut": "undecodable", "json": "not_framed"}
