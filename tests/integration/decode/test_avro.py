@@ -13,7 +13,7 @@ from psycopg2 import sql
 
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run
-from pipeline_env import platform
+from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF, platform
 
 V1 = {"type": "record", "name": "Event", "namespace": "microingest.test", "fields": [
     {"name": "event_id", "type": "string"},
@@ -36,7 +36,8 @@ def avro_env(env):
 
 
 def serialize(registry: dict, topic: str, schema: dict, records: list[dict]) -> list[bytes]:
-    serializer = AvroSerializer(SchemaRegistryClient(registry), json.dumps(schema))
+    serializer = AvroSerializer(SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT}), json.dumps(schema),
+                                conf=SERIALIZER_CONF)
     context = SerializationContext(topic, MessageField.VALUE)
     return [serializer(r, context) for r in records]
 
@@ -97,3 +98,19 @@ def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_eve
     env.ingest_all()
     assert sorted(event_id for _, _, event_id in env.landed_once()) == sorted(f"e{i}" for i in range(30))
     assert env.dead_letters() == []
+
+
+def test_a_run_through_airflow_lands_both_schema_versions(api, served, registry):
+    env = served["avro"]
+    topic = env.pipeline.topic
+    values = serialize(registry, topic, V1, [{"event_id": f"a1-{i}", "amount": 2.0, "event_time": AT}
+                                             for i in range(500)])
+    values += serialize(registry, topic, V2, [{"event_id": f"a2-{i}", "amount": 3.0, "event_time": AT,
+                                               "user_id": "u", "event_type": "view", "session": 1}
+                                              for i in range(500)])
+    positions = env.send([(None, v) for v in values])
+    run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    assert sorted((p, o) for p, o, _ in env.landed_once()) == sorted(positions) and env.dead_letters() == []
+    assert env.query(sql.SQL("SELECT event_type, count(*), sum(amount) FROM {} GROUP BY 1 ORDER BY 1")
+                     .format(env.table)) == [("view", 500, 1500.0), (None, 500, 1000.0)]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from psycopg2 import sql
 
+from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
+
 V1 = """syntax = "proto3";
 package microingest.test;
 import "google/protobuf/timestamp.proto";
@@ -34,8 +36,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 Event = importlib.import_module("event_pb2").Event
-registry, topic, records = json.load(sys.stdin)
-serializer = ProtobufSerializer(Event, SchemaRegistryClient(registry), {"use.deprecated.format": False})
+registry, conf, topic, records = json.load(sys.stdin)
+serializer = ProtobufSerializer(Event, SchemaRegistryClient(registry), {"use.deprecated.format": False, **conf})
 for record in records:
     seconds = record.pop("event_time")
     message = Event(**record)
@@ -50,8 +52,9 @@ def serialized(tmp: Path, proto: str, registry: dict, topic: str, records: list[
     (tmp / "event.proto").write_text(proto)
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"--python_out={tmp}", "event.proto"],
                    check=True, cwd=tmp)
-    out = subprocess.run([sys.executable, "-c", PRODUCER, str(tmp)], input=json.dumps([registry, topic, records]),
-                         capture_output=True, text=True, check=True)
+    given = [{**registry, **REGISTRY_TIMEOUT}, SERIALIZER_CONF, topic, records]
+    out = subprocess.run([sys.executable, "-c", PRODUCER, str(tmp)], input=json.dumps(given), capture_output=True,
+                         text=True, check=True, timeout=300)
     return [base64.b64decode(line) for line in out.stdout.split()]
 
 
