@@ -84,7 +84,7 @@ def kafka_batch(topic: str, partition: int, offsets, records) -> pa.RecordBatch:
 
 
 def original_key(staged: str | None) -> bytes | None:
-    """storable.key_text, inverted as the README tells users to: `\\x` + hex is the key's bytes."""
+    """storable.key_text, inverted as docs/exactly-once.md tells users to: `\\x` + hex is the key's bytes."""
     if staged is None:
         return None
     if staged.startswith("\\x"):
@@ -93,7 +93,7 @@ def original_key(staged: str | None) -> bytes | None:
 
 
 def original_headers(stored: list[dict] | None) -> list[tuple] | None:
-    """The dead-letter table's headers read back as the README says: text, else base64 of the bytes."""
+    """The dead-letter table's headers read back as docs/exactly-once.md says: text, else base64 of the bytes."""
     if stored is None:
         return None
     out = []

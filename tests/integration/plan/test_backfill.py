@@ -192,7 +192,7 @@ def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_insi
 
     assert result.returncode == 0, result.stdout[-3000:]
     # ev-2 lies inside the span but is timestamped before the window; ev-5, inside the window but written after the
-    # first record past its end, lies beyond the span (the README says so: replay such a record by offsets).
+    # first record past its end, lies beyond the span (docs/running.md says so: replay such a record by offsets).
     assert env.landed_once() == [(0, 1, "ev-1"), (0, 3, "ev-3")]
 
 
