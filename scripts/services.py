@@ -21,6 +21,7 @@ from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, 
 from local_platform.processes import running_pid, say
 
 from microingest.spark.connect import PLATFORM_CONN_ID
+from microingest.systems.schema_registry import shown_url
 from microingest.systems.connections import (env_name, get_connection, kafka_python_config, parse_connection,
                                              postgres_params, schema_registry_config, to_env_value)
 
@@ -53,6 +54,11 @@ def connections() -> dict[str, str]:
         raise unreachable("Postgres", PG_CONN, f"{pg_conn.host}:{pg_conn.port}")
     if kafka_conn and not kafka.reachable(kafka_python_config(kafka_conn)):
         raise unreachable("Kafka", KAFKA_CONN, ",".join(kafka_python_config(kafka_conn)["bootstrap_servers"]))
+    registry = configured(REGISTRY_CONN)
+    if registry:
+        url = shown_url(schema_registry_config(registry)["url"])  # a malformed connection fails here, saying why
+        if not schema_registry.reachable(registry):
+            raise unreachable("schema registry", REGISTRY_CONN, url)
     if pg_conn:
         say(f"using the configured Postgres at {pg_conn.host}:{pg_conn.port}")
     else:
@@ -69,9 +75,6 @@ def connections() -> dict[str, str]:
     spark_value = os.environ.get(env_name(SPARK_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
     connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
                      or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
-    registry = configured(REGISTRY_CONN)
-    if registry and not schema_registry.reachable(registry):
-        raise unreachable("schema registry", REGISTRY_CONN, schema_registry_config(registry)["url"])
     registry_value = to_env_value(registry or schema_registry.local_connection(REGISTRY_CONN))
     return {env_name(PG_CONN): to_env_value(pg_conn), env_name(KAFKA_CONN): to_env_value(kafka_conn),
             env_name(SPARK_CONN): spark_value, env_name(SPARK_CONNECT_CONN): connect_value,

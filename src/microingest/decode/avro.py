@@ -5,12 +5,15 @@ when required), a field the declaration does not name is left out, int and float
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
+import uuid
 from typing import Any
 
 from microingest.decode.codec import DecodeError
 from microingest.decode.registered import UNDECODABLE, framed
+from microingest.systems.schema_registry import UnreadableSchemaError
 
 _PARSED: dict[tuple[str, int], Any] = {}  # fastavro's parsed writer schemas, kept as the registry's are
 
@@ -21,7 +24,11 @@ def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
     schema_id, payload, schema = framed(value, registry, "AVRO")
     key = (registry["url"], schema_id)
     if key not in _PARSED:
-        _PARSED[key] = fastavro.parse_schema(json.loads(schema.schema_str))
+        try:
+            _PARSED[key] = fastavro.parse_schema(json.loads(schema.schema_str))
+        except Exception as exc:  # the registry's schema, not the record: no dead letter
+            raise UnreadableSchemaError(f"writer schema id {schema_id} is no Avro schema fastavro reads: "
+                                        f"{type(exc).__name__}: {exc}") from None
     stream = io.BytesIO(payload)
     try:
         record = fastavro.schemaless_reader(stream, _PARSED[key], None)
@@ -34,4 +41,14 @@ def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
     if not isinstance(record, dict):
         raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but "
                                        f"{type(record).__name__}")
-    return record
+    return {name: plain(v) for name, v in record.items()}
+
+
+def plain(value: Any) -> Any:
+    """Logical types fastavro returns as Python objects, as the declared types take them: uuid as text, decimal as
+    a number (a declared double)."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value

@@ -1,9 +1,9 @@
 """Protobuf values in the Confluent wire format -> the declared fields of the writer's message.
 
 After the frame's schema id come the message's indexes (which message of the schema's file, nested how deep), then
-the message. The writer schema is the file descriptor the registry holds (as Confluent's serializers register it:
-a serialized FileDescriptorProto), built into a descriptor pool of its own per schema id, so any number of versions
-of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the writer's
+the message. The writer schema is the file descriptor the registry holds (registered as a serialized
+FileDescriptorProto, or as .proto text the registry serializes on request), built into a descriptor pool of its own
+per schema id, so any number of versions of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the writer's
 version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default (0, "");
 enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
 """
@@ -18,7 +18,8 @@ from typing import Any, Sequence
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from microingest.decode.codec import DecodeError
-from microingest.decode.registered import UNDECODABLE, UNKNOWN_SCHEMA, framed
+from microingest.decode.registered import UNDECODABLE, framed, registered
+from microingest.systems.schema_registry import UnreadableSchemaError
 
 _CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
 _WRAPPERS = {f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool",
@@ -61,7 +62,11 @@ def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]
     except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
         raise DecodeError(UNDECODABLE, f"value does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
                                        f"of writer schema id {schema_id}: {exc}") from None
-    return {name: _value(message, name) for name in names}
+    try:
+        return {name: _value(message, name) for name in names}
+    except (ValueError, OverflowError) as exc:  # e.g. a Timestamp beyond the years 1 to 9999
+        raise DecodeError(UNDECODABLE, f"the Protobuf message {message.DESCRIPTOR.full_name} of writer schema id "
+                                       f"{schema_id} holds a value out of range: {exc}") from None
 
 
 def _value(message, name: str) -> Any:
@@ -88,7 +93,7 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
     if key not in _CLASSES:
         from google.protobuf import message_factory
 
-        proto = _parsed(schema, schema_id)
+        proto = _descriptor(registry, schema_id, schema)
         file = _file_descriptor(proto, schema_id)
         try:
             if min(path) < 0:
@@ -96,48 +101,46 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
             descriptor = file.message_types_by_name[proto.message_type[path[0]].name]
             for index in path[1:]:
                 descriptor = descriptor.nested_types[index]
-        except IndexError:
+        except (IndexError, TypeError, OverflowError):  # beyond the file's messages, or no index at all
             raise DecodeError(UNDECODABLE, f"message indexes {list(path)} name no message of writer schema id "
                                            f"{schema_id}") from None
         _CLASSES[key] = message_factory.GetMessageClass(descriptor)
     return _CLASSES[key]
 
 
-def _file_descriptor(proto, schema_id: int):
-    """The file in a pool of its own, beside the well-known types it may import."""
-    from google.protobuf import descriptor_pool
-
-    pool = descriptor_pool.DescriptorPool()
-    for module in _well_known():
-        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
-    try:
-        pool.AddSerializedFile(proto.SerializeToString())
-    except Exception as exc:  # e.g. an import that is neither a well-known type nor a registered reference
-        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} cannot be built into a descriptor: "
-                                          f"{type(exc).__name__}: {exc}") from None
-    return pool.FindFileByName(proto.name)
-
-
-def _parsed(schema, schema_id: int):
-    from google.protobuf import descriptor_pb2
-
-    if schema.references:
-        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} imports other registered schemas "
-                                          f"({', '.join(r.name for r in schema.references)}), which microingest does "
-                                          "not resolve yet")
-    proto = descriptor_pb2.FileDescriptorProto()
-    try:
-        proto.ParseFromString(base64.b64decode(schema.schema_str, validate=True))
-    except (binascii.Error, ValueError, ProtobufDecodeError):  # .proto source text is no base64 descriptor
-        raise DecodeError(UNKNOWN_SCHEMA, f"writer schema id {schema_id} is registered as .proto source text; "
-                                          "microingest reads Protobuf schemas registered as descriptors (as "
-                                          "Confluent's serializers register them)") from None
+def _descriptor(registry: dict[str, str], schema_id: int, schema):
+    """The writer's FileDescriptorProto. Python's serializers register it serialized (base64); others register .proto
+    text, which the registry turns into a descriptor when asked for the "serialized" format."""
+    proto = _from_base64(schema.schema_str)
+    if proto is None:
+        proto = _from_base64(registered(registry, schema_id, "serialized").schema_str)
+    if proto is None:
+        raise UnreadableSchemaError(f"writer schema id {schema_id} is .proto text and the registry gives no serialized "
+                                    "descriptor of it (its format=serialized answer is not base64)")
     proto.name = proto.name or f"schema_{schema_id}.proto"
     return proto
 
 
-def _well_known():
-    from google.protobuf import (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2,
-                                 wrappers_pb2)
+def _from_base64(text: str):
+    from google.protobuf import descriptor_pb2
 
-    return (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2)
+    try:
+        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError, ProtobufDecodeError):
+        return None
+
+
+def _file_descriptor(proto, schema_id: int):
+    """The file in a pool of its own, beside the files producers import without registering them (the well-known
+    types, google/type, Confluent's own: the set confluent-kafka's serializers leave out of references)."""
+    from confluent_kafka.schema_registry.common.protobuf import _init_pool
+    from google.protobuf import descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    _init_pool(pool)
+    try:
+        pool.AddSerializedFile(proto.SerializeToString())
+    except Exception as exc:  # an import that is none of those: not the record's fault
+        raise UnreadableSchemaError(f"writer schema id {schema_id} cannot be built into a descriptor: "
+                                    f"{type(exc).__name__}: {exc}") from None
+    return pool.FindFileByName(proto.name)

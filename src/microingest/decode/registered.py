@@ -6,7 +6,7 @@ from typing import Any
 
 from microingest.decode.codec import DecodeError
 from microingest.decode.framing import split_frame
-from microingest.systems.schema_registry import UnknownSchemaError, writer_schema
+from microingest.systems.schema_registry import UnknownSchemaError, UnreadableSchemaError, writer_schema
 
 UNKNOWN_SCHEMA = "unknown_schema"  # error_class values of microingest.dead_letters
 UNDECODABLE = "undecodable"
@@ -15,11 +15,20 @@ UNDECODABLE = "undecodable"
 def framed(value: bytes, registry: dict[str, str], schema_type: str) -> tuple[int, memoryview, Any]:
     """(schema id, payload, the registry's Schema) of a framed value whose writer schema is of `schema_type`."""
     schema_id, payload = split_frame(value)
-    try:
-        schema = writer_schema(registry, schema_id)
-    except UnknownSchemaError as exc:
-        raise DecodeError(UNKNOWN_SCHEMA, str(exc)) from None
+    schema = registered(registry, schema_id)
+    if schema.references:
+        raise UnreadableSchemaError(
+            f"writer schema id {schema_id} refers to other registered schemas "
+            f"({', '.join(r.name for r in schema.references)}), which microingest does not resolve yet")
     found = schema.schema_type or "AVRO"  # the registry's API leaves the type out for Avro
     if found != schema_type:
         raise DecodeError(UNKNOWN_SCHEMA, f"schema id {schema_id} is a {found} schema, not {schema_type}")
     return schema_id, payload, schema
+
+
+def registered(registry: dict[str, str], schema_id: int, fmt: str | None = None):
+    """The registry's Schema of `schema_id`; an id it does not know is the record's problem, a dead letter."""
+    try:
+        return writer_schema(registry, schema_id, fmt)
+    except UnknownSchemaError as exc:
+        raise DecodeError(UNKNOWN_SCHEMA, str(exc)) from None

@@ -8,6 +8,7 @@ once, as a provider hook resolves its client once, and passes this on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ContextManager
 
 from microingest.systems.connections import (ConnectionInfo, env_name, get_connection, kafka_python_config,
@@ -20,12 +21,17 @@ from microingest.systems.postgres import connection
 class PipelineSystems:
     postgres_connection: ConnectionInfo
     kafka_connection: ConnectionInfo
-    registry_connection: ConnectionInfo | None = None  # only for a pipeline whose values name a registry schema
+    registry_conn_id: str | None = None  # only for a pipeline whose values name a registry schema
 
     @classmethod
     def of(cls, pipeline) -> "PipelineSystems":
-        registry = get_connection(pipeline.schema_registry_conn_id) if pipeline.reads_registry else None
+        registry = pipeline.schema_registry_conn_id if pipeline.reads_registry else None
         return cls(get_connection(pipeline.postgres_conn_id), get_connection(pipeline.kafka_conn_id), registry)
+
+    @cached_property
+    def registry_connection(self) -> ConnectionInfo | None:
+        """Resolved when first asked (by the job and its operator, not by the lag checks, which never read values)."""
+        return None if self.registry_conn_id is None else get_connection(self.registry_conn_id)
 
     @property
     def postgres(self) -> dict[str, Any]:

@@ -1,53 +1,72 @@
 """Writer schemas from a Confluent-compatible schema registry, fetched by id once per process and kept.
 
 A schema id is immutable in the registry, so a schema once fetched never needs fetching again: executors keep one
-client per registry for their lifetime (pyspark reuses its Python workers), and a batch fetches each writer schema
-once. An id the registry does not know is a fact about the record (its producer wrote garbage or used another
-registry); a registry that does not answer is a fact about now, and fails the batch for a retry.
+client per registry setting for their lifetime (pyspark reuses its Python workers), and a batch fetches each writer
+schema once. An id the registry says it does not know (404 with error code 40403, "schema not found") is a fact
+about the record (its producer wrote garbage or used another registry); any other answer, or none, is a fact about
+now and fails the batch for a retry, so no good record becomes a dead letter because a registry was away.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from microingest.errors import Transient
+from microingest.errors import Refused, Transient
 
-_CLIENTS: dict[str, Any] = {}
-_SCHEMAS: dict[tuple[str, int], Any] = {}
+SCHEMA_NOT_FOUND = 40403  # the registry API's error code for an id it does not hold
+_CLIENTS: dict[tuple, Any] = {}
+_SCHEMAS: dict[tuple, Any] = {}
 
 
 class SchemaRegistryUnavailableError(Transient):
     pass
 
 
+class UnreadableSchemaError(Refused):
+    """The registry holds the writer schema, but in a form microingest cannot read: not the record's fault, so no
+    dead letter; the batch fails, saying what to change."""
+
+
 class UnknownSchemaError(LookupError):
     """The registry does not know this id: the record's own problem, a dead letter."""
+
+
+def shown_url(url: str) -> str:
+    """The registry's URL for messages: without the user and password a URL may carry."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
 
 
 def _client(config: dict[str, str]):
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    url = config["url"]
-    if url not in _CLIENTS:
-        _CLIENTS[url] = SchemaRegistryClient({**config, "timeout": 10})
-    return _CLIENTS[url]
+    key = tuple(sorted(config.items()))  # two credentials for one URL are two clients
+    if key not in _CLIENTS:
+        # Few retries: a lookup happens inside a staging transaction, which holds its lock while it waits.
+        _CLIENTS[key] = SchemaRegistryClient({**config, "timeout": 10, "max.retries": 1})
+    return _CLIENTS[key]
 
 
-def writer_schema(config: dict[str, str], schema_id: int):
-    """The registered schema of `schema_id` (a confluent_kafka Schema: schema_str, schema_type, references)."""
-    key = (config["url"], schema_id)
+def writer_schema(config: dict[str, str], schema_id: int, fmt: str | None = None):
+    """The registered schema of `schema_id` (a confluent_kafka Schema: schema_str, schema_type, references), in the
+    registry's format `fmt` (Protobuf: "serialized", a descriptor rather than .proto text)."""
+    key = (tuple(sorted(config.items())), schema_id, fmt)
     if key not in _SCHEMAS:
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+        where = shown_url(config["url"])
         try:
-            _SCHEMAS[key] = _client(config).get_schema(schema_id)
+            _SCHEMAS[key] = _client(config).get_schema(schema_id, fmt=fmt)
         except SchemaRegistryError as exc:
-            if exc.http_status_code == 404:
+            if exc.http_status_code == 404 and exc.error_code == SCHEMA_NOT_FOUND:
                 raise UnknownSchemaError(f"schema id {schema_id} is not in the registry") from None
             raise SchemaRegistryUnavailableError(
-                f"schema registry at {config['url']} answered {exc.http_status_code} for schema id {schema_id}: "
-                f"{exc.error_message}") from None
+                f"schema registry at {where} answered {exc.http_status_code} (error code {exc.error_code}) for "
+                f"schema id {schema_id}: {exc.error_message}") from None
         except Exception as exc:  # refused, timed out, unknown host: the registry is away, not the record wrong
+            detail = str(exc).replace(config["url"], where)
             raise SchemaRegistryUnavailableError(
-                f"schema registry at {config['url']} is unreachable: {type(exc).__name__}: {exc}") from None
+                f"schema registry at {where} is unreachable: {type(exc).__name__}: {detail}") from None
     return _SCHEMAS[key]

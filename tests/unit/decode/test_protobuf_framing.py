@@ -7,6 +7,7 @@ import pytest
 
 from microingest.decode.codec import DecodeError
 from microingest.decode.protobuf import message_class, message_indexes
+from microingest.systems.schema_registry import UnreadableSchemaError
 
 
 @pytest.mark.parametrize("frame, path", [
@@ -42,16 +43,15 @@ def test_indexes_pick_a_message_of_the_writers_file_and_no_other():
     proto.name, proto.package = "mine.proto", "mine"  # its own file beside the well-known one
     found = message_class({"url": "unit"}, 1, Registered(proto), (0,))
     assert found.DESCRIPTOR.full_name == "mine.Timestamp"
-    for path in ((-1,), (1,), (0, 0)):
+    for path in ((-1,), (1,), (0, 0), (2**64,)):
         with pytest.raises(DecodeError) as error:
             message_class({"url": "unit"}, 1, Registered(proto), path)
         assert error.value.error_class == "undecodable"
 
 
-def test_a_schema_importing_what_is_not_there_is_unknown_not_a_failed_batch():
+def test_a_schema_importing_what_is_not_there_fails_the_batch_instead_of_dead_lettering_good_records():
     from google.protobuf import descriptor_pb2
 
     proto = descriptor_pb2.FileDescriptorProto(name="needs.proto", dependency=["company/money.proto"])
-    with pytest.raises(DecodeError) as error:
+    with pytest.raises(UnreadableSchemaError, match="cannot be built"):
         message_class({"url": "unit"}, 2, Registered(proto), (0,))
-    assert error.value.error_class == "unknown_schema" and "cannot be built" in str(error.value)

@@ -76,7 +76,7 @@ def test_up_starts_the_local_schema_registry_for_the_pipelines_that_read_framed_
 
 
 def test_the_services_without_authentication_inherit_no_credential():
-    """The Spark Connect server and the schema registry start with this environment."""
+    """The Spark Connect server starts with this environment (the schema registry with less still)."""
     sys.path.insert(0, str(REPO / "scripts"))
     from local_platform.processes import without_credentials
 
