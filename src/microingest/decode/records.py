@@ -45,6 +45,7 @@ class RecordProcessor:
         self.names = pipeline.value_columns
         self.transform = load_transform(pipeline.transform)
         self.keyed = pipeline.sink_mode == "upsert_latest"
+        self._decoded = self._value_decoder()  # chosen once: process() runs for every record
 
     def process(self, key: bytes | None, value: bytes | None) -> tuple[Any, ...]:
         record_key = self._key(key)
@@ -64,20 +65,22 @@ class RecordProcessor:
             values = self._transformed(values)
         return (record_key, False) + values
 
-    def _decoded(self, value: bytes) -> tuple[Any, ...]:
-        if self.pipeline.value_format == "avro":
+    def _value_decoder(self) -> Callable[[bytes], tuple[Any, ...]]:
+        """value bytes -> the declared fields, typed, for the pipeline's value format."""
+        fmt, registry, schema = self.pipeline.value_format, self.registry, self.schema
+        if fmt == "avro":
             from microingest.decode.avro import decode_avro
 
-            return fields_from_object(decode_avro(value, self.registry), self.schema)
-        if self.pipeline.value_format == "protobuf":
+            return lambda value: fields_from_object(decode_avro(value, registry), schema)
+        if fmt == "protobuf":
             from microingest.decode.protobuf import decode_protobuf
 
-            return fields_from_object(decode_protobuf(value, self.registry, self.names), self.schema)
-        if self.pipeline.value_format == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
+            return lambda value: fields_from_object(decode_protobuf(value, registry, self.names), schema)
+        if fmt == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
             from microingest.decode.registered import framed
 
-            return decode_json(framed(value, self.registry, "JSON")[1], self.schema)
-        return decode_json(value, self.schema)
+            return lambda value: decode_json(framed(value, registry, "JSON")[1], schema)
+        return lambda value: decode_json(value, schema)
 
     def _key(self, key: bytes | None) -> str | None:
         if key is None:
