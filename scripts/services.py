@@ -91,6 +91,15 @@ def reads_local_registry(pipelines_dir: Path) -> list[str]:
     return [p.name for p in _declared(pipelines_dir) if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN]
 
 
+def prepare_target_tables(pipelines_dir: Path) -> None:
+    """Create or evolve the declared pipelines' targets; one that does not fit is reported, and refused again by its
+    DAG's plan task, without keeping the platform from starting."""
+    from microingest.commit.target_tables import prepare_targets
+
+    for result in prepare_targets(_declared(pipelines_dir), "make up"):
+        say(f"warning: {result}" if isinstance(result, Exception) else result.summary())
+
+
 def _declared(pipelines_dir: Path) -> list:
     from microingest.declare.files import load_declarations
 
@@ -122,6 +131,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
+    prepare_target_tables(pipelines_dir)
     selecting = selects_local_spark_connect(pipelines_dir) if own_spark_connect else []
     if (with_spark_connect or selecting) and own_spark_connect:
         if selecting:

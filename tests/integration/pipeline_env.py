@@ -77,6 +77,8 @@ SERVED_DECLARATIONS = {
     "skip": {"dead_letter": {"max_records": 0}},
     "avro": {"value_format": "avro"},
 }
+# Served pipelines whose target the plan task creates from the declaration, as it would for a new user's.
+NO_TABLE_MADE = ("avro",)
 
 
 @dataclass
@@ -253,13 +255,15 @@ def read_to_end(kafka: dict, topic: str, partitions: list[int] | None = None,
     return records
 
 
-def new_env(pg, kafka, folder: Path, name: str, topic: str, **declaration) -> Env:
-    """Declare pipeline `name` on `topic` (created if missing) with a fresh target table shaped like demo_events."""
+def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool = True, **declaration) -> Env:
+    """Declare pipeline `name` on `topic` (created if missing) with a fresh target table shaped like demo_events, or
+    none at all: the declaration's own, made by `microingest migrate` or the DAG's plan task."""
     table = f"public.{name}"
     create_topic(kafka, topic, 3)
-    with connection(pg) as conn, conn, conn.cursor() as cur:
-        cur.execute(sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(
-            table_identifier(table)))
+    if create_table:
+        with connection(pg) as conn, conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(
+                table_identifier(table)))
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.yaml"
     path.write_text(json.dumps({"name": name, "topic": topic, "target_table": table, "max_records_per_batch": 100_000,
@@ -284,5 +288,6 @@ def declare_served(pg, kafka, folder: Path) -> dict[str, Env]:
         suffix = uuid.uuid4().hex[:8]
         if role not in ON_SPARK_SUBMIT:
             declaration = {"spark_conn_id": spark_connect.PLATFORM_CONN_ID, **declaration}
-        envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}", **declaration)
+        envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}",
+                             create_table=role not in NO_TABLE_MADE, **declaration)
     return envs

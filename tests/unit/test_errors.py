@@ -14,7 +14,7 @@ OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers
 INTERNAL = {"CopyAborted"}  # ends a COPY from inside its read; the producer's own error is what is raised
 REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
            "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "StagingMismatchError",
-           "DeadLetterLimitError", "TargetError", "UsageError", "UnreadableSchemaError"}
+           "DeadLetterLimitError", "TargetError", "TargetShapeError", "UsageError", "UnreadableSchemaError"}
 TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "StagingLostError", "CommitTimeoutError",
              "BatchFailedError", "SchemaRegistryUnavailableError"}
 

@@ -31,6 +31,8 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
         log.info("%s run %s: %s%s", run_type, ti.run_id, request.describe(), " (dry run)" if request.dry_run else "")
         if request.skip is not None:
             return _skip(pipeline, request, ti, dag_run)
+        if not request.dry_run:
+            _prepare_target(pipeline, ti)
         if request.is_backfill:
             plan = plan_backfill(pipeline, request)
         else:
@@ -50,6 +52,16 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
                  "backfill" if plan.kind == "backfill" else "ingest (no new records)")
         return None
     return plan.to_dict()
+
+
+def _prepare_target(pipeline: Pipeline, ti) -> None:
+    """Create the target, or add a newly declared field's column, before anything is planned into it."""
+    from microingest.commit.target_tables import prepare_target
+    from microingest.systems.pipeline_systems import PipelineSystems
+
+    with PipelineSystems.of(pipeline).db() as conn, conn, conn.cursor() as cur:
+        prepared = prepare_target(cur, pipeline, f"DAG {ti.dag_id} run {ti.run_id}")
+    log.info(prepared.summary())
 
 
 def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:

@@ -6,7 +6,8 @@
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
                                   move a stuck partition's live position, keeping the skipped records as dead letters
-  microingest migrate             apply sql/ migrations to the pipelines' Postgres
+  microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
+                                  declared pipeline's target table (audited in microingest.schema_changes)
   microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
 """
 
@@ -124,13 +125,23 @@ def cmd_skip(args) -> None:
     print(result.dry_run_summary() if args.dry_run else result.summary())
 
 
-def cmd_migrate(args) -> None:
+def cmd_migrate(args) -> int:
+    from microingest.commit.target_tables import prepare_targets
     from microingest.systems.migrations import migrate
 
-    conn_ids = sorted({p.postgres_conn_id for p in declared_pipelines()} or {"microingest_postgres"})
+    pipelines = declared_pipelines()
+    conn_ids = sorted({p.postgres_conn_id for p in pipelines} or {"microingest_postgres"})
     for conn_id in conn_ids:
         applied = migrate(postgres_params(get_connection(conn_id)))
         print(f"{conn_id}: {len(applied)} migration(s) applied" + (f": {', '.join(applied)}" if applied else ""))
+    failed = 0
+    for result in prepare_targets(pipelines, "microingest migrate"):
+        if isinstance(result, MicroingestError):
+            failed += 1
+            print(f"microingest: error: {result}", file=sys.stderr)
+        else:
+            print(result.summary())
+    return 2 if failed else 0
 
 
 def cmd_spark_connect_server(args) -> None:

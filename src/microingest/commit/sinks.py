@@ -15,20 +15,14 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
-from microingest.declare.identifiers import identifier_list, split_table_name, table_identifier
+from microingest.declare.identifiers import identifier_list, table_identifier
 from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
-from microingest.decode import storable
 from microingest.decode.codec import PG_TYPES
-from microingest.errors import Refused
 
 STAGING_SCHEMA = "microingest_staging"
 _STAGING_TYPES = {"source_topic": "text", "source_partition": "integer", "source_offset": "bigint",
                   "kafka_timestamp": "timestamptz", "batch_id": "uuid", "record_key": "text", "is_tombstone": "boolean"}
 STAGING_PREFIX = tuple(_STAGING_TYPES)  # the row layout RecordProcessor output is appended to
-
-
-class TargetError(Refused):
-    pass
 
 
 class Sink:
@@ -75,24 +69,6 @@ class Sink:
         if second != "source_partition":
             cur.execute(sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (batch_id, source_partition, "
                                 "source_offset, source_topic)").format(sql.Identifier(name), self.staging))
-
-    def check_target(self, cur) -> None:
-        cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
-                    "WHERE datname = current_database()")
-        database, encoding = cur.fetchone()
-        if encoding not in storable.SERVER_ENCODINGS:
-            raise TargetError(f"database {database} uses encoding {encoding}; microingest stages text as UTF-8, "
-                              "which it can store only in a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')")
-        schema, table = split_table_name(self.pipeline.target_table)
-        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
-                    (schema, table))
-        present = {r[0] for r in cur.fetchall()}
-        if not present:
-            raise TargetError(f"target table {schema}.{table} does not exist; create it (see sql/) before ingesting")
-        missing = [c for c in self.target_columns() if c not in present]
-        if missing:
-            raise TargetError(f"target table {schema}.{table} lacks columns {', '.join(missing)} needed by sink mode "
-                              f"{self.mode}")
 
 
 class AppendSink(Sink):

@@ -26,6 +26,7 @@ from psycopg2 import sql
 from microingest.commit.copy_stream import copy_statement, copy_while_producing
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import STAGING_SCHEMA, sink_for
+from microingest.commit.target_tables import check_target
 from microingest.declare.pipeline import Pipeline
 from microingest.plan.offsets import OffsetRange
 from microingest.systems.postgres import advisory_lock, advisory_unlock, connect, connection, try_advisory_lock
@@ -89,7 +90,7 @@ class BatchAttempt:
         self.conn = connect(self.params)
         self.conn.autocommit = True
         with self.conn.cursor() as cur:
-            self.sink.check_target(cur)
+            check_target(cur, self.pipeline)
             advisory_lock(cur, self.batch_id)
             self._create_staging(cur)
             cur.execute("INSERT INTO microingest.staging_batches (batch_id, pipeline, owner) VALUES (%s, %s, %s)",

@@ -20,8 +20,8 @@ from microingest import faults, settings
 from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
 from microingest.commit.ledger import LedgerError, fence_and_advance, fence_below
 from microingest.commit.overlap import settle_overlap
-from microingest.commit.sinks import TargetError
 from microingest.commit.staging import DEAD_LETTER_COLUMNS, STAGED_DEAD, BatchAttempt, StagedCounts, delete_staged
+from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
 from microingest.errors import Transient
 from microingest.plan.offsets import Batch, OffsetRange

@@ -7,6 +7,7 @@ files of the pipelines folder.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from microingest.errors import Refused
 from microingest.lag.policy import LagPolicy
@@ -15,6 +16,7 @@ FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
 VALUE_FORMATS = ("json", "avro", "protobuf", "json_schema")
 REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # Confluent-framed: magic byte 0, the writer schema's id, the payload
+KEY_FORMATS = ("string",) + REGISTRY_FORMATS
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
 MEASURES = ("count", "sum")
@@ -96,6 +98,7 @@ class Pipeline:
     spark_conn_id: str = "microingest_spark"
     schema_registry_conn_id: str = "microingest_schema_registry"
     value_format: str = "json"
+    key_format: str = "string"
     sink_mode: str = "append"
     max_records_per_batch: int = 10_000
     max_records_per_run: int = 1_000_000
@@ -112,11 +115,12 @@ class Pipeline:
     retry_delay_seconds: int = 30
     max_active_runs: int = 1
     lag: LagPolicy = LagPolicy()
+    source: str = dataclass_field(default="", compare=False)  # the file it was read from; not a declaration field
 
     @property
     def reads_registry(self) -> bool:
-        """Its values name their writer schema by registry id."""
-        return self.value_format in REGISTRY_FORMATS
+        """Its values, or its keys, name their writer schema by registry id."""
+        return self.value_format in REGISTRY_FORMATS or self.key_format in REGISTRY_FORMATS
 
     @property
     def dag_id(self) -> str:

@@ -10,9 +10,9 @@ from datetime import date, datetime
 from typing import Any
 
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
-from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, SINK_MODES, STAGING_COLUMN_USES, START_POSITIONS,
-                                          VALUE_FORMATS, Aggregate, DeadLetterPolicy, DeclarationError, Field, Measure,
-                                          Pipeline)
+from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, KEY_FORMATS, SINK_MODES, STAGING_COLUMN_USES,
+                                          START_POSITIONS, VALUE_FORMATS, Aggregate, DeadLetterPolicy, DeclarationError,
+                                          Field, Measure, Pipeline)
 from microingest.lag.policy import PolicyError, parse_lag_policy
 
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -25,7 +25,7 @@ MAX_SECONDS = 3650 * 24 * 3600
 
 
 _REQUIRED = ("name", "topic", "target_table", "schema")
-_KNOWN = set(Pipeline.__dataclass_fields__)
+_KNOWN = set(Pipeline.__dataclass_fields__) - {"source"}
 
 
 def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
@@ -61,6 +61,7 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         return value
 
     fields: dict[str, Any] = {
+        "source": source,
         "name": checked("name", check_pipeline_name),
         "topic": checked("topic", check_topic),
         "target_table": checked("target_table", check_target_table),
@@ -71,6 +72,8 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
             fields[key] = checked(key, check_identifier)
     if "value_format" in raw:
         fields["value_format"] = choice("value_format", VALUE_FORMATS)
+    if "key_format" in raw:
+        fields["key_format"] = choice("key_format", KEY_FORMATS)
     if "sink_mode" in raw:
         fields["sink_mode"] = choice("sink_mode", SINK_MODES)
     if "start_from" in raw:
@@ -109,6 +112,9 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         fields["aggregate"] = _parse_aggregate(raw["aggregate"], fields["schema"], source)
     elif raw.get("aggregate") is not None:
         raise DeclarationError(source, "aggregate", f"only applies to sink_mode aggregate, not {mode}")
+    if fields.get("key_format", "string") != "string" and mode != "upsert_latest":
+        raise DeclarationError(source, "key_format", f"only applies to sink_mode upsert_latest (the only sink that "
+                                                     f"reads keys), not {mode}")
     return Pipeline(**fields)
 
 

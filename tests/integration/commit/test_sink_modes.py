@@ -80,7 +80,7 @@ def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_com
 
 def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
     env.replace_target("user_id text NOT NULL, bucket_start timestamptz NOT NULL, events bigint NOT NULL, "
-                       "amount_total double precision NOT NULL, PRIMARY KEY (user_id, bucket_start)")
+                       "amount_total bigint NOT NULL, PRIMARY KEY (user_id, bucket_start)")
     env.redeclare(sink_mode="aggregate", max_records_per_batch=150,
                   schema={"event_id": {"type": "string", "required": True},
                           "user_id": {"type": "string", "required": True},

@@ -1,0 +1,136 @@
+"""Target tables owned by their declarations: created when missing, given a declared field's column when the
+declaration gains one (each change audited in microingest.schema_changes), refused when they do not fit.
+
+`prepare_target` is what `microingest migrate`, `make up` and a DAG's plan task run; `check_target` is what a job
+runs before its first batch, changing nothing. What fits and what does not is decided in `table_shape`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from psycopg2 import sql
+
+from microingest.commit.table_shape import (Column, Comparison, Difference, ExistingColumn, ExistingTable, compare,
+                                            create_statements, declared_shape)
+from microingest.declare.identifiers import split_table_name
+from microingest.declare.pipeline import Pipeline
+from microingest.decode import storable
+from microingest.errors import MicroingestError, Refused
+from microingest.systems.postgres import advisory_lock
+
+
+class TargetError(Refused):
+    """A target table cannot take the pipeline's rows; the message says which column or constraint, and what to do."""
+
+
+class TargetShapeError(TargetError):
+    def __init__(self, pipeline: Pipeline, differences: tuple[Difference, ...]):
+        self.differences = differences
+        super().__init__(f"target table {pipeline.target_table} does not fit pipeline {pipeline.name}'s declaration "
+                         "and was left as it is:\n" + "\n".join(f"  - {d}" for d in differences))
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What `prepare_target` found and did."""
+
+    pipeline: str
+    table: str
+    created: tuple[Column, ...] = ()
+    added: tuple[Column, ...] = ()
+    notes: tuple[Difference, ...] = ()
+
+    def summary(self) -> str:
+        if self.created:
+            done = f"created with {len(self.created)} columns"
+        elif self.added:
+            done = "added " + ", ".join(f"{c.name} {c.type}" for c in self.added)
+        else:
+            done = "matches the declaration"
+        return f"pipeline {self.pipeline}: target {self.table} {done}" + "".join(f"\n  note: {n}" for n in self.notes)
+
+
+def existing_table(cur, table: str) -> ExistingTable | None:
+    cur.execute("SELECT to_regclass(%s)::oid", (sql.Identifier(*split_table_name(table)).as_string(cur),))
+    oid = cur.fetchone()[0]
+    if oid is None:
+        return None
+    cur.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (oid,))
+    columns = tuple(ExistingColumn(*row) for row in cur.fetchall())
+    # Keys ON CONFLICT can name: unique, over plain columns (indexprs), for every row (indpred).
+    cur.execute("SELECT array(SELECT attname FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
+                "ANY(i.indkey)) FROM pg_index i WHERE i.indrelid = %s AND i.indisunique AND i.indexprs IS NULL "
+                "AND i.indpred IS NULL", (oid,))
+    return ExistingTable(columns, tuple(frozenset(r[0]) for r in cur.fetchall()))
+
+
+def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
+    """Create the target when missing, or add the columns of declared fields it lacks; in the caller's transaction,
+    which commits the change and its audit together. Raises TargetShapeError, changing nothing, when it does not fit."""
+    advisory_lock(cur, f"microingest:ddl:{pipeline.target_table}", transaction=True)  # racing plan tasks
+    shape = declared_shape(pipeline)
+    found = existing_table(cur, shape.table)
+    if found is None:
+        schema, _ = split_table_name(shape.table)
+        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        for statement in create_statements(shape):
+            cur.execute(statement)
+        _audit(cur, pipeline, "created", shape.columns, changed_by)
+        return Preparation(pipeline.name, shape.table, created=shape.columns)
+    comparison = compare(shape, found)
+    if comparison.refusals:
+        raise TargetShapeError(pipeline, comparison.refusals)
+    for column in comparison.additions:
+        cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+            sql.Identifier(*split_table_name(shape.table)), sql.Identifier(column.name), sql.SQL(column.type)))
+    _audit(cur, pipeline, "added", comparison.additions, changed_by)
+    return Preparation(pipeline.name, shape.table, added=comparison.additions, notes=comparison.notes)
+
+
+def _audit(cur, pipeline: Pipeline, change: str, columns: tuple[Column, ...], changed_by: str) -> None:
+    declared = json.dumps({f.name: {"type": f.type, "required": f.required} for f in pipeline.schema})
+    for column in columns:
+        cur.execute("INSERT INTO microingest.schema_changes (pipeline, target_table, change, column_name, column_type, "
+                    "declaration, declared_schema, changed_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    (pipeline.name, pipeline.target_table, change, column.name, column.ddl(),
+                     pipeline.source or "<unknown>", declared, changed_by))
+
+
+def check_target(cur, pipeline: Pipeline) -> Comparison:
+    """Refuse, before anything is read, a database or target that cannot take the pipeline's rows; changes nothing."""
+    cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
+                "WHERE datname = current_database()")
+    database, encoding = cur.fetchone()
+    if encoding not in storable.SERVER_ENCODINGS:
+        raise TargetError(f"database {database} uses encoding {encoding}; microingest stages text as UTF-8, "
+                          "which it can store only in a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')")
+    found = existing_table(cur, pipeline.target_table)
+    if found is None:
+        raise TargetError(f"target table {pipeline.target_table} does not exist; `microingest migrate` creates it "
+                          "from the declaration, as does the plan task of the pipeline's DAG")
+    comparison = compare(declared_shape(pipeline), found)
+    if comparison.refusals:
+        raise TargetShapeError(pipeline, comparison.refusals)
+    if comparison.additions:
+        raise TargetError(f"target table {pipeline.target_table} lacks the columns of declared field(s) "
+                          f"{', '.join(c.name for c in comparison.additions)}; `microingest migrate` adds them "
+                          "(audited in microingest.schema_changes), as does the plan task of the pipeline's DAG")
+    return comparison
+
+
+def prepare_targets(pipelines: list[Pipeline], changed_by: str) -> list[Preparation | MicroingestError]:
+    """Prepare each pipeline's target in its own transaction: one that does not fit, or whose Postgres is away, is
+    reported in its place and the others are still prepared."""
+    from microingest.systems.pipeline_systems import PipelineSystems
+
+    results = []
+    for pipeline in pipelines:
+        try:
+            with PipelineSystems.of(pipeline).db() as conn, conn, conn.cursor() as cur:
+                results.append(prepare_target(cur, pipeline, changed_by))
+        except MicroingestError as exc:
+            results.append(exc)
+    return results
