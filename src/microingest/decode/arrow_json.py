@@ -44,7 +44,7 @@ _READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # epoch milliseconds, co
 
 def decodable(pipeline: Pipeline) -> bool:
     """Whether this decoder can take any batch of the pipeline at all."""
-    return pipeline.transform is None and pipeline.value_format == "json"
+    return pipeline.transform is None and pipeline.value_format == "json" and pipeline.key_format == "string"
 
 
 def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline) -> list[pa.Array] | None:

@@ -19,9 +19,19 @@ _PARSED: dict[tuple[str, int], Any] = {}  # fastavro's parsed writer schemas, ke
 
 
 def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
+    """The writer's record, its logical types as the declared types take them."""
+    record, schema_id = decode_avro_datum(value, registry)
+    if not isinstance(record, dict):
+        raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but "
+                                       f"{type(record).__name__}")
+    return {name: plain(v) for name, v in record.items()}
+
+
+def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value") -> tuple[Any, int]:
+    """(whatever the writer wrote, a record or a primitive, and the writer schema's id) of a framed value or key."""
     import fastavro
 
-    schema_id, payload, schema = framed(value, registry, "AVRO")
+    schema_id, payload, schema = framed(value, registry, "AVRO", part)
     key = (registry["url"], schema_id)
     if key not in _PARSED:
         try:
@@ -33,15 +43,12 @@ def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
     try:
         record = fastavro.schemaless_reader(stream, _PARSED[key], None)
     except Exception as exc:  # truncated or corrupt: the same bytes fail the same way on every retry
-        raise DecodeError(UNDECODABLE, f"value does not decode as Avro with writer schema id {schema_id}: "
+        raise DecodeError(UNDECODABLE, f"{part} does not decode as Avro with writer schema id {schema_id}: "
                                        f"{type(exc).__name__}: {exc}") from None
     if stream.tell() != len(payload):
-        raise DecodeError(UNDECODABLE, f"value has {len(payload) - stream.tell()} byte(s) beyond the Avro record of "
+        raise DecodeError(UNDECODABLE, f"{part} has {len(payload) - stream.tell()} byte(s) beyond the Avro datum of "
                                        f"writer schema id {schema_id}")
-    if not isinstance(record, dict):
-        raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but "
-                                       f"{type(record).__name__}")
-    return {name: plain(v) for name, v in record.items()}
+    return record, schema_id
 
 
 def plain(value: Any) -> Any:

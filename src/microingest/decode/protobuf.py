@@ -54,19 +54,26 @@ def _zigzag(data: memoryview, at: int) -> tuple[int, int]:
 
 
 def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]) -> dict[str, Any]:
-    schema_id, payload, schema = framed(value, registry, "PROTOBUF")
-    path, body = message_indexes(payload)
-    message = message_class(registry, schema_id, schema, path)()
-    try:
-        message.ParseFromString(bytes(body))
-    except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
-        raise DecodeError(UNDECODABLE, f"value does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
-                                       f"of writer schema id {schema_id}: {exc}") from None
+    """The declared fields of the writer's message."""
+    message, schema_id = decode_protobuf_message(value, registry)
     try:
         return {name: _value(message, name) for name in names}
     except (ValueError, OverflowError) as exc:  # e.g. a Timestamp beyond the years 1 to 9999
         raise DecodeError(UNDECODABLE, f"the Protobuf message {message.DESCRIPTOR.full_name} of writer schema id "
                                        f"{schema_id} holds a value out of range: {exc}") from None
+
+
+def decode_protobuf_message(value: bytes, registry: dict[str, str], part: str = "value") -> tuple[Any, int]:
+    """(the writer's message, the writer schema's id) of a framed value or key."""
+    schema_id, payload, schema = framed(value, registry, "PROTOBUF", part)
+    path, body = message_indexes(payload)
+    message = message_class(registry, schema_id, schema, path)()
+    try:
+        message.ParseFromString(bytes(body))
+    except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
+        raise DecodeError(UNDECODABLE, f"{part} does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
+                                       f"of writer schema id {schema_id}: {exc}") from None
+    return message, schema_id
 
 
 def _value(message, name: str) -> Any:

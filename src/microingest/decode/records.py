@@ -10,8 +10,8 @@ import importlib
 from typing import Any, Callable
 
 from microingest.declare.pipeline import Pipeline
-from microingest.decode import storable
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
+from microingest.decode.keys import key_decoder
 
 # error_class values of microingest.dead_letters
 TOMBSTONE = "tombstone"
@@ -45,7 +45,9 @@ class RecordProcessor:
         self.names = pipeline.value_columns
         self.transform = load_transform(pipeline.transform)
         self.keyed = pipeline.sink_mode == "upsert_latest"
-        self._decoded = self._value_decoder()  # chosen once: process() runs for every record
+        # chosen once: process() runs for every record
+        self._decoded = self._value_decoder()
+        self._key_text = key_decoder(pipeline.key_format, registry)
 
     def process(self, key: bytes | None, value: bytes | None) -> tuple[Any, ...]:
         record_key = self._key(key)
@@ -87,7 +89,10 @@ class RecordProcessor:
             if self.keyed:
                 raise BadRecord(NULL_KEY, "record key is null; upsert_latest needs a key to know which row to update")
             return None
-        return storable.key_text(bytes(key))
+        try:
+            return self._key_text(key)
+        except DecodeError as exc:
+            raise BadRecord(exc.error_class, str(exc)) from None
 
     def _transformed(self, values: tuple) -> tuple:
         try:

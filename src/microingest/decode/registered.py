@@ -12,9 +12,11 @@ UNKNOWN_SCHEMA = "unknown_schema"  # error_class values of microingest.dead_lett
 UNDECODABLE = "undecodable"
 
 
-def framed(value: bytes, registry: dict[str, str], schema_type: str) -> tuple[int, memoryview, Any]:
-    """(schema id, payload, the registry's Schema) of a framed value whose writer schema is of `schema_type`."""
-    schema_id, payload = split_frame(value)
+def framed(value: bytes, registry: dict[str, str], schema_type: str,
+           part: str = "value") -> tuple[int, memoryview, Any]:
+    """(schema id, payload, the registry's Schema) of a framed value (or key: `part`) whose writer schema is of
+    `schema_type`."""
+    schema_id, payload = split_frame(value, part)
     schema = registered(registry, schema_id)
     if schema.references:
         raise UnreadableSchemaError(

@@ -11,6 +11,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from psycopg2 import sql
 
+from microingest.commit.target_tables import prepare_targets
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run
 from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF, platform
@@ -35,10 +36,10 @@ def avro_env(env):
     return env
 
 
-def serialize(registry: dict, topic: str, schema: dict, records: list[dict]) -> list[bytes]:
+def serialize(registry: dict, topic: str, schema: dict, records: list, field=MessageField.VALUE) -> list[bytes]:
     serializer = AvroSerializer(SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT}), json.dumps(schema),
                                 conf=SERIALIZER_CONF)
-    context = SerializationContext(topic, MessageField.VALUE)
+    context = SerializationContext(topic, field)
     return [serializer(r, context) for r in records]
 
 
@@ -79,6 +80,31 @@ def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_
     assert "begins with 7b 22 65 76 65" in dead["json"][1]
 
 
+def test_avro_keys_key_an_upsert_target_the_declaration_created(avro_env, registry):
+    env = avro_env
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    env.redeclare(sink_mode="upsert_latest", key_format="avro", dead_letter={"max_fraction": None})
+    [prepared] = prepare_targets([env.pipeline], "test")
+    assert prepared.created and prepared.summary().endswith("created with 12 columns")
+    topic = env.pipeline.topic
+    key_schema = {"type": "record", "name": "Device", "namespace": "microingest.test", "fields": [
+        {"name": "site", "type": "string"}, {"name": "id", "type": "int"}]}
+    devices = [{"site": s, "id": i} for s in ("north", "south") for i in range(3)]
+    keys = serialize(registry, topic, key_schema, devices, MessageField.KEY)
+    # Each device sends three readings, under the older value schema then the newer; the newest one stays.
+    readings = [(keys[d], serialize(registry, topic, V1 if n < 2 else V2, [
+        {"event_id": f"{d}-{n}", "amount": float(n), "event_time": AT}])[0]) for n in range(3) for d in range(6)]
+    positions = env.send([(k, v) for k, v in readings[:9]] + [(b"plain", readings[0][1])]
+                         + [(k, v) for k, v in readings[9:]])
+    env.ingest_all()
+    rows = env.query(sql.SQL("SELECT record_key, event_id, event_type FROM {} ORDER BY 1").format(env.table))
+    assert rows == sorted((json.dumps(device, sort_keys=True, separators=(",", ":")), f"{d}-2", "click")
+                          for d, device in enumerate(devices))
+    [(_, _, error_class, message, key, _, _)] = env.dead_letters()
+    assert (error_class, bytes(key)) == ("not_framed", b"plain") and message.startswith("key is not in the Confluent")
+    assert env.ledger() == {p: max(o for q, o in positions if q == p) + 1 for p, _ in positions}
+
+
 def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_everything(avro_env, registry):
     """Its own namespace makes the schema one no executor has fetched yet, so the stopped registry is asked."""
     env = avro_env
@@ -109,8 +135,12 @@ def test_a_run_through_airflow_lands_both_schema_versions(api, served, registry)
                                                "user_id": "u", "event_type": "view", "session": 1}
                                               for i in range(500)])
     positions = env.send([(None, v) for v in values])
-    run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
+    run_id = api.trigger(env.pipeline.dag_id, {})
+    run = api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    # Its table was not made beforehand: the plan task created it from the declaration, and said so.
+    assert env.query("SELECT DISTINCT change, changed_by FROM microingest.schema_changes WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [("created", f"DAG {env.pipeline.dag_id} run {run_id}")]
     assert sorted((p, o) for p, o, _ in env.landed_once()) == sorted(positions) and env.dead_letters() == []
     assert env.query(sql.SQL("SELECT event_type, count(*), sum(amount) FROM {} GROUP BY 1 ORDER BY 1")
                      .format(env.table)) == [("view", 500, 1500.0), (None, 500, 1000.0)]
