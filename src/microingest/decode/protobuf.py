@@ -1,27 +1,27 @@
 """Protobuf values in the Confluent wire format -> the declared fields of the writer's message.
 
 After the frame's schema id come the message's indexes (which message of the schema's file, nested how deep), then
-the message. The writer schema is the file descriptor the registry holds (registered as a serialized
-FileDescriptorProto, or as .proto text the registry serializes on request), built into a descriptor pool of its own
-per schema id, so any number of versions of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the writer's
-version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default (0, "");
-enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
+the message. The writer schema is the file the registry holds (a serialized FileDescriptorProto, or .proto text that
+`proto_files` compiles) with its imports, built into a descriptor pool of its own per schema id, so any number of
+versions of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the
+writer's version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default
+(0, ""); enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import timezone
 from typing import Any, Sequence
 
-from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.protobuf import descriptor_pb2
 
 from microingest.decode.codec import DecodeError
-from microingest.decode.registered import UNDECODABLE, framed, registered
-from microingest.systems.schema_registry import UnreadableSchemaError
+from microingest.decode.proto_files import file_descriptors, from_base64
+from microingest.decode.registered import UNDECODABLE, framed
+from microingest.systems.schema_registry import UnreadableSchemaError, referenced_schema
 
 _CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
+_FILES: dict[tuple[str, int], Any] = {}
 _WRAPPERS = {f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool",
                                                    "String", "Bytes")}
 
@@ -100,8 +100,7 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
     if key not in _CLASSES:
         from google.protobuf import message_factory
 
-        proto = _descriptor(registry, schema_id, schema)
-        file = _file_descriptor(proto, schema_id)
+        file, proto = _file(registry, schema_id, schema)
         try:
             if min(path) < 0:
                 raise IndexError(path)
@@ -115,39 +114,46 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
     return _CLASSES[key]
 
 
-def _descriptor(registry: dict[str, str], schema_id: int, schema):
-    """The writer's FileDescriptorProto. Python's serializers register it serialized (base64); others register .proto
-    text, which the registry turns into a descriptor when asked for the "serialized" format."""
-    proto = _from_base64(schema.schema_str)
-    if proto is None:
-        proto = _from_base64(registered(registry, schema_id, "serialized").schema_str)
-    if proto is None:
-        raise UnreadableSchemaError(f"writer schema id {schema_id} is .proto text and the registry gives no serialized "
-                                    "descriptor of it (its format=serialized answer is not base64)")
-    proto.name = proto.name or f"schema_{schema_id}.proto"
-    return proto
+def writer_file(registry: dict[str, str], schema_id: int, schema):
+    """The FileDescriptorProto of a registered Protobuf schema, its imports resolved."""
+    return _file(registry, schema_id, schema)[1]
 
 
-def _from_base64(text: str):
-    from google.protobuf import descriptor_pb2
+def _file(registry: dict[str, str], schema_id: int, schema):
+    """The writer's file descriptor and its proto (which keeps the messages' order), in a pool of its own beside the
+    files producers import without registering them and the schema's references."""
+    key = (registry["url"], schema_id)
+    if key not in _FILES:
+        from confluent_kafka.schema_registry.common.protobuf import _init_pool
+        from google.protobuf import descriptor_pool
 
-    try:
-        return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
-    except (binascii.Error, ValueError, ProtobufDecodeError):
-        return None
+        main = (from_base64(schema.schema_str) or descriptor_pb2.FileDescriptorProto()).name or \
+            f"schema_{schema_id}.proto"
+        what = f"writer schema id {schema_id}"
+        pool = descriptor_pool.DescriptorPool()
+        _init_pool(pool)
+        files = file_descriptors({main: schema.schema_str, **_references(registry, schema)}, what)
+        for proto in files:
+            try:
+                pool.FindFileByName(proto.name)
+                continue  # one of the files the pool starts with
+            except KeyError:
+                pass
+            try:
+                pool.AddSerializedFile(proto.SerializeToString())
+            except Exception as exc:  # an import none of those provide: not the record's fault
+                raise UnreadableSchemaError(f"{what} cannot be built into a descriptor ({proto.name}): "
+                                            f"{type(exc).__name__}: {exc}") from None
+        _FILES[key] = pool.FindFileByName(main), next(f for f in files if f.name == main)
+    return _FILES[key]
 
 
-def _file_descriptor(proto, schema_id: int):
-    """The file in a pool of its own, beside the files producers import without registering them (the well-known
-    types, google/type, Confluent's own: the set confluent-kafka's serializers leave out of references)."""
-    from confluent_kafka.schema_registry.common.protobuf import _init_pool
-    from google.protobuf import descriptor_pool
-
-    pool = descriptor_pool.DescriptorPool()
-    _init_pool(pool)
-    try:
-        pool.AddSerializedFile(proto.SerializeToString())
-    except Exception as exc:  # an import that is none of those: not the record's fault
-        raise UnreadableSchemaError(f"writer schema id {schema_id} cannot be built into a descriptor: "
-                                    f"{type(exc).__name__}: {exc}") from None
-    return pool.FindFileByName(proto.name)
+def _references(registry: dict[str, str], schema, found: dict[str, str] | None = None) -> dict[str, str]:
+    """Import name -> registered schema, of every schema `schema` refers to, however deep."""
+    found = {} if found is None else found
+    for reference in schema.references or ():
+        if reference.name not in found:
+            referenced = referenced_schema(registry, reference.subject, reference.version)
+            found[reference.name] = referenced.schema_str
+            _references(registry, referenced, found)
+    return found

@@ -18,10 +18,10 @@ def framed(value: bytes, registry: dict[str, str], schema_type: str,
     `schema_type`."""
     schema_id, payload = split_frame(value, part)
     schema = registered(registry, schema_id)
-    if schema.references:
+    if schema.references and schema_type != "PROTOBUF":  # protobuf resolves its imports
         raise UnreadableSchemaError(
             f"writer schema id {schema_id} refers to other registered schemas "
-            f"({', '.join(r.name for r in schema.references)}), which microingest does not resolve yet")
+            f"({', '.join(r.name for r in schema.references)}), which microingest resolves for Protobuf only")
     found = schema.schema_type or "AVRO"  # the registry's API leaves the type out for Avro
     if found != schema_type:
         raise DecodeError(UNKNOWN_SCHEMA, f"schema id {schema_id} is a {found} schema, not {schema_type}")

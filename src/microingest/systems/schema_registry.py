@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from microingest.errors import Refused, Transient
 
 SCHEMA_NOT_FOUND = 40403  # the registry API's error code for an id it does not hold
+SUBJECT_OR_VERSION_NOT_FOUND = (40401, 40402)
 _CLIENTS: dict[tuple, Any] = {}
 _SCHEMAS: dict[tuple, Any] = {}
 
@@ -45,7 +46,8 @@ def _client(config: dict[str, str]):
     key = tuple(sorted(config.items()))  # two credentials for one URL are two clients
     if key not in _CLIENTS:
         # Few retries: a lookup happens inside a staging transaction, which holds its lock while it waits.
-        _CLIENTS[key] = SchemaRegistryClient({**config, "timeout": 10, "max.retries": 1})
+        # A subject's latest version is kept by whoever asks for it (registry_schema), for as long as it decides.
+        _CLIENTS[key] = SchemaRegistryClient({**config, "timeout": 10, "max.retries": 1, "cache.latest.ttl.sec": 1})
     return _CLIENTS[key]
 
 
@@ -54,19 +56,54 @@ def writer_schema(config: dict[str, str], schema_id: int, fmt: str | None = None
     registry's format `fmt` (Protobuf: "serialized", a descriptor rather than .proto text)."""
     key = (config["url"], config.get("basic.auth.user.info"), schema_id, fmt)  # looked up for every record: no sort
     if key not in _SCHEMAS:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        where = shown_url(config["url"])
-        try:
-            _SCHEMAS[key] = _client(config).get_schema(schema_id, fmt=fmt)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == 404 and exc.error_code == SCHEMA_NOT_FOUND:
-                raise UnknownSchemaError(f"schema id {schema_id} is not in the registry") from None
-            raise SchemaRegistryUnavailableError(
-                f"schema registry at {where} answered {exc.http_status_code} (error code {exc.error_code}) for "
-                f"schema id {schema_id}: {exc.error_message}") from None
-        except Exception as exc:  # refused, timed out, unknown host: the registry is away, not the record wrong
-            detail = str(exc).replace(config["url"], where)
-            raise SchemaRegistryUnavailableError(
-                f"schema registry at {where} is unreachable: {type(exc).__name__}: {detail}") from None
+        found = _asked(config, f"schema id {schema_id}", lambda c: c.get_schema(schema_id, fmt=fmt),
+                       (SCHEMA_NOT_FOUND,))
+        if found is None:
+            raise UnknownSchemaError(f"schema id {schema_id} is not in the registry")
+        _SCHEMAS[key] = found
     return _SCHEMAS[key]
+
+
+def subject_version(config: dict[str, str], subject: str, version: int | str):
+    """The RegisteredSchema (schema_id, schema, subject, version) of a subject's version, or of its latest; asked
+    every time (the caller keeps what it derives from it)."""
+    what = f"subject {subject} version {version}"
+    if version == "latest":
+        found = _asked(config, what, lambda c: c.get_latest_version(subject), SUBJECT_OR_VERSION_NOT_FOUND)
+    else:
+        found = _asked(config, what, lambda c: c.get_version(subject, version), SUBJECT_OR_VERSION_NOT_FOUND)
+    if found is None:
+        raise UnreadableSchemaError(f"the registry does not hold {what}")
+    return found
+
+
+def referenced_schema(config: dict[str, str], subject: str, version: int):
+    """The Schema a writer schema refers to by subject and version. One the registry does not hold makes the
+    referring schema unreadable: the record is not at fault."""
+    key = (config["url"], config.get("basic.auth.user.info"), subject, version)
+    if key not in _SCHEMAS:
+        try:
+            _SCHEMAS[key] = subject_version(config, subject, version).schema
+        except UnreadableSchemaError as exc:
+            raise UnreadableSchemaError(f"{exc}, which a writer schema refers to") from None
+    return _SCHEMAS[key]
+
+
+def _asked(config: dict[str, str], what: str, call, not_found: tuple[int, ...]):
+    """The registry's answer to `call(client)`: None on 404 with one of the `not_found` error codes, any other
+    failure transient."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    where = shown_url(config["url"])
+    try:
+        return call(_client(config))
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404 and exc.error_code in not_found:
+            return None
+        raise SchemaRegistryUnavailableError(
+            f"schema registry at {where} answered {exc.http_status_code} (error code {exc.error_code}) for "
+            f"{what}: {exc.error_message}") from None
+    except Exception as exc:  # refused, timed out, unknown host: the registry is away, not the record wrong
+        detail = str(exc).replace(config["url"], where)
+        raise SchemaRegistryUnavailableError(
+            f"schema registry at {where} is unreachable: {type(exc).__name__}: {detail}") from None
