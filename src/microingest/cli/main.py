@@ -6,6 +6,7 @@
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
                                   move a stuck partition's live position, keeping the skipped records as dead letters
+  microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
   microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
                                   declared pipeline's target table (audited in microingest.schema_changes)
   microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
@@ -144,6 +145,21 @@ def cmd_migrate(args) -> int:
     return 2 if failed else 0
 
 
+def cmd_schema(args) -> None:
+    from microingest.declare.registry_schema import derive
+
+    pipeline = get_pipeline(args.pipeline)
+    subject = args.subject or f"{pipeline.topic}-value"
+    version = "latest" if args.version == "latest" else int(args.version)
+    derived, origin = derive(pipeline.schema_registry_conn_id, subject, version)
+    print(f"# the fields of {origin}, as a declaration writes them")
+    print("schema:")
+    for name, spec in derived.fields.items():
+        print(f"  {name}: " + ("{type: %s, required: true}" % spec["type"] if spec["required"] else spec["type"]))
+    for name, why in derived.left_out.items():
+        print(f"# left out: {name}: {why}")
+
+
 def cmd_spark_connect_server(args) -> None:
     import os
 
@@ -165,6 +181,14 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--json", action="store_true", help="machine-readable output")
     lag.set_defaults(func=cmd_lag)
     sub.add_parser("migrate").set_defaults(func=cmd_migrate)
+    schema = sub.add_parser("schema", help="print the schema fields a registered writer schema gives",
+                            description="Print, as YAML to paste into PIPELINE's declaration, the schema fields its "
+                            "writer schema in the schema registry gives (what `schema: {from_registry: ...}` would "
+                            "derive), and the fields left out with why.")
+    schema.add_argument("pipeline")
+    schema.add_argument("--subject", help="the registry subject (default: <topic>-value, the serializers' default)")
+    schema.add_argument("--version", default="latest", help="a version number or latest (the default)")
+    schema.set_defaults(func=cmd_schema)
     skipping = sub.add_parser("skip", help="move a stuck partition's live position forward",
                               description="Move PIPELINE's live position on one partition to --until, in one "
                               "transaction under the pipeline lock, when a batch is refused for a reason no retry "

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from microingest import settings
-from microingest.declare import validate
+from microingest.declare import registry_schema, validate
 from microingest.declare.pipeline import DeclarationError, Pipeline
 
 
@@ -18,7 +18,10 @@ def load_pipeline_file(path: Path) -> Pipeline:
     """The pipeline a file declares; whatever goes wrong reading or validating it is a DeclarationError naming the
     file, so that callers serving many pipelines can set this one aside."""
     try:
-        pipeline = validate.parse_pipeline(_read_yaml(path), str(path))
+        raw = _read_yaml(path)
+        if registry_schema.from_registry(raw) is not None:
+            raw = registry_schema.resolved(raw, str(path))
+        pipeline = validate.parse_pipeline(raw, str(path))
     except DeclarationError:
         raise
     except Exception as exc:  # a gap in the validation above must still fail this file alone
