@@ -87,8 +87,15 @@ def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
 
 
 def reads_local_registry(pipelines_dir: Path) -> list[str]:
-    """Pipelines declared in the folder whose values name their schema in the schema registry of this platform."""
-    return [p.name for p in _declared(pipelines_dir) if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN]
+    """Pipelines declared in the folder whose values name their schema in the schema registry of this platform, and
+    those that take their fields from it (which cannot be loaded before it runs)."""
+    from microingest.declare.files import load_declarations
+
+    if not pipelines_dir.is_dir():
+        return []
+    pipelines, errors = load_declarations(pipelines_dir)
+    return [p.name for p in pipelines if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN] + \
+        [Path(e.source).stem for e in errors if e.field.startswith("schema.from_registry")]
 
 
 def prepare_target_tables(pipelines_dir: Path) -> None:
@@ -131,7 +138,6 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
-    prepare_target_tables(pipelines_dir)
     selecting = selects_local_spark_connect(pipelines_dir) if own_spark_connect else []
     if (with_spark_connect or selecting) and own_spark_connect:
         if selecting:
@@ -142,6 +148,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
         say(f"pipeline(s) {', '.join(reading)} read values framed with schemas of the local schema registry")
     if (with_schema_registry or reading) and own_registry:
         schema_registry.start()
+    prepare_target_tables(pipelines_dir)  # after the registry: a declaration may take its fields from it
     postgres.ensure_database({**pg, "dbname": "postgres"}, "airflow")
     say("airflow db migrate (first run takes a minute)")
     subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
