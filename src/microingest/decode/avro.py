@@ -11,11 +11,13 @@ import json
 import uuid
 from typing import Any
 
+from microingest.decode.avro_bounds import unbounded_array
 from microingest.decode.codec import DecodeError
 from microingest.decode.registered import UNDECODABLE, framed
 from microingest.systems.schema_registry import UnreadableSchemaError
 
-_PARSED: dict[tuple[str, int], Any] = {}  # fastavro's parsed writer schemas, kept as the registry's are
+# fastavro's parsed writer schemas, kept as the registry's are, with the path of an array it must not read
+_PARSED: dict[tuple[str, int], tuple[Any, str | None]] = {}
 
 
 def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
@@ -35,13 +37,19 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
     key = (registry["url"], schema_id)
     if key not in _PARSED:
         try:
-            _PARSED[key] = fastavro.parse_schema(json.loads(schema.schema_str))
+            writer = json.loads(schema.schema_str)
+            _PARSED[key] = fastavro.parse_schema(writer), unbounded_array(writer)
         except Exception as exc:  # the registry's schema, not the record: no dead letter
             raise UnreadableSchemaError(f"writer schema id {schema_id} is no Avro schema fastavro reads: "
                                         f"{type(exc).__name__}: {exc}") from None
+    parsed, unbounded = _PARSED[key]
+    if unbounded is not None:  # the records are kept whole as dead letters; the pipeline goes on
+        raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} has an array of items that take no bytes "
+                                       f"(at {unbounded or 'the top'}), whose count no value's length bounds: "
+                                       "microingest does not decode it")
     stream = io.BytesIO(payload)
     try:
-        record = fastavro.schemaless_reader(stream, _PARSED[key], None)
+        record = fastavro.schemaless_reader(stream, parsed, None)
     except Exception as exc:  # truncated or corrupt: the same bytes fail the same way on every retry
         raise DecodeError(UNDECODABLE, f"{part} does not decode as Avro with writer schema id {schema_id}: "
                                        f"{type(exc).__name__}: {exc}") from None

@@ -65,17 +65,24 @@ def test_two_schema_versions_land_in_the_same_columns_once_each(avro_env, regist
 
 def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_reason(avro_env, registry):
     env = avro_env
-    env.redeclare(dead_letter={"max_fraction": None})  # five of the six are bad on purpose
+    env.redeclare(dead_letter={"max_fraction": None})  # six of the seven are bad on purpose
     [good] = serialize(registry, env.pipeline.topic, V1, [{"event_id": "ok", "amount": 1.0, "event_time": AT}])
     unknown_id = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[5:]
+    # an array of nulls whose block count asks for 2^62 of them, in eight bytes
+    hostile_schema = {**V1, "fields": V1["fields"] + [{"name": "noise", "type": {"type": "array", "items": "null"}}]}
+    [framed] = serialize(registry, env.pipeline.topic, hostile_schema,
+                         [{"event_id": "h", "amount": 1.0, "event_time": AT, "noise": []}])
+    endless = framed[:-1] + bytes([0x80] * 9 + [0x01]) + b"\x00"  # the empty array's 0, now the zigzag varint of 2^62
     env.send([(b"good", good), (b"json", b'{"event_id": "e"}'), (b"unknown", unknown_id),
-              (b"truncated", good[:-3]), (b"trailing", good + b"\x00\x00"), (b"short", b"\x00\x00")])
+              (b"truncated", good[:-3]), (b"trailing", good + b"\x00\x00"), (b"short", b"\x00\x00"),
+              (b"endless", endless)])
     env.ingest_all()
     assert [event_id for _, _, event_id in env.target_rows()] == ["ok"]
     dead = {bytes(key).decode(): (error_class, message) for _, _, error_class, message, key, _, _ in env.dead_letters()}
     assert {k: v[0] for k, v in dead.items()} == {"json": "not_framed", "unknown": "unknown_schema",
                                                  "truncated": "undecodable", "trailing": "undecodable",
-                                                 "short": "not_framed"}
+                                                 "short": "not_framed", "endless": "undecodable"}
+    assert "has an array of items that take no bytes (at .noise)" in dead["endless"][1]
     assert f"schema id {2**31 - 7} is not in the registry" in dead["unknown"][1]
     assert "begins with 7b 22 65 76 65" in dead["json"][1]
 
