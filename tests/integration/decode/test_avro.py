@@ -69,7 +69,8 @@ def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_
     [good] = serialize(registry, env.pipeline.topic, V1, [{"event_id": "ok", "amount": 1.0, "event_time": AT}])
     unknown_id = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[5:]
     # an array of nulls whose block count asks for 2^62 of them, in eight bytes
-    hostile_schema = {**V1, "fields": V1["fields"] + [{"name": "noise", "type": {"type": "array", "items": "null"}}]}
+    noise = {"name": "noise", "type": {"type": "array", "items": "null"}, "default": []}  # a default: BACKWARD
+    hostile_schema = {**V1, "fields": V1["fields"] + [noise]}
     [framed] = serialize(registry, env.pipeline.topic, hostile_schema,
                          [{"event_id": "h", "amount": 1.0, "event_time": AT, "noise": []}])
     endless = framed[:-1] + bytes([0x80] * 9 + [0x01]) + b"\x00"  # the empty array's 0, now the zigzag varint of 2^62
