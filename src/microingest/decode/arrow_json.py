@@ -29,40 +29,26 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from microingest.declare.pipeline import Field, Pipeline
-from microingest.decode import storable
+from microingest.decode.batch_columns import READ_TYPES, checked, staged_keys, utf8
 
 # Shorter values cannot hold a 4,301-digit integer (Python's int limit); values with fewer brackets cannot nest near
 # 1,000 deep (its recursion limit, less the frames already on the stack).
 MAX_VALUE_BYTES = 4000
 MAX_BRACKETS = 500
-MAX_TIMESTAMP_MS = 4 * 10**12
 _BOM = b"\xef\xbb\xbf"
-ARROW_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
-               "timestamp": pa.timestamp("us", tz="UTC")}
-_READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # epoch milliseconds, converted below
-
-
-def decodable(pipeline: Pipeline) -> bool:
-    """Whether this decoder can take any batch of the pipeline at all."""
-    return pipeline.transform is None and pipeline.value_format == "json" and pipeline.key_format == "string"
 
 
 def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline) -> list[pa.Array] | None:
     """(record_key, is_tombstone, value columns...) of the staged rows, as RecordProcessor would give them for each
     record, or None when this batch must go through RecordProcessor."""
-    if not decodable(pipeline) or len(values) == 0 or values.null_count:
-        return None
-    record_keys = _utf8(keys)
-    if record_keys is None or (pipeline.sink_mode == "upsert_latest" and record_keys.null_count):
-        return None
-    if pc.any(pc.match_substring(record_keys, "\x00")).as_py() or \
-            pc.any(pc.starts_with(record_keys, storable.KEY_HEX_PREFIX)).as_py():
+    record_keys = staged_keys(keys, values, pipeline, "json")
+    if record_keys is None:
         return None
     if pc.max(pc.binary_length(values)).as_py() > min(pipeline.max_value_bytes, MAX_VALUE_BYTES):
         return None
     if any(pc.any(pc.match_substring(values, marker)).as_py() for marker in (b"\n", b"\r", _BOM)):
         return None
-    if _utf8(values) is None:
+    if utf8(values) is None:
         return None
     brackets = pc.add(pc.count_substring(values, b"["), pc.count_substring(values, b"{"))
     if pc.max(brackets).as_py() >= MAX_BRACKETS:
@@ -72,23 +58,16 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline) -> list[
         return None
     typed = []
     for field, column in zip(pipeline.schema, columns):
-        column = _checked(field, column)
+        column = checked(field, column)
         if column is None:
             return None
         typed.append(column)
     return [record_keys, pc.is_null(values)] + typed
 
 
-def _utf8(array: pa.Array) -> pa.Array | None:
-    try:
-        return pc.cast(array, pa.string())
-    except pa.ArrowInvalid:
-        return None
-
-
 def _read(values: pa.Array, schema: Sequence[Field]) -> list[pa.Array] | None:
     lines = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), b"\n")
-    arrow_schema = pa.schema([(f.name, _READ_TYPES[f.type]) for f in schema])
+    arrow_schema = pa.schema([(f.name, READ_TYPES[f.type]) for f in schema])
     try:
         table = pa_json.read_json(pa.BufferReader(lines[0].as_buffer()), read_options=pa_json.ReadOptions(use_threads=False),
                                   parse_options=pa_json.ParseOptions(explicit_schema=arrow_schema,
@@ -100,20 +79,3 @@ def _read(values: pa.Array, schema: Sequence[Field]) -> list[pa.Array] | None:
     if table.num_rows != len(values) or not pc.all(pc.match_substring(values, b"{")).as_py():
         return None
     return [table.column(f.name).combine_chunks() for f in schema]
-
-
-def _checked(field: Field, column: pa.Array) -> pa.Array | None:
-    """The column as the reference would type it, or None when some value needs the reference's verdict."""
-    if field.required and column.null_count:
-        return None
-    if field.type == "string" and pc.any(pc.match_substring(column, "\x00")).as_py():
-        return None
-    if field.type == "double" and not pc.all(pc.or_kleene(pc.is_finite(column), pc.is_null(column))).as_py():
-        return None
-    if field.type == "timestamp":
-        bounds = pc.min_max(column)
-        if column.null_count < len(column) and not -MAX_TIMESTAMP_MS < bounds["min"].as_py() <= \
-                bounds["max"].as_py() < MAX_TIMESTAMP_MS:
-            return None
-        return pc.multiply(column, 1000).cast(ARROW_TYPES["timestamp"])
-    return column

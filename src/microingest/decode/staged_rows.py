@@ -1,7 +1,7 @@
 """One Arrow batch of Kafka records → its staged rows (an Arrow table in the staging table's column order, sent to
 Postgres as CSV) and its dead letters (COPY text lines).
 
-The batch is decoded whole by `arrow_json` when it can be, else record by record by `records.RecordProcessor`,
+The batch is decoded whole by `arrow_json` (JSON) or `avro_batch` (Avro) when it can be, else record by record by `records.RecordProcessor`,
 which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's CSV writer: strings
 always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
 """
@@ -18,7 +18,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from microingest.decode import arrow_json, storable
+from microingest.decode import arrow_json, avro_batch, storable
+from microingest.decode.batch_columns import ARROW_TYPES
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import BadRecord, RecordProcessor
 
@@ -36,7 +37,7 @@ class StagedBatch:
 
 def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str) -> StagedBatch:
     """The staged rows and dead letters of one Arrow batch with KAFKA_COLUMNS."""
-    decoded = arrow_json.decode_values(batch.column("key"), batch.column("value"), processor.pipeline)
+    decoded = whole_batch(batch, processor)
     if decoded is not None:
         return StagedBatch(_rows(batch, batch_id, decoded), [])
     kept, staged, dead = [], [], []
@@ -49,10 +50,18 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
                                        exc.error_class, storable.message(str(exc)))))
             continue
         kept.append(i)
-    types = [pa.string(), pa.bool_()] + [arrow_json.ARROW_TYPES[f.type] for f in processor.pipeline.schema]
+    types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in processor.pipeline.schema]
     columns = list(zip(*staged)) or [()] * len(types)
     decoded = [pa.array(values, type) for values, type in zip(columns, types)]
     return StagedBatch(_rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded), dead)
+
+
+def whole_batch(batch: pa.RecordBatch, processor: RecordProcessor) -> list[pa.Array] | None:
+    """The batch's staged columns decoded at once, when its format's whole-batch decoder takes it."""
+    keys, values, pipeline = batch.column("key"), batch.column("value"), processor.pipeline
+    if pipeline.value_format == "avro":
+        return avro_batch.decode_values(keys, values, pipeline, processor.registry)
+    return arrow_json.decode_values(keys, values, pipeline)
 
 
 def csv_bytes(rows: pa.Table) -> bytes:

@@ -2,7 +2,6 @@
 record's staged values are exactly the reference's; and it does take ordinary batches."""
 
 import json
-import math
 import random
 
 import pyarrow as pa
@@ -10,7 +9,8 @@ import pytest
 
 from microingest.declare.validate import parse_pipeline
 from microingest.decode.arrow_json import decode_values
-from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.records import RecordProcessor
+from reference_check import rows_as_reference
 
 SCHEMA = {"id": {"type": "string", "required": True}, "n": "integer", "amount": "double", "ok": "boolean",
           "at": "timestamp", "note": "string"}
@@ -20,28 +20,11 @@ def pipeline(**changes):
     return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, float) and isinstance(b, float) and math.copysign(1, a) == math.copysign(1, b) and a == b
-    return type(a) is type(b) and a == b
-
-
 def decoded_or_none(p, records):
-    """decode_values on these (key, value) records; when it takes them, asserts the reference agrees record by
-    record, value by value (type and sign of zero included)."""
+    """decode_values on these (key, value) records: their rows, checked against the reference, or None."""
     got = decode_values(pa.array([k for k, _ in records], pa.binary()), pa.array([v for _, v in records], pa.binary()),
                         p)
-    if got is None:
-        return None
-    rows = list(zip(*(column.to_pylist() for column in got)))
-    reference = RecordProcessor(p)
-    for (key, value), row in zip(records, rows, strict=True):
-        try:
-            expected = reference.process(key, value)
-        except BadRecord as exc:
-            pytest.fail(f"the batch decoder took {value!r}, which the reference refuses: {exc}")
-        assert all(_same(a, b) for a, b in zip(row, expected, strict=True)), (value, row, expected)
-    return rows
+    return rows_as_reference(got, records, RecordProcessor(p))
 
 
 ODD_FIELD_VALUES = [

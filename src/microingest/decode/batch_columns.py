@@ -1,0 +1,65 @@
+"""The rules both whole-batch decoders (`arrow_json`, `avro_batch`) share: which record keys stage as they are, and
+whether a decoded column holds only values the reference (`records.RecordProcessor`) would stage unchanged.
+
+Each answers None when some record needs the reference's verdict; the caller then hands the whole batch to it.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from microingest.declare.pipeline import Field, Pipeline
+from microingest.decode import storable
+
+ARROW_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
+               "timestamp": pa.timestamp("us", tz="UTC")}
+READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # a number of ms (or µs), converted by `checked`
+# Within ±4e12 epoch ms (the years 1843 to 2096) Python's `fromtimestamp(ms / 1000)`, which the reference uses for
+# plain numbers, lands on the exact microsecond.
+MAX_TIMESTAMP_MS = 4 * 10**12
+MICROS_PER_MS = 1000
+
+
+def staged_keys(keys: pa.Array, values: pa.Array, pipeline: Pipeline, value_format: str) -> pa.Array | None:
+    """The record keys as text, when a whole-batch decoder of `value_format` may take the batch at all: the
+    pipeline's values are in that format, with no transform (user Python code), and every value is present (no
+    tombstones); every key is valid UTF-8 without NUL and not beginning with a backslash and x (present, for
+    upsert_latest): staged as it is, not in `storable.key_text`'s escaped form."""
+    if pipeline.transform is not None or pipeline.value_format != value_format or pipeline.key_format != "string":
+        return None
+    if len(values) == 0 or values.null_count:
+        return None
+    record_keys = utf8(keys)
+    if record_keys is None or (pipeline.sink_mode == "upsert_latest" and record_keys.null_count):
+        return None
+    if pc.any(pc.match_substring(record_keys, "\x00")).as_py() or \
+            pc.any(pc.starts_with(record_keys, storable.KEY_HEX_PREFIX)).as_py():
+        return None
+    return record_keys
+
+
+def utf8(array: pa.Array) -> pa.Array | None:
+    try:
+        return pc.cast(array, pa.string())
+    except pa.ArrowInvalid:
+        return None
+
+
+def checked(field: Field, column: pa.Array, micros_per_unit: int = MICROS_PER_MS) -> pa.Array | None:
+    """The column (read as READ_TYPES, timestamps as numbers of `micros_per_unit` µs) as the reference would type
+    it, or None when some value needs the reference's verdict: a null in a required field, NUL in a string, a
+    double that is not finite, a timestamp beyond ±MAX_TIMESTAMP_MS."""
+    if field.required and column.null_count:
+        return None
+    if field.type == "string" and pc.any(pc.match_substring(column, "\x00")).as_py():
+        return None
+    if field.type == "double" and not pc.all(pc.or_kleene(pc.is_finite(column), pc.is_null(column))).as_py():
+        return None
+    if field.type == "timestamp":
+        limit = MAX_TIMESTAMP_MS * MICROS_PER_MS // micros_per_unit
+        bounds = pc.min_max(column)
+        if column.null_count < len(column) and not -limit < bounds["min"].as_py() <= bounds["max"].as_py() < limit:
+            return None
+        return pc.multiply(column, micros_per_unit).cast(ARROW_TYPES["timestamp"])
+    return column
