@@ -113,7 +113,7 @@ BENCH_RECORDS    ?= 1000000
 BENCH_PARTITIONS ?= 6
 
 bench: install
-	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES) --spark-connect
+	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) $(BIN)/python -m microingest.bench --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) $(BENCH_ARGS)
 
 test-unit: $(STAMP_PY)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from microingest import settings
+from microingest.bench.avro_dataset import avro_topic
 from microingest.bench.dataset import SCHEMA
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
@@ -59,6 +60,7 @@ class Contender:
     key = ""
     label = ""
     family = "alternative"  # or "microingest"
+    value_format = "json"  # the dataset it reads: JSON, or the same records as Avro (bench.avro_dataset)
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -102,7 +104,8 @@ class _Platform(Contender):
         path = folder / f"{self.pipeline_name}.yaml"
         path.write_text(json.dumps({
             "name": self.pipeline_name, "description": f"make bench {self.ctx.run_id}: {self.label}",
-            "topic": self.ctx.topic, "target_table": table_name(self.key), "schema": SCHEMA,
+            "topic": self.topic, "target_table": table_name(self.key), "schema": SCHEMA,
+            "value_format": self.value_format,
             "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": 1_000_000_000,
             "max_run_seconds": 7200, **({"spark_conn_id": self.spark_conn_id} if self.spark_conn_id else {})}))
         self.pipeline: Pipeline = load_pipeline_file(path)
@@ -112,6 +115,10 @@ class _Platform(Contender):
             except Exception as exc:
                 raise BenchError(f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
                                  f"not answer ({type(exc).__name__}); `make bench` starts it") from None
+
+    @property
+    def topic(self) -> str:
+        return avro_topic(self.ctx.topic) if self.value_format == "avro" else self.ctx.topic
 
     @property
     def pipeline_name(self) -> str:
@@ -204,6 +211,16 @@ class ThroughAirflowOnSparkConnect(ThroughAirflow):
     spark_conn_id = spark_connect.PLATFORM_CONN_ID
 
 
+class ThroughAirflowAvro(ThroughAirflow):
+    key, label = "airflow_avro", "microingest through Airflow, the same records as Avro"
+    value_format = "avro"
+
+
+class ThroughAirflowOnSparkConnectAvro(ThroughAirflowOnSparkConnect):
+    key, label = "airflow_connect_avro", "microingest through Airflow on the long-lived driver, as Avro"
+    value_format = "avro"
+
+
 class KafkaLoop(Contender):
     key, label = "kafka_loop", "hand-written kafka-python → COPY loop, offsets in the same transaction"
 
@@ -243,4 +260,4 @@ def bench_jars() -> list[str]:
 
 
 CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, ThroughAirflowOnSparkConnect, SparkConnectJob,
-                                  KafkaLoop, AvailableNow)}
+                                  KafkaLoop, AvailableNow, ThroughAirflowAvro, ThroughAirflowOnSparkConnectAvro)}

@@ -1,4 +1,5 @@
-"""The bench's data: deterministic JSON events of about 200 bytes, spread round-robin over a topic's partitions.
+"""The bench's data: deterministic JSON events of about 200 bytes (or the same as Avro: `avro_dataset`), spread
+round-robin over a topic's partitions.
 
 Every contender reads the same topic. Record i goes to partition i % P at offset i // P with Kafka timestamp
 base + i ms, so the decoded rows (what the COPY limit loads) follow from i alone, without reading Kafka back. The base
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any, Callable
 
@@ -48,14 +49,15 @@ class Dataset:
     records: int  # records 0..records-1, the large run's data
     ends: dict[int, int]  # each partition's end offset after the large run's data
     base_ts_ms: int  # record i's Kafka timestamp is base_ts_ms + i
+    value: Callable[[int], bytes] = field(default=value_bytes, compare=False)  # record i's value
 
     @property
     def record_bytes(self) -> float:
-        return sum(len(value_bytes(i)) for i in range(min(self.records, 1000))) / min(self.records, 1000)
+        return sum(len(self.value(i)) for i in range(min(self.records, 1000))) / min(self.records, 1000)
 
 
 def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms: int, start: int, count: int,
-                  say: Callable[[str], None] = lambda m: None) -> None:
+                  say: Callable[[str], None] = lambda m: None, value: Callable[[int], bytes] = value_bytes) -> None:
     """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas.
 
     Raises on the first record the broker refused: the bench must not go on with a dataset that has holes."""
@@ -65,7 +67,7 @@ def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms
     started, step = time.monotonic(), max(count // 10, 1)
     try:
         for i in range(start, start + count):
-            producer.send(topic, key=f"ev-{i:012d}".encode(), value=value_bytes(i), partition=i % partitions,
+            producer.send(topic, key=f"ev-{i:012d}".encode(), value=value(i), partition=i % partitions,
                           timestamp_ms=base_ts_ms + i).add_errback(refused.append)
             if (i - start + 1) % step == 0:
                 _raise_refused(refused, topic)
@@ -89,17 +91,17 @@ def first_timestamp_ms(now_ms: int, records: int) -> int:
 
 
 def create_dataset(kafka: dict[str, Any], topic: str, records: int, partitions: int,
-                   say: Callable[[str], None] = lambda m: None) -> Dataset:
+                   say: Callable[[str], None] = lambda m: None, value: Callable[[int], bytes] = value_bytes) -> Dataset:
     if not create_topic(kafka, topic, partitions):
         raise RuntimeError(f"topic {topic} exists already; the bench needs a fresh one")
     base_ts_ms = first_timestamp_ms(int(time.time() * 1000), records)
-    produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say)
+    produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say, value)
     _, ends = partition_bounds(kafka, topic)
     expected = {p: len(range(p, records, partitions)) for p in range(partitions)}
     if ends != expected:
         raise RuntimeError(f"topic {topic} holds end offsets {ends}, expected {expected}: was it written to by "
                            "something else?")
-    return Dataset(topic, partitions, records, ends, base_ts_ms)
+    return Dataset(topic, partitions, records, ends, base_ts_ms, value)
 
 
 def write_copy_rows(dataset: Dataset, out: IO[str]) -> None:

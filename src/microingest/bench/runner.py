@@ -15,12 +15,13 @@ import pyspark
 
 from microingest import settings
 from microingest.bench import limits
+from microingest.bench.avro_dataset import avro_topic, avro_values, register
 from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow
 from microingest.bench.dataset import create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
 from microingest.bench.phases import median_split
 from microingest.bench.targets import create_targets, landed
-from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
+from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
 
 
@@ -92,6 +93,12 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         c.prepare()  # declarations first: Airflow parses them while the data is produced
     say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions)")
     dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say)
+    datasets = {"json": dataset}
+    if any(c.value_format == "avro" for c in contenders):
+        topic = avro_topic(ctx.topic)
+        say(f"producing the same {opts.records:,} records as Avro into {topic}")
+        schema_id = register(schema_registry_config(get_connection("microingest_schema_registry")), topic)
+        datasets["avro"] = create_dataset(kafka, topic, opts.records, opts.partitions, say, avro_values(schema_id))
     for c in contenders:
         if isinstance(c, ThroughAirflow):
             say("waiting for Airflow to serve the bench pipeline's DAG")
@@ -123,7 +130,9 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     by_key = {m.key: m for m in results}
     for k in range(opts.small_batches):
         start = dataset.records + k * opts.small_records
-        produce_range(kafka, ctx.topic, opts.partitions, dataset.base_ts_ms, start, opts.small_records)
+        for produced in datasets.values():
+            produce_range(kafka, produced.topic, opts.partitions, produced.base_ts_ms, start, opts.small_records,
+                          value=produced.value)
         for c in contenders:
             run = c.run()
             m = by_key[c.key]
@@ -136,7 +145,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
                 f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})")
     return {"run_id": run_id, "started": started.isoformat(timespec="seconds"),
             "options": {**asdict(opts), "out": str(opts.out)}, "topic": ctx.topic,
-            "record_bytes": round(dataset.record_bytes, 1), "machine": {**machine(), "postgres": _pg_version(pg)},
+            "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()}, "machine": {**machine(), "postgres": _pg_version(pg)},
             "measurements": [m.to_dict() for m in results]}
 
 

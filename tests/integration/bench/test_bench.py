@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from microingest.bench.contenders import CONTENDERS
-from microingest.bench.dataset import first_timestamp_ms, produce_range
+from microingest.bench.dataset import VALUE_COLUMNS, first_timestamp_ms, produce_range
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
 from microingest.systems.kafka_access import create_topic, partition_bounds
 from microingest.systems.postgres import connection
@@ -58,6 +58,13 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
             cur.execute("SELECT records_read FROM microingest.batches WHERE pipeline = %s ORDER BY committed_at",
                         (f"bench_{report['run_id']}_{key}",))
             assert [b[0] for b in cur.fetchall()] == [250, 250, 100, SMALL]
+
+    with connection(pg) as conn, conn.cursor() as cur:  # the Avro dataset is the same records, landed the same
+        values = ", ".join(["source_partition", "source_offset", *VALUE_COLUMNS])
+        cur.execute(f"SELECT count(*) FROM ((SELECT {values} FROM bench.airflow EXCEPT SELECT {values} FROM "
+                    f"bench.airflow_avro) UNION ALL (SELECT {values} FROM bench.airflow_connect_avro EXCEPT "
+                    f"SELECT {values} FROM bench.airflow)) differ")
+        assert cur.fetchone()[0] == 0
 
     markdown = (out / "report.md").read_text()
     copy_rate = found[COPY_KEY]["rate"]

@@ -41,7 +41,7 @@ def _report(**rates) -> dict:
     ms = [{"key": k, "label": k, "family": "limit" if k in ("copy_limit", "spark_count") else "x", "rate": r,
            "records": 1000, "seconds": 1000 / r, "rows": 1000, "distinct": 1000, "expected": 1000, "exact": True,
            "peak_mib": {}, "small_median": None, "small_seconds": []} for k, r in rates.items()]
-    return {"run_id": "1", "started": "now", "topic": "t", "record_bytes": 200.0,
+    return {"run_id": "1", "started": "now", "topic": "t", "record_bytes": {"json": 200.0},
             "options": {"records": 1000, "partitions": 6, "batch_records": 100, "small_records": 100,
                         "small_batches": 0},
             "machine": {"cpus": 2, "memory_gib": 24, "postgres": "15", "pyspark": "4", "python": "3"},
@@ -57,6 +57,18 @@ def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
     assert verdicts["≥ 1.5× AvailableNow + foreachBatch, through Airflow on spark-submit"] == (
         "1.40×", "missed: 93% of the target")
     assert not any(goal.endswith("through Airflow on the long-lived driver") for goal in verdicts)  # not in this run
+
+
+def test_avro_is_judged_against_json_through_airflow_on_the_same_driver():
+    r = _report(copy_limit=400_000, airflow=10_000, airflow_avro=12_000, airflow_connect=20_000,
+                airflow_connect_avro=15_000)
+    r["measurements"][4]["phases"] = {"airflow": 1.0, "job_start": 1.0, "staging": 7.0, "commit": 1.0}
+    r["record_bytes"]["avro"] = 120.0
+    verdicts = {goal: (measured, verdict) for goal, measured, verdict in report.targets(r)}
+    assert verdicts["Avro ≥ the JSON figure, through Airflow on spark-submit"] == ("1.20×", "met")
+    assert verdicts["Avro ≥ the JSON figure, through Airflow on the long-lived driver"] == (
+        "0.75×", "missed: 75% of the target; its time: staging 70%, Airflow 10%, job start 10%, commits 10%")
+    assert "(and the same as Avro of 120 bytes, topic `t-avro`)" in report.markdown(r)
 
 
 def test_a_contender_that_landed_the_wrong_rows_is_marked_in_the_table():
