@@ -76,9 +76,10 @@ SERVED_DECLARATIONS = {
     "poison": {},
     "skip": {"dead_letter": {"max_records": 0}},
     "avro": {"value_format": "avro"},
+    "protobuf": {"value_format": "protobuf"},
 }
 # Served pipelines whose target the plan task creates from the declaration, as it would for a new user's.
-NO_TABLE_MADE = ("avro",)
+NO_TABLE_MADE = ("avro", "protobuf")
 
 
 @dataclass

@@ -117,3 +117,24 @@ def test_a_schema_registered_as_proto_text_with_a_reference_is_compiled_and_read
     rows = env.query(sql.SQL("SELECT event_id, amount, event_time FROM {} ORDER BY event_id").format(env.table))
     assert rows == sorted((f"t{i}", i * 0.5, AT) for i in range(20))
     assert len(env.landed_once()) == len(positions) and env.dead_letters() == []
+
+
+def test_a_run_through_airflow_lands_both_proto_versions_and_names_its_dead_letter(api, served, registry, tmp_path):
+    env = served["protobuf"]
+    topic, at = env.pipeline.topic, int(AT.timestamp())
+    old = serialized(tmp_path / "v1", V1, registry, topic,
+                     [{"event_id": f"p1-{i}", "amount": 1.5, "event_time": at} for i in range(300)])
+    new = serialized(tmp_path / "v2", V2, registry, topic,
+                     [{"event_id": f"p2-{i}", "amount": 0.5, "event_time": at, "event_type": 1, "session": i,
+                       "user_id": "u"} for i in range(300)])
+    positions = env.send([(None, v) for v in old + new] + [(b"json", b'{"event_id": 1}')])
+    run_id = api.trigger(env.pipeline.dag_id, {})
+    run = api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    assert env.query("SELECT DISTINCT change, changed_by FROM microingest.schema_changes WHERE pipeline = %s",
+                     (env.pipeline.name,)) == [("created", f"DAG {env.pipeline.dag_id} run {run_id}")]
+    assert sorted((p, o) for p, o, _ in env.landed_once()) == sorted(positions[:-1])
+    assert env.query(sql.SQL("SELECT event_type, count(*), sum(amount), count(user_id) FROM {} GROUP BY 1 ORDER BY 1")
+                     .format(env.table)) == [("PURCHASE", 300, 150.0, 300), (None, 300, 450.0, 0)]
+    assert [(bytes(key), error_class) for _, _, error_class, _, key, _, _ in env.dead_letters()] == [
+        (b"json", "not_framed")]
