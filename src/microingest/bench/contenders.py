@@ -223,17 +223,24 @@ class ThroughAirflowOnSparkConnectAvro(ThroughAirflowOnSparkConnect):
 
 class KafkaLoop(Contender):
     key, label = "kafka_loop", "hand-written kafka-python → COPY loop, offsets in the same transaction"
+    lean = False  # the loop tuned as a user would (bench.kafka_loop --lean)
 
     def run(self) -> Run:
         _, ends = partition_bounds(self.ctx.kafka, self.ctx.topic)
         started = time.time()
         out = run_logged([sys.executable, "-m", "microingest.bench.kafka_loop", "--topic", self.ctx.topic,
                            "--table", table_name(self.key), "--until", json.dumps(ends),
-                           "--batch-records", str(self.ctx.batch_records), "--name", self.markers[0]],
+                           "--batch-records", str(self.ctx.batch_records), "--name", self.markers[0]]
+                          + (["--lean"] if self.lean else []),
                           dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log")
         result = json.loads(out.strip().splitlines()[-1])
         return Run(result["done_at"] - started, result["records"],
                    own_peak_rss_mib={"python": result["peak_rss_mib"]})
+
+
+class KafkaLoopLean(KafkaLoop):
+    key, label = "kafka_loop_lean", "the same loop, lean: each second's timestamp text formatted once"
+    lean = True
 
 
 class AvailableNow(Contender):
@@ -260,4 +267,5 @@ def bench_jars() -> list[str]:
 
 
 CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, ThroughAirflowOnSparkConnect, SparkConnectJob,
-                                  KafkaLoop, AvailableNow, ThroughAirflowAvro, ThroughAirflowOnSparkConnectAvro)}
+                                  KafkaLoop, KafkaLoopLean, AvailableNow, ThroughAirflowAvro,
+                                  ThroughAirflowOnSparkConnectAvro)}

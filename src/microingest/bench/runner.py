@@ -20,6 +20,7 @@ from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, T
 from microingest.bench.dataset import create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
 from microingest.bench.phases import median_split
+from microingest.bench.postgres_cpu import PostgresCpu, postmaster
 from microingest.bench.targets import create_targets, landed
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
@@ -47,6 +48,7 @@ class Measurement:
     distinct: int = 0  # ... and its distinct source positions
     expected: int = 0  # what it should hold
     peak_mib: dict[str, float] = field(default_factory=dict)  # role -> peak PSS the sampler saw (bench.memory)
+    postgres_cpu_seconds: float | None = None  # the local cluster's CPU during the run (bench.postgres_cpu)
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)  # role -> what the contender measured itself
     small_seconds: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # the platform's contenders: the backlog run by phase ...
@@ -107,9 +109,10 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     results: list[Measurement] = []
     for key, measure in ((limits.COUNT_KEY, limits.spark_count), (limits.COPY_KEY, limits.copy_limit)):
         say(f"{limits.LABELS[key]} ...")
-        with PeakMemory((f"bench-{run_id}-{key}",)) as memory:
+        with PeakMemory((f"bench-{run_id}-{key}",)) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
             run = measure(ctx, dataset)
-        m = Measurement(key, limits.LABELS[key], "limit", run.records, run.seconds, peak_mib=memory.peaks.to_dict())
+        m = Measurement(key, limits.LABELS[key], "limit", run.records, run.seconds, peak_mib=memory.peaks.to_dict(),
+                        postgres_cpu_seconds=cpu.seconds)
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
             m.rows, m.distinct = landed(pg, key)
@@ -119,9 +122,10 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
 
     for c in contenders:
         say(f"{c.label}: {dataset.records:,} records ...")
-        with PeakMemory(c.markers) as memory:
+        with PeakMemory(c.markers) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
             run = c.run()
         m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
+        m.postgres_cpu_seconds = cpu.seconds
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
         say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "

@@ -42,11 +42,13 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         assert m["records"] == RECORDS and m["seconds"] > 0 and len(m["small_seconds"]) == 1, m
         assert abs(m["rate"] - m["records"] / m["seconds"]) < 0.1
         assert m["peak_mib"].get("postgres", 0) > 0, m  # sampled before each contender starts: always there
+        assert m["postgres_cpu_seconds"] >= 0, m  # read from the local cluster's accounting (CPU ticks: maybe 0)
     for key in ("airflow", "spark_job", "available_now"):
         # A Spark application's JVM lives for seconds (its own start alone), many of the sampler's intervals.
         assert found[key]["peak_mib"].get("spark_jvm", 0) > 0, found[key]
     # The loop's process can end between two samples on a fast machine (600 records): it measures its own peak.
-    assert found["kafka_loop"]["own_peak_rss_mib"]["python"] > 0, found["kafka_loop"]
+    for key in ("kafka_loop", "kafka_loop_lean"):
+        assert found[key]["own_peak_rss_mib"]["python"] > 0, found[key]
 
     for m in found.values():  # the platform's time, phase by phase, adds up to what was measured
         if m["family"] == "microingest":
@@ -75,7 +77,7 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         for role, mib in m["own_peak_rss_mib"].items():  # the contender's own figure, marked, over the sampler's
             assert f"| {mib:,.0f}† |" in row, (role, row)
     for how in ("spark-submit", "the long-lived driver"):
-        assert re.search(rf"\| end to end ≥ 0\.7× the COPY limit, through Airflow on {how} \| \d+\.\d\d× \| "
+        assert re.search(rf"\| end to end ≥ 0\.5× the COPY limit, through Airflow on {how} \| \d+\.\d\d× \| "
                          "(met|missed)", markdown)
     assert "## Where the platform's time goes" in markdown
     png = (out / "chart.png").read_bytes()
