@@ -1,8 +1,8 @@
 """One Arrow batch of Kafka records → its staged rows (an Arrow table in the staging table's column order, sent to
 Postgres as CSV) and its dead letters (COPY text lines).
 
-The batch is decoded whole by `arrow_json` (JSON) or `avro_batch` (Avro) when it can be, else record by record by `records.RecordProcessor`,
-which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's CSV writer: strings
+The batch is decoded whole by `arrow_json` (JSON) or `avro_batch` (Avro) when it can be, else record by record by
+`records.RecordProcessor`, which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's CSV writer: strings
 always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
 """
 
