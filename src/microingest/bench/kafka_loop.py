@@ -28,8 +28,6 @@ from kafka import KafkaConsumer, TopicPartition
 from microingest.bench.dataset import VALUE_COLUMNS
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
 
-OFFSETS_DDL = ("CREATE TABLE IF NOT EXISTS bench.kafka_loop_offsets (topic text, partition integer, next_offset "
-               "bigint NOT NULL, PRIMARY KEY (topic, partition))")
 
 
 def _text(v) -> str:
@@ -82,10 +80,12 @@ def lean_rows() -> Callable:
 
 def consume(kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int], batch_records: int,
             row: Callable = row) -> int:
+    offsets = f"{table}_offsets"  # each loop's own: two loops on one topic each read it all
     conn = psycopg2.connect(**pg)
     with conn, conn.cursor() as cur:
-        cur.execute(OFFSETS_DDL)
-        cur.execute("SELECT partition, next_offset FROM bench.kafka_loop_offsets WHERE topic = %s", (topic,))
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {offsets} (topic text, partition integer, next_offset bigint NOT NULL, "
+                    "PRIMARY KEY (topic, partition))")
+        cur.execute(f"SELECT partition, next_offset FROM {offsets} WHERE topic = %s", (topic,))
         stored = dict(cur.fetchall())
     consumer = KafkaConsumer(**kafka, enable_auto_commit=False, isolation_level="read_committed",
                              max_partition_fetch_bytes=4 * 2**20, fetch_max_bytes=32 * 2**20)
@@ -109,7 +109,7 @@ def consume(kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int]
         with conn, conn.cursor() as cur:
             cur.copy_expert(f"COPY {table} (source_topic, source_partition, source_offset, kafka_timestamp, batch_id, "
                             f"{', '.join(VALUE_COLUMNS)}) FROM STDIN", buffer)
-            cur.execute("INSERT INTO bench.kafka_loop_offsets SELECT %s, p, o FROM unnest(%s::int[], %s::bigint[]) "
+            cur.execute(f"INSERT INTO {offsets} SELECT %s, p, o FROM unnest(%s::int[], %s::bigint[]) "
                         "AS u(p, o) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
                         (topic, list(position), list(position.values())))
         total += count
