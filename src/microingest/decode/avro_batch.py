@@ -40,7 +40,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.decode.avro_bounds import unbounded_array
 from microingest.decode.batch_columns import MICROS_PER_MS, READ_TYPES, checked, staged_keys
 from microingest.decode.codec import DecodeError
-from microingest.decode.framing import HEADER_BYTES, MAGIC
+from microingest.decode.framing import split_frame
 from microingest.decode.registered import registered
 
 _TAKEN_AS_IS = {"string": ("string",), "integer": ("int", "long"), "double": ("float", "double"),
@@ -66,8 +66,7 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline,
     record_keys = staged_keys(keys, values, pipeline, "avro")
     if record_keys is None:
         return None
-    lengths = pc.min_max(pc.binary_length(values))
-    if lengths["min"].as_py() < HEADER_BYTES or lengths["max"].as_py() > pipeline.max_value_bytes:
+    if pc.max(pc.binary_length(values)).as_py() > pipeline.max_value_bytes:
         return None
     read = _read(values.to_pylist(), pipeline, registry)
     if read is None:
@@ -94,21 +93,21 @@ def _read(values: list[bytes], pipeline: Pipeline,
     readings: dict[int, _Reading | None] = {}
     records = []
     for value in values:
-        if value[0] != MAGIC:
+        try:
+            schema_id, payload = split_frame(value)
+        except DecodeError:  # not framed: a dead letter
             return None
-        schema_id = int.from_bytes(value[1:HEADER_BYTES], "big")
         if schema_id not in readings:
             readings[schema_id] = _reading(registry, schema_id, pipeline)
         reading = readings[schema_id]
         if reading is None:
             return None
-        stream = BytesIO(value)
-        stream.seek(HEADER_BYTES)
+        stream = BytesIO(payload)
         try:
             records.append(schemaless_reader(stream, reading.parsed, None))
         except Exception:  # truncated or corrupt: a dead letter, which is the reference's to name
             return None
-        if stream.tell() != len(value):
+        if stream.tell() != len(payload):
             return None
     units = {reading.units for reading in readings.values()}
     return (records, units.pop()) if len(units) == 1 else None
