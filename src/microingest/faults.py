@@ -1,8 +1,9 @@
 """Named fault points for fault-injection tests (the chaos suite). Unset, as in production, they do nothing.
 
-Points: after_open (batch registered), after_stage (all staged, before the commit), before_commit (inside the
-commit transaction, everything written but not committed), after_commit (a batch committed, before the next batch of
-the run or the job's outcome), executor_after_stage (on an executor, after its staging transaction committed).
+Points: after_open (a batch's target checked, before its read), after_decode (the batch decoded and held by the driver,
+before the commit), before_commit (inside the commit transaction, everything written but not committed), after_commit
+(a batch committed, before the next batch of the run or the job's outcome), executor_after_decode (on an executor, its
+Spark partition decoded, before its task ends).
 
 MICROINGEST_FAULT=<point>                the process reaching that point kills itself with SIGKILL: no cleanup, no
                                          exception handlers, like an OOM kill or a lost machine.
@@ -12,6 +13,9 @@ MICROINGEST_FAULT=<point>:executor      (on a Spark executor) kill -9 the execut
                                          worker: an executor lost, as when its machine dies.
 MICROINGEST_FAULT_ONCE=<file>            arm the fault only while <file> does not exist, and create it when firing,
                                          so a retried attempt runs clean.
+
+An executor point set in the job's own environment travels to the executors inside the function they run
+(`executor_faults`): a Spark Connect server's executors do not share the job's environment.
 """
 
 from __future__ import annotations
@@ -20,13 +24,25 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Mapping
 
-def crash_point(name: str) -> None:
-    spec = os.environ.get("MICROINGEST_FAULT", "")
+
+def executor_faults() -> dict[str, str]:
+    """The job's fault settings when they name an executor point (else none), to be pickled to the executors."""
+    if not os.environ.get("MICROINGEST_FAULT", "").startswith("executor_"):
+        return {}
+    return {k: os.environ[k] for k in ("MICROINGEST_FAULT", "MICROINGEST_FAULT_ONCE") if k in os.environ}
+
+
+def crash_point(name: str, carried: Mapping[str, str] | None = None) -> None:
+    """Fire the fault set for `name`, by the settings `carried` from the job when there are any, else this
+    process's environment."""
+    env = carried or os.environ
+    spec = env.get("MICROINGEST_FAULT", "")
     point, _, action = spec.partition(":")
     if point != name:
         return
-    once = os.environ.get("MICROINGEST_FAULT_ONCE")
+    once = env.get("MICROINGEST_FAULT_ONCE")
     if once:
         if Path(once).exists():
             return

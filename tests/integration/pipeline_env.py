@@ -20,7 +20,6 @@ from kafka import KafkaConsumer, TopicPartition
 from psycopg2 import sql
 
 from microingest.commit.history import RunInfo
-from microingest.commit.sinks import sink_for
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.identifiers import table_identifier
 from microingest.declare.pipeline import Pipeline
@@ -178,14 +177,6 @@ class Env:
     def batches(self) -> list[tuple]:
         return self.query("SELECT batch_id::text, kind, records_read, rows_written, dag_id, run_id FROM "
                           "microingest.batches WHERE pipeline = %s ORDER BY committed_at", (self.pipeline.name,))
-
-    def staged_rows(self) -> int:
-        return self.query(sql.SQL("SELECT count(*) FROM {}").format(
-            sink_for(self.pipeline).staging))[0][0]
-
-    def staging_batches(self) -> int:
-        return self.query("SELECT count(*) FROM microingest.staging_batches WHERE pipeline = %s",
-                          (self.pipeline.name,))[0][0]
 
     def spark_job(self, ranges: list[OffsetRange] | RunPlan, fault: str | None = None, wait: bool = True,
                   extra_conf: dict | None = None, master: str = "local[2]", run: RunInfo = RunInfo(),

@@ -11,11 +11,10 @@ from microingest.errors import MicroingestError, Refused, Transient
 # Errors that never leave a record's own handling: each becomes a dead letter with its reason.
 PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
 OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
-INTERNAL = {"CopyAborted"}  # ends a COPY from inside its read; the producer's own error is what is raised
 REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
-           "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "StagingMismatchError",
+           "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "ReadMismatchError",
            "DeadLetterLimitError", "TargetError", "TargetShapeError", "UsageError", "UnreadableSchemaError"}
-TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "StagingLostError", "CommitTimeoutError",
+TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "CommitTimeoutError",
              "BatchFailedError", "SchemaRegistryUnavailableError"}
 
 
@@ -34,7 +33,7 @@ def platform_exceptions() -> dict[str, type]:
 def test_every_error_of_the_platform_is_in_the_family_with_its_retry_decided_by_a_property():
     found = platform_exceptions()
     family = {n for n, cls in found.items() if issubclass(cls, MicroingestError)}
-    assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN | INTERNAL
+    assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN
     assert family - {"MicroingestError", "Refused", "Transient"} == REFUSED | TRANSIENT
     assert all(not found[n].retryable and issubclass(found[n], Refused) for n in REFUSED)
     assert all(found[n].retryable and issubclass(found[n], Transient) for n in TRANSIENT)

@@ -1,5 +1,5 @@
 """Where a run of the platform spent its time, measured in the same bench run: from the platform's batch history
-(each batch's start, end of staging and commit) and, through Airflow, the ingest task's start. It is what the report
+(each batch's start, end of decoding and commit) and, through Airflow, the ingest task's start. It is what the report
 shows beside a missed target: what bounds the figure."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from microingest.systems.postgres import connection
 # (key, name, what it holds), in the order time passes in a run
 PHASES = (("airflow", "Airflow", "trigger → ingest task start: scheduling and the plan task"),
           ("job_start", "job start", "→ first batch: the Spark application or client process, its session"),
-          ("staging", "staging", "Kafka read, decoding, COPY into staging, on the executors"),
-          ("commit", "commits", "fence, proof of staging, publish into the target: one transaction per batch"),
+          ("decode", "read and decode", "Kafka read and decoding on the executors, collected by the driver"),
+          ("commit", "commits", "fence, proof of the read, COPY into the target: one transaction per batch"),
           ("between", "between batches", "end of one batch's commit → start of the next"))
 NAMES = {key: name for key, name, _ in PHASES}
 
 
 def split(launched: float, batches: Sequence[tuple[float, float, float]], ingest_started: float | None = None
           ) -> dict[str, float]:
-    """A run's time in seconds by phase. `batches` are (started, staged, committed) epochs in the order they ran;
+    """A run's time in seconds by phase. `batches` are (started, decoded, committed) epochs in the order they ran;
     `ingest_started` is the epoch the ingest task started when the run went through Airflow. The phases add up to
     launch → last commit."""
     if not batches:
@@ -28,8 +28,8 @@ def split(launched: float, batches: Sequence[tuple[float, float, float]], ingest
     job_launched = launched if ingest_started is None else ingest_started
     phases = {"airflow": 0.0 if ingest_started is None else ingest_started - launched,
               "job_start": batches[0][0] - job_launched,
-              "staging": sum(staged - started for started, staged, _ in batches),
-              "commit": sum(committed - staged for _, staged, committed in batches),
+              "decode": sum(decoded - started for started, decoded, _ in batches),
+              "commit": sum(committed - decoded for _, decoded, committed in batches),
               "between": sum(nxt[0] - prev[2] for prev, nxt in zip(batches, batches[1:]))}
     if ingest_started is None:
         del phases["airflow"]
@@ -43,7 +43,7 @@ def median_split(splits: Sequence[dict[str, float]]) -> dict[str, float]:
 
 
 def batch_times(pg: dict[str, Any], pipeline: str, since: float) -> list[tuple[float, float, float]]:
-    """(started, staged, committed) epochs of the pipeline's batches committed after `since`, in order."""
+    """(started, decoded, committed) epochs of the pipeline's batches committed after `since`, in order."""
     with connection(pg) as conn, conn.cursor() as cur:
         cur.execute("SELECT extract(epoch FROM started_at), extract(epoch FROM coalesce(staged_at, committed_at)), "
                     "extract(epoch FROM committed_at) FROM microingest.batches WHERE pipeline = %s AND kind = 'ingest' "
@@ -52,7 +52,7 @@ def batch_times(pg: dict[str, Any], pipeline: str, since: float) -> list[tuple[f
 
 
 def bottleneck(phases: dict[str, float]) -> str:
-    """The phases as shares of the run, largest first: e.g. 'staging 71%, commits 19%, job start 6%, ...'."""
+    """The phases as shares of the run, largest first: e.g. 'read and decode 71%, commits 19%, job start 6%, ...'."""
     total = sum(phases.values())
     if total <= 0:
         return ""

@@ -93,7 +93,7 @@ def phase_table(report: dict) -> list[str]:
         return []
     small = report["options"]["small_records"]
     lines = ["", "## Where the platform's time goes", "",
-             "From the batch history (each batch's start, end of staging and commit) and, through Airflow, the "
+             "From the batch history (each batch's start, end of decoding and commit) and, through Airflow, the "
              "ingest task's start; the phases add up to the contender's time. "
              + " ".join(f"*{name}*: {what}." for _, name, what in PHASES), "",
              "| contender | run | " + " | ".join(name for _, name, _ in PHASES) + " | total |",

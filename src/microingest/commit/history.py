@@ -41,7 +41,7 @@ class BatchRecord:
     rows_written: int
     dead_letters: int
     started_at: datetime
-    staged_at: datetime | None = None
+    staged_at: datetime | None = None  # when the driver held the whole batch decoded (named before it was)
     run_batch: int | None = None  # 1, 2, ... within its DAG run
     note: str | None = None  # who made an operator's batch (a skip) and why
 

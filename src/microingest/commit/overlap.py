@@ -23,8 +23,7 @@ from typing import Sequence
 from psycopg2 import sql
 
 from microingest.commit.ledger import LedgerError
-from microingest.commit.sinks import Sink
-from microingest.commit.staging import STAGED_DEAD, StagedCounts, ranges_unnest
+from microingest.commit.sinks import Sink, StagedCounts
 from microingest.plan.offsets import OffsetRange
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
@@ -33,6 +32,16 @@ _SHOWN = 12  # overlapping ranges named in an error; the count of the rest follo
 
 class OverlapError(LedgerError):
     """A backfill would write positions that are already in the target, and its policy says not to."""
+
+
+def ranges_unnest(ranges: Sequence[OffsetRange]) -> tuple[sql.SQL, tuple[list[str], list[int], list[int], list[int]]]:
+    """A set-returning SQL expression yielding one row (topic, partition, from, until) per range, and its parameters.
+
+    The ranges travel as four parallel arrays, one parameter each, so a batch of any number of ranges is a statement
+    of one fixed text; the casts give Postgres the element types even when the arrays are empty."""
+    return (sql.SQL("unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"),
+            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
+             [r.until_offset for r in ranges]))
 
 
 def _ranges_cte(ranges: Sequence[OffsetRange]) -> tuple[sql.Composable, tuple]:
@@ -112,7 +121,7 @@ def _staged_positions(sink: Sink) -> sql.Composable:
     are indexed on batch_id first, so only the batch's own entries are read."""
     return sql.SQL("SELECT source_topic AS topic, source_partition AS part, source_offset AS o FROM {} WHERE batch_id "
                    "= %s UNION ALL SELECT topic, partition, \"offset\" FROM {} WHERE batch_id = %s").format(
-        sink.staging, STAGED_DEAD)
+        sink.staging, sink.staged_dead)
 
 
 def _replace(cur, sink: Sink, batch_id: str) -> None:
@@ -136,7 +145,7 @@ def _skip_existing(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]
                         "p.topic AND s.source_partition = p.part AND s.source_offset = p.o").format(
         cte, present, sink.staging), (*args, sink.pipeline.name, batch_id))
     cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.topic = p.topic "
-                        "AND s.partition = p.part AND s.\"offset\" = p.o").format(cte, present, STAGED_DEAD),
+                        "AND s.partition = p.part AND s.\"offset\" = p.o").format(cte, present, sink.staged_dead),
                 (*args, sink.pipeline.name, batch_id))
 
 
@@ -149,7 +158,7 @@ def settle_overlap(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]
     elif policy == "skip_existing" and sink.mode != "aggregate":
         _skip_existing(cur, sink, batch_id, ranges)
     counts = []
-    for table in (sink.staging, STAGED_DEAD):
+    for table in (sink.staging, sink.staged_dead):
         cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (batch_id,))
         counts.append(cur.fetchone()[0])
     return StagedCounts(*counts)

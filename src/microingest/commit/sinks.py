@@ -13,16 +13,35 @@ record key, a tombstone flag and the declared value columns. They differ in the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from psycopg2 import sql
 
 from microingest.declare.identifiers import identifier_list, table_identifier
 from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
 from microingest.decode.codec import PG_TYPES
 
-STAGING_SCHEMA = "microingest_staging"
 _STAGING_TYPES = {"source_topic": "text", "source_partition": "integer", "source_offset": "bigint",
                   "kafka_timestamp": "timestamptz", "batch_id": "uuid", "record_key": "text", "is_tombstone": "boolean"}
 STAGING_PREFIX = tuple(_STAGING_TYPES)  # the row layout RecordProcessor output is appended to
+# A dead letter's columns besides its pipeline, in the order a decoded batch's COPY text gives them.
+DEAD_LETTER_TYPES = {"batch_id": "uuid", "topic": "text", "partition": "integer", "offset": "bigint",
+                     "kafka_timestamp": "timestamptz", "record_key": "bytea", "record_value": "bytea",
+                     "headers": "jsonb", "error_class": "text", "error_message": "text"}
+DEAD_LETTER_COLUMNS = tuple(DEAD_LETTER_TYPES)
+STAGED_ROWS, STAGED_DEAD = sql.Identifier("microingest_staged_rows"), sql.Identifier("microingest_staged_dead")
+
+
+@dataclass(frozen=True)
+class StagedCounts:
+    """A batch's decoded records: rows for the target, and dead letters."""
+
+    rows: int
+    dead: int
+
+    @property
+    def records(self) -> int:
+        return self.rows + self.dead
 
 
 class Sink:
@@ -31,7 +50,7 @@ class Sink:
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
         self.target = table_identifier(pipeline.target_table)
-        self.staging = sql.Identifier(STAGING_SCHEMA, pipeline.name)
+        self.staging, self.staged_dead = STAGED_ROWS, STAGED_DEAD
         self.staging_columns = STAGING_PREFIX + pipeline.value_columns
 
     def target_columns(self) -> tuple[str, ...]:
@@ -45,30 +64,12 @@ class Sink:
         types = {**_STAGING_TYPES, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
         return [(c, types[c]) for c in self.staging_columns]
 
-    def ensure_staging(self, cur) -> None:
-        """Create the staging table, or recreate it when the declaration's columns changed since it was made."""
-        cur.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
-                    "ORDER BY ordinal_position", (STAGING_SCHEMA, self.pipeline.name))
-        existing = tuple(r[0] for r in cur.fetchall())
-        if existing and existing != self.staging_columns:
-            cur.execute(sql.SQL("DROP TABLE {}").format(self.staging))
-        cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in self.staging_types())
-        cur.execute(sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} ({})").format(self.staging, cols))
-        # stage_part looks a task's first position up in it; and should a record ever be staged twice, the index
-        # refuses it (the task fails, and its retry finds the records staged). The topic comes last: it is the same
-        # for every row of a pipeline, and comparing text under the database's collation was the costliest part of
-        # each insertion (COPY of 100,000 rows: 0.9-1.0 s with it first, 0.8 s last, 0.5 s without the index).
-        name = f"{self.pipeline.name}_position"  # CREATE INDEX takes it unqualified: in the table's schema
-        index = sql.Identifier(STAGING_SCHEMA, name)
-        cur.execute("SELECT pg_get_indexdef(to_regclass(%s), 2, false)", (index.as_string(cur),))
-        second = cur.fetchone()[0]
-        if second == "source_topic":  # made topic-first, before
-            cur.execute(sql.SQL("DROP INDEX {}").format(index))
-        # Even when the index exists, CREATE INDEX IF NOT EXISTS takes a share lock on the table, which waits for any
-        # other attempt's open commit (it deletes its staged rows): only when it is missing.
-        if second != "source_partition":
-            cur.execute(sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (batch_id, source_partition, "
-                                "source_offset, source_topic)").format(sql.Identifier(name), self.staging))
+    def create_staging(self, cur) -> None:
+        """Inside the commit: the two tables a merge reads the batch from, dropped when the transaction ends (written
+        once, without WAL, never seen by another session)."""
+        for table, types in ((self.staging, self.staging_types()), (self.staged_dead, DEAD_LETTER_TYPES.items())):
+            cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in types)
+            cur.execute(sql.SQL("CREATE TEMP TABLE {} ({}) ON COMMIT DROP").format(table, cols))
 
 
 class AppendSink(Sink):

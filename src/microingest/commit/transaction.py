@@ -1,4 +1,5 @@
-"""The one transaction that lands a batch: fence, publish staged rows and dead letters, record history, clean staging.
+"""The frame of the one transaction that lands a batch (`copy_commit` fills it): bounded waits, the fence, the
+target's refusals, and the publish of rows staged inside it.
 
 Live batches (kind ingest) fence on the ledger (it must still hold each range's planned start) and advance it.
 Backfill batches fence below the ledger (their ranges must end at or below each partition's live position), leave
@@ -9,33 +10,23 @@ A crash anywhere before COMMIT leaves target, ledger and history untouched.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import psycopg2
 from psycopg2 import sql
 from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
-from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
-from microingest.commit.ledger import LedgerError, fence_and_advance, fence_below
+from microingest.commit.ledger import fence_and_advance, fence_below
 from microingest.commit.overlap import settle_overlap
-from microingest.commit.staging import DEAD_LETTER_COLUMNS, STAGED_DEAD, BatchAttempt, StagedCounts, delete_staged
+from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
 from microingest.errors import Transient
-from microingest.plan.offsets import Batch, OffsetRange
+from microingest.plan.offsets import Batch
 
 log = logging.getLogger(__name__)
-
-
-class StagingMismatchError(LedgerError):
-    """Staging holds records the plan did not ask for: the read did not match the plan, and would not on a retry."""
-
-
-class StagingLostError(Transient):
-    """Staging holds fewer records than the executors staged. Staging is UNLOGGED: a Postgres crash empties it, and
-    a failover to a replica finds it empty. Nothing was committed; a retry stages the batch again."""
 
 
 class CommitTimeoutError(Transient):
@@ -51,35 +42,13 @@ def _bound_transaction(cur) -> None:
                 (f"{settings.commit_lock_timeout_ms()}ms", f"{settings.commit_statement_timeout_ms()}ms"))
 
 
-def prove_staging(cur, attempt: BatchAttempt, ranges: Sequence[OffsetRange], reported: StagedCounts) -> None:
-    """What the commit checks before publishing: staging holds exactly what the executors reported (nothing lost
-    or left over from elsewhere), every staged record lies inside a planned range, and no range yields more records
-    than it has offsets (fewer is normal: transaction markers and aborted records take offsets too)."""
-    found = attempt.staged_by_range(cur, ranges)
-    if found.counts.rows <= reported.rows and found.counts.dead <= reported.dead and found.counts != reported:
-        raise StagingLostError(
-            f"batch {attempt.batch_id}: executors staged {reported.rows} rows and {reported.dead} dead letters but "
-            f"only {found.counts.rows} and {found.counts.dead} are left (unlogged staging does not survive a Postgres "
-            "crash or failover); nothing was committed, a retry stages the batch again")
-    if found.counts != reported:
-        raise StagingMismatchError(
-            f"batch {attempt.batch_id}: executors reported {reported.rows} rows and {reported.dead} dead letters but "
-            f"{found.counts.rows} and {found.counts.dead} are staged; nothing was committed")
-    if found.outside:
-        raise StagingMismatchError(
-            f"batch {attempt.batch_id}: {found.outside} staged record(s) lie outside the planned ranges (e.g. "
-            f"{found.example_outside}); the read did not match the plan, nothing was committed")
-    over = [f"{r} yields {n} records for {r.size} offsets" for r, n in zip(ranges, found.per_range) if n > r.size]
-    if over:
-        raise StagingMismatchError(f"batch {attempt.batch_id}: {'; '.join(over)}; nothing was committed")
-
-
-def _publish(cur, sink, batch: Batch, batch_id: str) -> int:
-    """The staged rows into the target. A row the target's own constraints or types refuse (a CHECK, a NOT NULL, a
-    unique index, a value too long, a foreign key) is refused again by a retry of the same batch: a TargetError, not
-    a transient failure."""
+@contextmanager
+def target_refusal(sink: Sink, batch: Batch, batch_id: str) -> Iterator[None]:
+    """Writing into the target. A row the target's own constraints or types refuse (a CHECK, a NOT NULL, a unique
+    index, a value too long, a foreign key) is refused again by a retry of the same batch: a TargetError, not a
+    transient failure."""
     try:
-        return sink.publish(cur, batch_id)
+        yield
     except (psycopg2.IntegrityError, psycopg2.DataError) as exc:
         # The first line names the constraint (for a type error, the value); DETAIL, quoting whole rows, stays out.
         reason = str(exc).strip().splitlines()[0]
@@ -89,36 +58,28 @@ def _publish(cur, sink, batch: Batch, batch_id: str) -> int:
             "the pipeline's transform, or skip the records (microingest skip)") from None
 
 
-def commit_batch(attempt: BatchAttempt, batch: Batch, staged: StagedCounts, run: RunInfo,
-                 staged_at: datetime | None = None) -> CommitResult:
-    pipeline, sink, batch_id, ranges = attempt.pipeline, attempt.sink, attempt.batch_id, batch.ranges
-    conn = attempt.conn
+@contextmanager
+def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iterator[Any]:
+    """The batch's one transaction, fenced: yields a cursor inside it after the fence, commits when the block ends.
+
+    Live batches fence on the ledger and advance it; backfill batches fence below it. Waits are bounded: a lock or
+    statement that takes too long is a CommitTimeoutError, with nothing committed."""
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
             _bound_transaction(cur)
             if batch.is_backfill:
-                fence_below(cur, pipeline.name, ranges, batch_id)
+                fence_below(cur, pipeline, batch.ranges, batch_id)
             else:
-                fence_and_advance(cur, pipeline.name, ranges, batch_id)
-            prove_staging(cur, attempt, ranges, staged)
-            kept = settle_overlap(cur, sink, batch_id, ranges, batch.overlap) if batch.is_backfill else staged
-            written = _publish(cur, sink, batch, batch_id)
-            columns = identifier_list(DEAD_LETTER_COLUMNS)
-            cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
-                                "WHERE batch_id = %s").format(columns, columns, STAGED_DEAD), (pipeline.name, batch_id))
-            delete_staged(cur, sink.staging, batch_id)
-            # Last before COMMIT, so the history's committed_at is when the publish really ended.
-            record_batch(cur, pipeline.name, batch_id, ranges, run,
-                         BatchRecord(batch.kind, staged.records, written, kept.dead, attempt.started_at, staged_at,
-                                     batch.number))
+                fence_and_advance(cur, pipeline, batch.ranges, batch_id)
+            yield cur
         faults.crash_point("before_commit")
         conn.commit()
     except (LockNotAvailable, QueryCanceled) as exc:
         conn.rollback()
         waited = "the pipeline lock" if isinstance(exc, LockNotAvailable) else "a statement"
         raise CommitTimeoutError(
-            f"batch {batch_id} of pipeline '{pipeline.name}': gave up waiting for {waited} ({str(exc).strip()}; "
+            f"batch {batch_id} of pipeline '{pipeline}': gave up waiting for {waited} ({str(exc).strip()}; "
             "MICROINGEST_COMMIT_LOCK_TIMEOUT_SECONDS / _STATEMENT_TIMEOUT_SECONDS); nothing was committed, a retry "
             "goes on from here") from None
     except BaseException:
@@ -128,4 +89,16 @@ def commit_batch(attempt: BatchAttempt, batch: Batch, staged: StagedCounts, run:
     finally:
         if not conn.closed:
             conn.autocommit = True
-    return CommitResult(batch_id, written, staged.records, kept.dead, tuple(ranges), staged.records - kept.records)
+
+
+def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts) -> tuple[int, StagedCounts]:
+    """Inside the commit: settle a backfill's overlap, then move the batch's staged rows into the target and its staged
+    dead letters into microingest.dead_letters; returns the target rows written and what was kept."""
+    kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap) if batch.is_backfill else staged
+    with target_refusal(sink, batch, batch_id):
+        written = sink.publish(cur, batch_id)
+    columns = identifier_list(DEAD_LETTER_COLUMNS)
+    cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
+                        "WHERE batch_id = %s").format(columns, columns, sink.staged_dead),
+                (sink.pipeline.name, batch_id))
+    return written, kept

@@ -35,8 +35,11 @@ class StagedBatch:
     dead_letters: list[str]
 
 
-def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str) -> StagedBatch:
-    """The staged rows and dead letters of one Arrow batch with KAFKA_COLUMNS."""
+def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str,
+                dead_letter_lead: tuple[str, ...] | None = None) -> StagedBatch:
+    """The staged rows and dead letters of one Arrow batch with KAFKA_COLUMNS. Each dead letter's line starts with
+    `dead_letter_lead` (by default the batch id alone, as staging keeps them)."""
+    lead = (batch_id,) if dead_letter_lead is None else dead_letter_lead
     decoded = whole_batch(batch, processor)
     if decoded is not None:
         return StagedBatch(_rows(batch, batch_id, decoded), [])
@@ -46,7 +49,7 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
             staged.append(processor.process(key, value))
         except BadRecord as exc:
             ts = _kafka_time(ts_micros)
-            dead.append(copy_text_row((batch_id, topic, partition, offset, ts, key, value, headers_json(headers),
+            dead.append(copy_text_row((*lead, topic, partition, offset, ts, key, value, headers_json(headers),
                                        exc.error_class, storable.message(str(exc)))))
             continue
         kept.append(i)

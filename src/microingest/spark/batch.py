@@ -1,26 +1,30 @@
-"""One batch of a run on Spark: read exactly its offset ranges, let the executors decode and stage them (`Stager`),
-check the dead-letter guard, and commit it in one Postgres transaction (`commit.transaction.commit_batch`)."""
+"""One batch of a run on Spark: read exactly its offset ranges, let the executors decode them (`decoder.Decoder`),
+collect the decoded chunks, check the dead-letter guard, and commit it in one Postgres transaction
+(`commit.copy_commit`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Callable, Sequence
 
 from microingest import faults
+from microingest.commit.copy_commit import commit_decoded
 from microingest.commit.history import CommitResult
 from microingest.commit.ledger import LedgerError
-from microingest.commit.staging import BatchAttempt, StagedCounts
-from microingest.commit.transaction import commit_batch
+from microingest.commit.sinks import StagedCounts, sink_for
+from microingest.commit.target_tables import check_target
+from microingest.declare.pipeline import Pipeline
 from microingest.plan.offsets import Batch, OffsetRange
+from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
-from microingest.spark.stager import STAGED_SCHEMA, Stager
 
 log = logging.getLogger(__name__)
 
-# Below this many records a Spark task costs more than its work: its Python worker round trip, its Postgres connection
-# and its staging transaction. Measured on a warm Spark Connect server: 100 records in 6 tasks 0.7 s, in one 0.45 s.
+# Below this many records a Spark task costs more than its work, its Python worker round trip above all. Measured on a
+# warm Spark Connect server when each task also staged into Postgres: 100 records in 6 tasks 0.7 s, in one 0.45 s.
 RECORDS_PER_TASK = 2_000
 
 
@@ -51,46 +55,45 @@ def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
     }
 
 
-def staging_tasks(ranges: Sequence[OffsetRange]) -> int:
-    """How many Spark tasks stage a batch: one per range (the Kafka source's own split), fewer for a small batch."""
+def decode_tasks(ranges: Sequence[OffsetRange]) -> int:
+    """How many Spark tasks decode a batch: one per range (the Kafka source's own split), fewer for a small batch."""
     records = sum(r.size for r in ranges)
     return max(1, min(len(ranges), -(-records // RECORDS_PER_TASK)))
 
 
 def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
-    """Read, stage and commit one batch: exactly its ranges, in one Postgres transaction."""
+    """Read, decode and commit one batch: exactly its ranges, in one Postgres transaction."""
     if not batch.ranges:
         raise ValueError("run_batch needs at least one offset range")
-    pipeline = job.pipeline
-    attempt = BatchAttempt(job.systems.postgres, pipeline).open()
-    faults.crash_point("after_open")
-    log.info("batch %s of pipeline %s: reading %s", attempt.batch_id, pipeline.name, ", ".join(map(str, batch.ranges)))
-    try:
-        stager = Stager(job.systems.postgres, pipeline, attempt.batch_id, job.systems.registry)
-        parts = _read(job, batch).mapInArrow(stager, STAGED_SCHEMA).collect()
-        staged = StagedCounts(sum(p[0] for p in parts), sum(p[1] for p in parts))
-        staged_at = datetime.now(timezone.utc)
-        log.info("batch %s staged: %d rows, %d dead letters, in %d Spark partitions staged by %d executor processes",
-                 attempt.batch_id, staged.rows, staged.dead, len(parts), len({p[2] for p in parts}))
-        too_many = pipeline.dead_letter.exceeded(staged.dead, staged.records)
-        if too_many:
-            raise DeadLetterLimitError(
-                f"batch {attempt.batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
-                f"first reasons: {'; '.join(attempt.sample_dead_letters())}")
-        faults.crash_point("after_stage")
-        result = commit_batch(attempt, batch, staged, job.run, staged_at)
-        attempt.release_space()
-    except BaseException:
-        attempt.discard()
-        raise
-    finally:
-        attempt.close()
+    pipeline, sink = job.pipeline, sink_for(job.pipeline)
+    batch_id, started_at = str(uuid.uuid4()), datetime.now(timezone.utc)
+    into_target = sink.mode == "append" and not batch.is_backfill
+    with job.systems.db() as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            check_target(cur, pipeline)
+        faults.crash_point("after_open")
+        log.info("batch %s of pipeline %s: reading %s", batch_id, pipeline.name, ", ".join(map(str, batch.ranges)))
+        decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target)
+        decoded = collected(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA).toArrow(), decoder, started_at)
+        log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
+        _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
+        faults.crash_point("after_decode")
+        result = commit_decoded(conn, sink, batch, decoded, job.run)
     faults.crash_point("after_commit")
     return result
 
 
+def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts, sample: Callable[[], list[str]]):
+    too_many = pipeline.dead_letter.exceeded(counts.dead, counts.records)
+    if too_many:
+        raise DeadLetterLimitError(
+            f"batch {batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
+            f"first reasons: {'; '.join(sample())}")
+
+
 def _read(job: IngestJob, batch: Batch):
-    """The batch's records as the Stager takes them, split into at most staging_tasks() Spark partitions."""
+    """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions."""
     # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
     # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
     frame = (job.spark.read.format("kafka").options(**job.systems.spark_kafka)
@@ -101,9 +104,8 @@ def _read(job: IngestJob, batch: Batch):
                             f"timestamp < timestamp_millis({batch.time_window_ms[1]})")
     frame = (frame.selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "key", "value",
                               "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers"))
-    tasks = staging_tasks(batch.ranges)
+    tasks = decode_tasks(batch.ranges)
     if tasks < len(batch.ranges):
-        # Without a shuffle: each task reads whole ranges, a fixed set of them, so a re-run task (or a
-        # speculative copy) brings the same records in the same order and stage_part still recognises them.
+        # Without a shuffle: each task reads whole ranges, in order, and hands on what it decoded.
         frame = frame.coalesce(tasks)
     return frame

@@ -159,7 +159,6 @@ def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fe
     assert len(failed_output) == len(fenced)
     for output in failed_output:
         assert "FencedError: fenced" in output and "nothing from this batch was written" in output
-    assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
 def test_an_airflow_retry_goes_on_after_a_kill_between_batches(env, tmp_path):
@@ -174,7 +173,6 @@ def test_an_airflow_retry_goes_on_after_a_kill_between_batches(env, tmp_path):
     assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s ORDER BY run_batch",
                      (env.pipeline.name,)) == [(1, 1), (2, 2)]
     assert "committed 1 batch(es) in earlier tries (300 records)" in result.stdout
-    assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
 def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_without_spark(env, tmp_path):

@@ -13,12 +13,10 @@ from datetime import datetime, timedelta, timezone
 from io import BytesIO, StringIO
 
 import pytest
-from psycopg2 import sql
 
 from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
-from microingest.commit.copy_stream import copy_statement
-from microingest.commit.sinks import sink_for
-from microingest.commit.staging import DEAD_LETTER_COLUMNS
+from microingest.commit.copy_commit import copy_statement
+from microingest.commit.sinks import DEAD_LETTER_COLUMNS, STAGED_DEAD, STAGED_ROWS, sink_for
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
 from microingest.decode.records import BadRecord, RecordProcessor
@@ -45,10 +43,9 @@ def records(rng: random.Random, count: int) -> list[tuple[bytes, bytes]]:
 
 @pytest.fixture
 def cur(pg):
-    sink = sink_for(PIPELINE)
+    """A transaction holding the two tables a merge stages into, made as the commit makes them."""
     with connection(pg) as conn, conn.cursor() as cursor:
-        cols = ", ".join(f'"{c}" {t}' for c, t in sink.staging_types())
-        cursor.execute(f"CREATE TEMP TABLE staged_rows_test ({cols})")
+        sink_for(PIPELINE).create_staging(cursor)
         yield cursor
         conn.rollback()
 
@@ -66,9 +63,9 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
     taken = arrow_json.decode_values(batch.column("key"), batch.column("value"), PIPELINE) is not None
     assert taken is not with_a_bad_record
     columns = sink_for(PIPELINE).staging_columns
-    cur.copy_expert(copy_statement(cur, sql.Identifier("staged_rows_test"), columns, csv=True),
+    cur.copy_expert(copy_statement(cur, STAGED_ROWS, columns, csv=True),
                     BytesIO(csv_bytes(staged.rows)))
-    cur.execute("SELECT * FROM staged_rows_test ORDER BY source_offset")
+    cur.execute("SELECT * FROM microingest_staged_rows ORDER BY source_offset")
     landed = cur.fetchall()
 
     reference = RecordProcessor(PIPELINE)
@@ -92,10 +89,9 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
 
 @pytest.mark.parametrize("mode", ["append", "upsert_latest"])
 def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accepts(cur, mode):
-    """The output of the poison-record property test (tests/unit/decode/test_hostile_records.py), COPYed as the stager
-    does: Postgres takes every row and dead letter, and gives back each key and header as the producer sent it."""
+    """The output of the poison-record property test (tests/unit/decode/test_hostile_records.py), COPYed as a merge
+    stages them: Postgres takes every row and dead letter, and gives back each key and header as the producer sent it."""
     pipeline = replace(PIPELINE, sink_mode=mode)
-    cur.execute("CREATE TEMP TABLE dead_letters_test (LIKE microingest_staging.dead_letters)")
     rng, offset, sent = random.Random(11), 0, {}
     processor = RecordProcessor(pipeline)
     for _ in range(60):
@@ -104,15 +100,15 @@ def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accept
                              str(uuid.uuid4()))
         sent.update(zip(range(offset, offset + len(recs)), recs))
         offset += len(recs)
-        cur.copy_expert(copy_statement(cur, sql.Identifier("staged_rows_test"), sink_for(pipeline).staging_columns,
-                                       csv=True), BytesIO(csv_bytes(staged.rows)))
-        cur.copy_expert(copy_statement(cur, sql.Identifier("dead_letters_test"), DEAD_LETTER_COLUMNS),
+        cur.copy_expert(copy_statement(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, csv=True),
+                        BytesIO(csv_bytes(staged.rows)))
+        cur.copy_expert(copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, csv=False),
                         StringIO("".join(staged.dead_letters)))
 
     cur.execute("SELECT source_offset, record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
-                "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END FROM staged_rows_test")
+                "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END FROM microingest_staged_rows")
     rows = cur.fetchall()
-    cur.execute('SELECT "offset", record_key, headers FROM dead_letters_test')
+    cur.execute('SELECT "offset", record_key, headers FROM microingest_staged_dead')
     dead = cur.fetchall()
     assert sorted([o for o, *_ in rows] + [o for o, *_ in dead]) == list(range(offset)), "each record once"
     assert rows and dead

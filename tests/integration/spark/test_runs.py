@@ -86,23 +86,21 @@ def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_
 
 
 
-def test_a_run_stages_while_another_run_of_the_pipeline_holds_its_commit_open(env, tmp_path, finish):
-    """Runs of one pipeline on disjoint partitions (as a backfill beside live runs): the second one's batch opens
-    and stages while the first one's commit, everything written, holds its locks; only the commits take turns."""
+def test_a_run_reads_and_decodes_while_another_run_of_the_pipeline_holds_its_commit_open(env, tmp_path, finish):
+    """Runs of one pipeline on disjoint partitions (as a backfill beside live runs): the second one's batch is read
+    and decoded while the first one's commit, everything written, holds its locks; only the commits take turns."""
     produced = env.produce(900)
     first, second, third = plan_live_run(env.pipeline).ranges
-    marker = tmp_path / "paused"
-    holding = env.spark_job([first], fault=f"before_commit:pause:{marker}", wait=False)
-    deadline = time.time() + 120  # for the pause and the staging beside it together
-    assert reached_pause(holding, marker, deadline - time.time()), finish(holding).stdout[-3000:]
+    holding_marker, beside_marker = tmp_path / "holding", tmp_path / "beside"
+    holding = env.spark_job([first], fault=f"before_commit:pause:{holding_marker}", wait=False)
+    assert reached_pause(holding, holding_marker), finish(holding).stdout[-3000:]
 
-    beside = env.spark_job([second], wait=False)
-    while env.staged_rows() < first.size + second.size and beside.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert env.staged_rows() == first.size + second.size and env.target_rows() == [], "staged beside the commit"
-    marker.unlink()
+    beside = env.spark_job([second], fault=f"after_decode:pause:{beside_marker}", wait=False)
+    assert reached_pause(beside, beside_marker), finish(beside).stdout[-3000:]
+    assert env.target_rows() == [], "decoded beside the open commit"
+    holding_marker.unlink()
+    beside_marker.unlink()
 
     assert finish(holding).returncode == 0 and finish(beside).returncode == 0
     assert env.spark_job([third]).returncode == 0
     env.assert_exactly_once(produced)
-    assert env.staged_rows() == 0 and env.staging_batches() == 0

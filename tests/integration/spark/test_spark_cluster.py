@@ -1,5 +1,5 @@
 """The job on a real Spark standalone cluster (master and worker from pyspark's own classes): executors in JVMs of
-their own stage the batch, one of them dies after staging, and the single-transaction publish still lands every record
+their own decode the batch, one of them dies after decoding, and the single-transaction commit still lands every record
 exactly once."""
 
 import json
@@ -65,10 +65,10 @@ def _wait(check, what: str, log: Path, timeout: float = 120) -> None:
     raise RuntimeError(f"Spark {what} did not start: {log.read_text()[-3000:]}")
 
 
-def test_an_executor_lost_after_staging_is_replaced_and_the_batch_still_lands_once(env, spark_master, tmp_path):
-    """The first Spark task to finish staging kills its own executor JVM right after its staging transaction
-    committed; Spark re-runs the lost task elsewhere, which stages the same records again (ignored as already
-    staged), and the publish lands every record exactly once."""
+def test_an_executor_lost_after_decoding_is_replaced_and_the_batch_still_lands_once(env, spark_master, tmp_path):
+    """The first Spark task to finish decoding kills its own executor JVM before its task ends; Spark re-runs the
+    lost task elsewhere, which decodes the same records again, keeps one result per partition, and the commit lands
+    every record exactly once."""
     produced = env.produce(3000)
     plan = plan_next_batch(env.pipeline)
     fired = tmp_path / "executor-killed"
@@ -76,7 +76,7 @@ def test_an_executor_lost_after_staging_is_replaced_and_the_batch_still_lands_on
     result = env.spark_job(list(plan.ranges), master=spark_master,
                            extra_conf={"spark.executor.cores": "1", "spark.cores.max": "2",
                                        "spark.executor.memory": "512m",
-                                       "spark.executorEnv.MICROINGEST_FAULT": "executor_after_stage:executor",
+                                       "spark.executorEnv.MICROINGEST_FAULT": "executor_after_decode:executor",
                                        "spark.executorEnv.MICROINGEST_FAULT_ONCE": str(fired)})
 
     assert fired.exists(), "an executor was killed"
@@ -84,4 +84,3 @@ def test_an_executor_lost_after_staging_is_replaced_and_the_batch_still_lands_on
     assert env.target_rows() == sorted(produced)
     [(_, _, read, written, _, _)] = env.batches()
     assert read == written == 3000
-    assert env.staged_rows() == 0 and env.staging_batches() == 0

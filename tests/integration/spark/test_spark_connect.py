@@ -2,7 +2,7 @@
 `make test`, or by the fixture here) run their job as a Python client of it, with no Spark application of their own.
 
 Exactly once on it: across runs, when the client is killed with -9 or stopped with SIGTERM, and when the server itself
-is killed in the middle of a batch's staging.
+is killed in the middle of a batch's decoding.
 """
 
 from __future__ import annotations
@@ -11,15 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-import psycopg2
 import pytest
-from psycopg2 import sql
 
 from microingest import settings
-from microingest.commit.sinks import sink_for
-from microingest.commit.staging import BatchAttempt
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.settings import repo_root
 from microingest.spark import connect as spark_connect
@@ -59,83 +54,62 @@ def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application
     env.assert_exactly_once(produced)
     [app] = app_ids(env)  # every batch of both runs ran in the server's one Spark application
     assert app.startswith("local-")
-    assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
-def test_a_client_killed_after_staging_commits_nothing_and_the_rerun_lands_each_record_once(connect_env):
+def test_a_client_killed_after_decoding_commits_nothing_and_the_rerun_lands_each_record_once(connect_env):
     env = connect_env
     produced = env.produce(1500)
     plan = plan_next_batch(env.pipeline)
 
-    killed = env.spark_job(list(plan.ranges), fault="after_stage")
+    killed = env.spark_job(list(plan.ranges), fault="after_decode")
 
     assert killed.returncode == -signal.SIGKILL
-    assert env.staged_rows() == 1500, "the kill must come after the server's workers staged the batch"
+    assert "decoded: 1500 rows" in killed.stdout + killed.stderr, "the kill must come after the batch was decoded"
     assert env.target_rows() == [] and env.ledger() == {}
     env.ingest_all()
     env.assert_exactly_once(produced)
-    assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
 def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_each_record_once(connect_env, tmp_path,
                                                                                                 finish):
-    """SIGTERM is what the operator's on_kill sends: the job unwinds, so its staging is gone at once."""
+    """SIGTERM is what the operator's on_kill sends: the job unwinds, and nothing of its batch was written."""
     env = connect_env
     produced = env.produce(1200)
     marker = tmp_path / "paused"
-    proc = env.spark_job(list(plan_next_batch(env.pipeline).ranges), fault=f"after_stage:pause:{marker}", wait=False)
+    proc = env.spark_job(list(plan_next_batch(env.pipeline).ranges), fault=f"after_decode:pause:{marker}", wait=False)
     assert reached_pause(proc, marker), finish(proc).stdout[-3000:]
-    assert env.staged_rows() == 1200
 
     proc.send_signal(signal.SIGTERM)
     stopped = finish(proc)
 
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
-    assert env.staged_rows() == 0 and env.staging_batches() == 0 and env.target_rows() == []
+    assert "decoded: 1200 rows" in stopped.stdout and env.target_rows() == [] and env.ledger() == {}
     env.ingest_all()
     env.assert_exactly_once(produced)
 
 
-def test_the_server_killed_while_staging_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
-        connect_env, finish):
+def test_the_server_killed_while_decoding_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
+        connect_env, tmp_path, finish):
     env = connect_env
     produced = env.produce(30_000)
-    staging = sink_for(env.pipeline).staging
-    # The executors' COPY into staging waits for a lock held here, so the kill lands while staging is under way:
-    # looked for between two polls, a COPY over in milliseconds on a fast machine could slip through unseen.
-    made = BatchAttempt(env.pg, env.pipeline).open()  # the staging table, to lock before the job stages
-    made.discard()
-    made.close()
-    holder = psycopg2.connect(**env.pg)
-    copying = 0
-    try:
-        with holder.cursor() as cur:
-            cur.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(staging))
-        proc = env.spark_job(plan_live_run(env.pipeline), wait=False)
-        deadline = time.time() + 300
-        while not copying and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            copying = env.query("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY %%' AND query LIKE %s "
-                                "AND %s = ANY(pg_blocking_pids(pid))",
-                                (f"%{env.pipeline.name}%", holder.get_backend_pid()))[0][0]
-        if copying:
-            os.killpg(server_pid(), signal.SIGKILL)
-    finally:
-        # After the kill: the executors' sessions then fail on their closed connections, and the job's discard,
-        # which waits for them, can end.
-        holder.close()
-    assert copying, "no COPY into staging waited for the lock: " + finish(proc).stdout[-3000:]
-
+    marker = tmp_path / "decoding"
+    # The server's Python workers pause once their partition is decoded (the fault travels inside the Decoder), so
+    # the kill lands while the batch is on the server and nothing of it has reached the client.
+    proc = env.spark_job(plan_live_run(env.pipeline), fault=f"executor_after_decode:pause:{marker}", wait=False)
+    paused = reached_pause(proc, marker)
+    if paused:
+        os.killpg(server_pid(), signal.SIGKILL)
     failed = finish(proc)
+    assert paused, "no worker paused after decoding: " + failed.stdout[-3000:]
+
     assert failed.returncode != 0
     # Its own error is what it reports: the interruption of its operations on a server that is gone is tried once.
     assert "could not interrupt the server's operations" in failed.stdout, failed.stdout[-3000:]
     assert "Traceback" in failed.stdout and "interruptTag" not in failed.stdout, failed.stdout[-3000:]
-    assert env.target_rows() == [] and env.ledger() == {}
+    assert "decoded:" not in failed.stdout and env.target_rows() == [] and env.ledger() == {}
     platform("start", "spark-connect")
     env.ingest_all()
     env.assert_exactly_once(produced)
-    assert env.staged_rows() == 0 and env.staging_batches() == 0
 
 
 def server_pid() -> int:

@@ -69,12 +69,12 @@ def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
 def test_avro_is_judged_against_json_through_airflow_on_the_same_driver():
     r = _report(copy_limit=400_000, airflow=10_000, airflow_avro=12_000, airflow_connect=20_000,
                 airflow_connect_avro=15_000)
-    r["measurements"][4]["phases"] = {"airflow": 1.0, "job_start": 1.0, "staging": 7.0, "commit": 1.0}
+    r["measurements"][4]["phases"] = {"airflow": 1.0, "job_start": 1.0, "decode": 7.0, "commit": 1.0}
     r["record_bytes"]["avro"] = 120.0
     verdicts = {goal: (measured, verdict) for goal, measured, verdict in report.targets(r)}
     assert verdicts["Avro ≥ the JSON figure, through Airflow on spark-submit"] == ("1.20×", "met")
     assert verdicts["Avro ≥ the JSON figure, through Airflow on the long-lived driver"] == (
-        "0.75×", "missed: 75% of the target; its time: staging 70%, Airflow 10%, job start 10%, commits 10%")
+        "0.75×", "missed: 75% of the target; its time: read and decode 70%, Airflow 10%, job start 10%, commits 10%")
     assert "(and the same as Avro of 120 bytes, topic `t-avro`)" in report.markdown(r)
 
 
@@ -97,32 +97,32 @@ def test_the_small_batch_target_is_judged_on_the_long_lived_driver_through_airfl
 
 
 def test_a_runs_phases_add_up_to_launch_to_last_commit():
-    batches = [(102.0, 106.0, 107.0), (107.5, 111.5, 112.5)]  # (started, staged, committed)
+    batches = [(102.0, 106.0, 107.0), (107.5, 111.5, 112.5)]  # (started, decoded, committed)
     through_airflow = phases.split(100.0, batches, ingest_started=101.0)
-    assert through_airflow == {"airflow": 1.0, "job_start": 1.0, "staging": 8.0, "commit": 2.0, "between": 0.5}
+    assert through_airflow == {"airflow": 1.0, "job_start": 1.0, "decode": 8.0, "commit": 2.0, "between": 0.5}
     assert sum(through_airflow.values()) == 112.5 - 100.0
     alone = phases.split(100.0, batches)
-    assert alone == {"job_start": 2.0, "staging": 8.0, "commit": 2.0, "between": 0.5}
+    assert alone == {"job_start": 2.0, "decode": 8.0, "commit": 2.0, "between": 0.5}
     assert phases.split(100.0, []) == {}
-    assert phases.bottleneck(alone) == "staging 64%, job start 16%, commits 16%, between batches 4%"
-    assert phases.median_split([{"job_start": 1.0, "staging": 3.0}, {"job_start": 2.0, "staging": 1.0},
-                                {"job_start": 9.0, "staging": 2.0}]) == {"job_start": 2.0, "staging": 2.0}
+    assert phases.bottleneck(alone) == "read and decode 64%, job start 16%, commits 16%, between batches 4%"
+    assert phases.median_split([{"job_start": 1.0, "decode": 3.0}, {"job_start": 2.0, "decode": 1.0},
+                                {"job_start": 9.0, "decode": 2.0}]) == {"job_start": 2.0, "decode": 2.0}
 
 
 def test_a_missed_target_says_where_the_time_went():
     r = _report(copy_limit=400_000, airflow=140_000, airflow_connect=1_000)
     ours, connect = r["measurements"][1], r["measurements"][2]
-    ours["phases"] = {"airflow": 1.0, "job_start": 2.0, "staging": 6.0, "commit": 1.0, "between": 0.0}
-    connect.update(small_median=3.4, small_phases_median={"airflow": 1.2, "job_start": 1.6, "staging": 0.5,
+    ours["phases"] = {"airflow": 1.0, "job_start": 2.0, "decode": 6.0, "commit": 1.0, "between": 0.0}
+    connect.update(small_median=3.4, small_phases_median={"airflow": 1.2, "job_start": 1.6, "decode": 0.5,
                                                           "commit": 0.1})
     r["options"]["small_batches"] = 3
     verdicts = {goal: verdict for goal, _, verdict in report.targets(r)}
     assert verdicts["end to end ≥ 0.5× the COPY limit, through Airflow on spark-submit"] == (
-        "missed: 70% of the target; its time: staging 60%, job start 20%, Airflow 10%, commits 10%")
+        "missed: 70% of the target; its time: read and decode 60%, job start 20%, Airflow 10%, commits 10%")
     assert verdicts["end to end ≥ 0.5× the COPY limit, through Airflow on the long-lived driver"] == (
         "missed: 0% of the target")
     assert verdicts["100-record batch trigger → committed ≤ 3 s with a long-lived driver"] == (
-        "missed by 0.4s; its time: Airflow 1.2s, job start 1.6s, staging 0.5s, commits 0.1s")
+        "missed by 0.4s; its time: Airflow 1.2s, job start 1.6s, read and decode 0.5s, commits 0.1s")
     table = report.markdown(r)
     assert "| airflow | 1,000 records | 1.0s | 2.0s | 6.0s | 1.0s | 0.0s | 10.0s |" in table
     assert "| airflow_connect | 100-record batch (median) | 1.2s | 1.6s | 0.5s | 0.1s | – | 3.4s |" in table

@@ -1,5 +1,4 @@
-from microingest.commit.overlap import _SHOWN, describe
-from microingest.commit.staging import ranges_unnest
+from microingest.commit.overlap import _SHOWN, describe, ranges_unnest
 from microingest.plan.offsets import OffsetRange
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from microingest.plan.offsets import OffsetRange
-from microingest.spark.batch import RECORDS_PER_TASK, staging_tasks
+from microingest.spark.batch import RECORDS_PER_TASK, decode_tasks
 
 
 def ranges(*sizes):
@@ -16,5 +16,5 @@ def ranges(*sizes):
     ((100_000,), 1),
     ((0, 0), 1),
 ])
-def test_a_batch_is_staged_by_one_task_per_range_or_fewer_when_it_is_small(sizes, tasks):
-    assert staging_tasks(ranges(*sizes)) == tasks
+def test_a_batch_is_decoded_by_one_task_per_range_or_fewer_when_it_is_small(sizes, tasks):
+    assert decode_tasks(ranges(*sizes)) == tasks

@@ -1,0 +1,109 @@
+"""The commit of a decoded batch: every record written to Postgres once, by COPY, inside the batch's transaction.
+
+The executors decoded the batch into CSV chunks and handed them to the driver (`spark.decoder`); nothing was
+written before this transaction, so a crash anywhere before its COPY leaves no trace to clean up. After the fence and
+the read's proof (`read_proof`):
+
+- a live batch of an append target COPYs its rows straight into the target and its dead letters into
+  microingest.dead_letters;
+- any other batch (upsert_latest and aggregate targets merge; a backfill settles its overlap first) COPYs into two
+  tables of the transaction's own (`Sink.create_staging`) and publishes from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+from psycopg2 import sql
+
+from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
+from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
+from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
+from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
+from microingest.declare.identifiers import identifier_list
+from microingest.plan.offsets import Batch
+
+DEAD_LETTERS = sql.Identifier("microingest", "dead_letters")
+
+
+@dataclass
+class DecodedBatch:
+    """A batch as the executors decoded it: rows as CSV chunks, dead letters as COPY text, and what was read."""
+
+    batch_id: str
+    rows: list[bytes]
+    dead: list[bytes]
+    counts: StagedCounts
+    spans: list[Span]
+    into_target: bool  # rows in the target's columns and dead letters naming the pipeline, or the staged layout
+    started_at: datetime  # when its read began
+    decoded_at: datetime  # when the driver held all of it
+
+    def sample_dead_letters(self, limit: int = 3) -> list[str]:
+        """The first few dead letters as topic[partition]@offset class: message."""
+        lead = 2 if self.into_target else 1  # (pipeline, batch id) or (batch id)
+        lines = (line for chunk in self.dead for line in chunk.decode("utf-8").split("\n") if line)
+        out = []
+        for line in lines:
+            fields = line.split("\t")
+            topic, partition, offset = fields[lead:lead + 3]
+            out.append(f"{topic}[{partition}]@{offset} {fields[-2]}: {fields[-1]}")
+            if len(out) == limit:
+                break
+        return out
+
+
+class _Chunks:
+    """A file-like reader over byte chunks, for COPY FROM STDIN."""
+
+    def __init__(self, chunks: Sequence[bytes]):
+        self._chunks = iter(chunks)
+
+    def read(self, size: int = -1) -> bytes:
+        return next(self._chunks, b"")
+
+
+def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], csv: bool) -> str:
+    options = sql.SQL(" (FORMAT csv)" if csv else "")
+    return sql.SQL("COPY {} ({}) FROM STDIN{}").format(table, identifier_list(columns), options).as_string(cur)
+
+
+def copy_chunks(cur, table, columns: Sequence[str], chunks: Sequence[bytes], csv: bool) -> int:
+    """COPY the chunks into `table`; returns the rows Postgres took."""
+    if not chunks:
+        return 0
+    cur.copy_expert(copy_statement(cur, table, columns, csv), _Chunks(chunks))
+    return cur.rowcount
+
+
+def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: RunInfo) -> CommitResult:
+    """Prove the read, then fence, write the batch once and record its history: one transaction."""
+    batch_id = decoded.batch_id
+    prove_read(decoded.spans, batch.ranges, decoded.counts.records, batch_id)
+    pipeline, counts = sink.pipeline.name, decoded.counts
+    with commit_transaction(conn, batch, pipeline, batch_id) as cur:
+        if decoded.into_target:
+            with target_refusal(sink, batch, batch_id):
+                written = copy_chunks(cur, sink.target, sink.target_columns(), decoded.rows, csv=True)
+            dead = copy_chunks(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, csv=False)
+            _check_copied(batch_id, counts, StagedCounts(written, dead))
+            kept = counts
+        else:
+            sink.create_staging(cur)
+            copied = StagedCounts(copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, csv=True),
+                                  copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, csv=False))
+            _check_copied(batch_id, counts, copied)
+            written, kept = publish_staged(cur, sink, batch, batch_id, counts)
+        # Last before COMMIT, so the history's committed_at is when the publish really ended.
+        record_batch(cur, pipeline, batch_id, batch.ranges, run,
+                     BatchRecord(batch.kind, counts.records, written, kept.dead, decoded.started_at, decoded.decoded_at,
+                                 batch.number))
+    return CommitResult(batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records)
+
+
+def _check_copied(batch_id: str, decoded: StagedCounts, copied: StagedCounts) -> None:
+    if copied != decoded:
+        raise ReadMismatchError(f"batch {batch_id}: {decoded.rows} rows and {decoded.dead} dead letters were decoded "
+                                f"but COPY took {copied.rows} and {copied.dead}; nothing was committed")
