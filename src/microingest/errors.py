@@ -4,9 +4,9 @@ property says what Airflow does with it:
 - refused (`Refused`, retryable False): the same request would meet it again (a malformed declaration, a Param that
   asks for what Kafka or the ledger cannot give, a batch fenced or refused by its own checks, a target that cannot
   take the rows). The task fails without spending its retries, and the message says what to change.
-- transient (`Transient`, retryable True): it goes away by itself (a server unreachable, a lock held too long, staging
-  lost to a crash). Nothing of the failed batch was written; Airflow retries and the retry goes on where this try
-  stopped.
+- transient (`Transient`, retryable True): it goes away by itself (a server unreachable, a lock held too long, a
+  connection lost to a crash). Nothing of the failed batch was written; Airflow retries and the retry goes on where
+  this try stopped.
 
 Across the process boundary (the Spark job, then the operator) an error travels as the job's outcome file:
 `{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...}` with the counts of

@@ -159,8 +159,8 @@ def _spark_connection_or_local(conn_id: str) -> ConnectionInfo:
 
 
 class BatchFailedError(Transient):
-    """The Spark job ran and did not commit a batch for a reason a retry may not meet (staging lost, a commit that
-    waited too long); nothing of the batch was written."""
+    """The Spark job ran and did not commit a batch for a reason a retry may not meet (a connection lost, a commit
+    that waited too long); nothing of the batch was written."""
 
 
 def _read_outcome(path: str) -> dict:

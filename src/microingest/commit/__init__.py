@@ -1,1 +1,2 @@
-"""Commit: staging, the one transaction that lands a batch, its ledger and history; the skip."""
+"""Commit: the read's proof, the one transaction that lands a batch (each record COPYed once), its ledger and
+history; the skip."""

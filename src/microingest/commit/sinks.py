@@ -1,9 +1,12 @@
-"""Sinks: how a batch's staged rows become target rows, inside the commit transaction.
+"""Sinks: how a batch's decoded rows become target rows, inside the commit transaction.
 
-All sinks stage the same shape into a per-pipeline table in schema microingest_staging: the source position, the
-record key, a tombstone flag and the declared value columns. They differ in the statement that publishes a batch:
+A live batch of an append target is COPYed straight into it (`target_columns`). Every other batch is staged first,
+in the same shape whatever the sink (the source position, the record key, a tombstone flag and the declared value
+columns), into tables its transaction makes and drops (`create_staging`), and published from there by the sink's
+statement:
 
-- append:         one target row per record; the target's key on the source position rejects any duplicate.
+- append:         one target row per record; the target's key on the source position rejects any duplicate (a
+                  backfill, whose overlap policy looks at the staged positions first).
 - upsert_latest:  one target row per record key holding its newest record (offset order within a partition, Kafka
                   timestamp across partitions); a tombstone deletes the key's row and is remembered, so an older
                   record (a replay, a late batch) neither overwrites a newer row nor brings a deleted key back.

@@ -3,15 +3,16 @@
 A pipeline selects it through its Spark connection (`spark_conn_id`): a connection of the Spark provider's type
 `spark_connect` (host `sc://<host>`, port, optional token as password, user id as login, extra `use_ssl`). The ingest
 job then runs as a plain Python process, a Spark Connect client of that server; the server's executors and Python
-workers decode and stage, with the job's Spark conf given to the server when it starts (`server_argv`).
+workers decode, with the job's Spark conf given to the server when it starts (`server_argv`).
 
 Every job joins one shared session (`job_session`). In Spark 4.0 the server starts a Python worker daemon for each
 session and keeps it until the server stops (SPARK-54055): with a session per run, every run would pay the daemon's
 start (about 1.5 s here) and leave a process behind. Jobs on the shared session keep it open when they end, tag their
 operations, and interrupt only their own.
 
-Connections still travel only in the job's process environment; the Python worker code the job ships to the server
-(the pickled `Stager`) carries the Postgres parameters, as it does to executors under spark-submit.
+Connections still travel only in the job's process environment. The Python worker code the job ships to the server
+(the pickled `Decoder`) carries no Postgres parameters: only the job's process writes to Postgres. It carries the
+schema registry's settings for pipelines that read a registry format, as it does to executors under spark-submit.
 """
 
 from __future__ import annotations

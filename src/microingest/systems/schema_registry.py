@@ -45,7 +45,7 @@ def _client(config: dict[str, str]):
 
     key = tuple(sorted(config.items()))  # two credentials for one URL are two clients
     if key not in _CLIENTS:
-        # Few retries: a lookup happens inside a staging transaction, which holds its lock while it waits.
+        # Few retries: a Spark task waiting on the registry holds up its whole batch, which a retry redoes anyway.
         # A subject's latest version is kept by whoever asks for it (registry_schema), for as long as it decides.
         _CLIENTS[key] = SchemaRegistryClient({**config, "timeout": 10, "max.retries": 1, "cache.latest.ttl.sec": 1})
     return _CLIENTS[key]
