@@ -13,7 +13,8 @@ PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
 OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
 REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
            "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "ReadMismatchError",
-           "DeadLetterLimitError", "TargetError", "TargetShapeError", "UsageError", "UnreadableSchemaError"}
+           "DeadLetterLimitError", "BatchTooLargeError", "TargetError", "TargetShapeError", "UsageError",
+           "UnreadableSchemaError"}
 TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "CommitTimeoutError",
              "BatchFailedError", "SchemaRegistryUnavailableError"}
 

@@ -270,6 +270,11 @@ class Batch:
     def is_backfill(self) -> bool:
         return self.kind == "backfill"
 
+    @property
+    def offsets(self) -> int:
+        """The offsets its ranges span (the records, but for transaction markers, aborted and compacted ones)."""
+        return sum(r.size for r in self.ranges)
+
 
 def _position(r: OffsetRange) -> tuple[str, int]:
     return r.topic, r.partition

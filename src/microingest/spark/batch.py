@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Callable, Sequence
 
 from microingest import faults
+from microingest.errors import Refused
 from microingest.commit.copy_commit import commit_decoded
 from microingest.commit.history import CommitResult
 from microingest.commit.ledger import LedgerError
@@ -30,6 +31,11 @@ RECORDS_PER_TASK = 2_000
 
 class DeadLetterLimitError(LedgerError):
     """Too many bad records in one batch: probably a broken producer. Nothing was committed."""
+
+
+class BatchTooLargeError(Refused):
+    """The batch, decoded, is more than the driver may collect (spark.driver.maxResultSize). Nothing was written;
+    the run splits it (`run.run_plan`), and only a single record over the limit is refused for good."""
 
 
 def kafka_read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
@@ -75,13 +81,24 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
         faults.crash_point("after_open")
         log.info("batch %s of pipeline %s: reading %s", batch_id, pipeline.name, ", ".join(map(str, batch.ranges)))
         decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target)
-        decoded = collected(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA).toArrow(), decoder, started_at)
+        decoded = collected(_collect(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
         log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
         _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
         faults.crash_point("after_decode")
         result = commit_decoded(conn, sink, batch, decoded, job.run)
     faults.crash_point("after_commit")
     return result
+
+
+def _collect(frame, batch: Batch):
+    try:
+        return frame.toArrow()
+    except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
+        if "spark.driver.maxResultSize" not in str(exc):
+            raise
+        first = next((line for line in str(exc).splitlines() if "maxResultSize" in line), "")
+        raise BatchTooLargeError(f"a batch of {batch.offsets} offsets ({', '.join(map(str, batch.ranges))}) is more "
+                                 f"than the driver may collect decoded: {first.strip()}") from None
 
 
 def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts, sample: Callable[[], list[str]]):

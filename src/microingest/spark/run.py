@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from microingest.commit.history import RunOutcome, committed_by_run
 from microingest.plan.offsets import RunPlan
-from microingest.spark.batch import run_batch
+from microingest.spark.batch import BatchTooLargeError, run_batch
 from microingest.spark.job import IngestJob
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,8 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
 
     With a DAG run id, batches that earlier tries of the same run committed are left out: a retry goes on where the
     failed try stopped, and a retry after a commit whose acknowledgement was lost finds the work done. The live
-    positions each live batch commits are handed to the job's consumer-group mirror."""
+    positions each live batch commits are handed to the job's consumer-group mirror. A batch too large for the driver
+    to collect decoded is split: the rest of the run goes on in batches of half its size, as often as needed."""
     outcome = outcome if outcome is not None else RunOutcome()
     if job.run.run_id:
         plan = _resume(job, plan, outcome)
@@ -34,13 +36,23 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
             log.info("time budget of %ss spent after %d batch(es); %d records left for the next run",
                      plan.time_budget_seconds, outcome.batches - first, outcome.remaining)
             break
-        batch, plan = plan.next_batch(outcome.batches + 1)
+        batch, rest = plan.next_batch(outcome.batches + 1)
         batch_started = clock()
-        result = run_batch(job, batch)
+        try:
+            result = run_batch(job, batch)
+        except BatchTooLargeError as exc:
+            if batch.offsets == 1:
+                raise
+            plan = replace(plan, batch_cap=max(1, batch.offsets // 2))
+            expected = outcome.batches + plan.batches_needed
+            log.warning("%s; nothing was written, splitting it: batches of at most %d records from here", exc,
+                        plan.batch_cap)
+            continue
+        plan = rest
         outcome.add(result)
         if job.mirror is not None and not batch.is_backfill:
             job.mirror.publish({r.partition: r.until_offset for r in batch.ranges})
-        done += sum(r.size for r in batch.ranges)
+        done += batch.offsets
         seconds = max(clock() - batch_started, 1e-6)
         skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
         log.info("batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "

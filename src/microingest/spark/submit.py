@@ -24,6 +24,9 @@ JOB_CONF = {
     "spark.pyspark.python": sys.executable,
     "spark.python.daemon.module": "microingest.spark.worker_daemon",  # see there: saves about 0.3 s per task
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{settings.spark_job_path().parent / 'log4j2.properties'}",
+    # The driver collects each batch decoded (spark.batch): past this, the batch is split in smaller ones instead of
+    # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
+    "spark.driver.maxResultSize": "256m",
 }
 
 
