@@ -54,7 +54,7 @@ def finish():
 @pytest.fixture
 def env(pg, kafka, tmp_path, monkeypatch) -> Env:
     """A pipeline of the test's own whose Spark jobs run on the Spark Connect server `make test` starts: the same
-    run_plan, Kafka source and staging as under spark-submit, without a JVM start (about 20 s) for every job. Modules
+    run_plan, Kafka source and commit as under spark-submit, without a JVM start (about 20 s) for every job. Modules
     whose subject is spark-submit itself (its command, the operator, executor fault points, a cluster) take
     `submit_env` instead."""
     return own_env(pg, kafka, tmp_path, monkeypatch, spark_conn_id=spark_connect.PLATFORM_CONN_ID)

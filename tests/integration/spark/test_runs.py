@@ -107,9 +107,11 @@ def test_a_run_reads_and_decodes_while_another_run_of_the_pipeline_holds_its_com
     env.assert_exactly_once(produced)
 
 
-def test_a_batch_too_large_for_the_driver_to_collect_is_split_and_lands_once(env):
-    """The driver collects each batch decoded, up to spark.driver.maxResultSize (256m in the job's conf; 1m here).
-    A batch over it fails before anything is written, and the run goes on in batches of half the size."""
+def test_a_batch_too_large_for_the_driver_to_collect_is_split_and_lands_once(submit_env):
+    """The driver collects each batch decoded, up to spark.driver.maxResultSize (256m in the job's conf; 1m here,
+    given to a spark-submit of its own). A batch over it fails before anything is written, and the run goes on in
+    batches of half the size."""
+    env = submit_env
     filler = "x" * 2500
     positions = env.send([(f"k{i}".encode(), json_bytes({"event_id": f"ev-{i}", "user_id": "u", "event_type": filler,
                                                          "amount": 1.5, "event_time": 1_700_000_000_000}))
@@ -117,7 +119,8 @@ def test_a_batch_too_large_for_the_driver_to_collect_is_split_and_lands_once(env
     result = env.spark_job(plan_live_run(env.pipeline), extra_conf={"spark.driver.maxResultSize": "1m"})
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "BatchTooLargeError" in result.stdout and "splitting it" in result.stdout, result.stdout[-3000:]
+    assert "more than the driver may collect decoded" in result.stdout and "splitting it" in result.stdout, \
+        result.stdout[-3000:]
     assert sorted((p, o) for p, o, _ in env.target_rows()) == sorted(positions)
     reads = [read for _, read, *_ in history(env)]
     assert sum(reads) == 1200 and max(reads) < 1200
