@@ -198,8 +198,9 @@ def _parse_schedule(schedule: str, source: str) -> str:
 
 # Postgres objects the platform derives from a pipeline's name; the longest suffix bounds the name's length.
 PLATFORM_SCHEMAS = ("microingest", "microingest_staging")
-RESERVED_PIPELINE_NAMES = ("dead_letters", "lag_sla")  # staging's own table; the lag SLA DAG's id
-_DERIVED_NAME_SUFFIX = "_position"  # the staging table's unique index
+# dead_letters: the platform's table of that name (and, until migration 012, its staged twin); lag_sla: a DAG's id
+RESERVED_PIPELINE_NAMES = ("dead_letters", "lag_sla")
+_DERIVED_NAME_SUFFIX = "_position"  # the longest suffix a name-derived object takes (a position index)
 MAX_PIPELINE_NAME = 63 - len(_DERIVED_NAME_SUFFIX)
 
 
@@ -207,10 +208,10 @@ def check_pipeline_name(name: str) -> str:
     check_identifier(name)
     if len(name) > MAX_PIPELINE_NAME:
         raise IdentifierError(f"{name!r} is {len(name)} characters; pipeline names may have at most "
-                              f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (staging table "
-                              f"and index '<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit")
+                              f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (such as "
+                              f"'<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit")
     if name in RESERVED_PIPELINE_NAMES:
-        raise IdentifierError(f"{name!r} is reserved: the platform's own table microingest_staging.{name} has it")
+        raise IdentifierError(f"{name!r} is reserved: the platform's own objects (a table, a DAG) have that name")
     return name
 
 
