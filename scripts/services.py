@@ -21,12 +21,14 @@ from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, 
 from local_platform.processes import running_pid, say
 
 from microingest.spark.connect import PLATFORM_CONN_ID
+from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.schema_registry import shown_url
 from microingest.systems.connections import (env_name, get_connection, kafka_python_config, parse_connection,
                                              postgres_params, schema_registry_config, to_env_value)
 
-PG_CONN, KAFKA_CONN, SPARK_CONN = "microingest_postgres", "microingest_kafka", "microingest_spark"
-SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # pipelines select the long-lived driver with this spark_conn_id
+PG_CONN, KAFKA_CONN = "microingest_postgres", "microingest_kafka"
+SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # the long-lived driver: a pipeline's Spark connection unless it names another
+SPARK_SUBMIT_CONN = SUBMIT_CONN_ID  # a Spark application per run, for the pipelines that name it
 REGISTRY_CONN = "microingest_schema_registry"
 
 
@@ -72,12 +74,12 @@ def connections() -> dict[str, str]:
         config = kafka.start()
         kafka_conn = parse_connection(KAFKA_CONN, json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": ",".join(config["bootstrap_servers"])}}))
-    spark_value = os.environ.get(env_name(SPARK_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
+    submit_value = os.environ.get(env_name(SPARK_SUBMIT_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
     connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
                      or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
     registry_value = to_env_value(registry or schema_registry.local_connection(REGISTRY_CONN))
     return {env_name(PG_CONN): to_env_value(pg_conn), env_name(KAFKA_CONN): to_env_value(kafka_conn),
-            env_name(SPARK_CONN): spark_value, env_name(SPARK_CONNECT_CONN): connect_value,
+            env_name(SPARK_SUBMIT_CONN): submit_value, env_name(SPARK_CONNECT_CONN): connect_value,
             env_name(REGISTRY_CONN): registry_value}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import browser_session
-from microingest.spark import connect as spark_connect
+from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 
@@ -57,13 +57,13 @@ def env(pg, kafka, tmp_path, monkeypatch) -> Env:
     run_plan, Kafka source and commit as under spark-submit, without a JVM start (about 20 s) for every job. Modules
     whose subject is spark-submit itself (its command, the operator, executor fault points, a cluster) take
     `submit_env` instead."""
-    return own_env(pg, kafka, tmp_path, monkeypatch, spark_conn_id=spark_connect.PLATFORM_CONN_ID)
+    return own_env(pg, kafka, tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def submit_env(pg, kafka, tmp_path, monkeypatch) -> Env:
-    """A pipeline of the test's own on the default Spark connection: each job is a spark-submit of its own."""
-    return own_env(pg, kafka, tmp_path, monkeypatch)
+    """A pipeline of the test's own on the platform's spark-submit connection: each job a Spark application."""
+    return own_env(pg, kafka, tmp_path, monkeypatch, spark_conn_id=SUBMIT_CONN_ID)
 
 
 @pytest.fixture

@@ -278,8 +278,8 @@ def declare_served(pg, kafka, folder: Path) -> dict[str, Env]:
     envs = {}
     for role, declaration in SERVED_DECLARATIONS.items():
         suffix = uuid.uuid4().hex[:8]
-        if role not in ON_SPARK_SUBMIT:
-            declaration = {"spark_conn_id": spark_connect.PLATFORM_CONN_ID, **declaration}
+        if role in ON_SPARK_SUBMIT:
+            declaration = {"spark_conn_id": spark_submit.SUBMIT_CONN_ID, **declaration}
         envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}",
                              create_table=role not in NO_TABLE_MADE, **declaration)
     return envs

@@ -96,7 +96,7 @@ def bench_result(stdout: str) -> dict:
 
 class _Platform(Contender):
     family = "microingest"
-    spark_conn_id: str | None = None  # the declaration's; None: the default (a Spark application per run)
+    spark_conn_id = spark_connect.PLATFORM_CONN_ID  # the declaration's: the default, the long-lived driver
 
     def prepare(self) -> None:
         folder = settings.pipelines_dir()
@@ -107,9 +107,9 @@ class _Platform(Contender):
             "topic": self.topic, "target_table": table_name(self.key), "schema": SCHEMA,
             "value_format": self.value_format,
             "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": 1_000_000_000,
-            "max_run_seconds": 7200, **({"spark_conn_id": self.spark_conn_id} if self.spark_conn_id else {})}))
+            "max_run_seconds": 7200, "spark_conn_id": self.spark_conn_id}))
         self.pipeline: Pipeline = load_pipeline_file(path)
-        if self.spark_conn_id:
+        if self.long_lived:
             try:
                 spark_connect.answers(get_connection(self.spark_conn_id))
             except Exception as exc:
@@ -125,8 +125,12 @@ class _Platform(Contender):
         return f"bench_{self.ctx.run_id}_{self.key}"
 
     @property
+    def long_lived(self) -> bool:
+        return self.spark_conn_id == spark_connect.PLATFORM_CONN_ID
+
+    @property
     def markers(self) -> tuple[str, ...]:
-        if self.spark_conn_id:  # the job's client process (its arguments name the pipeline) and the server's
+        if self.long_lived:  # the job's client process (its arguments name the pipeline) and the server's
             return (f"--pipeline {self.pipeline_name} ", "microingest-spark-connect")
         return (f"microingest-{self.pipeline_name}",)  # the Spark application's name, also when Airflow submits it
 
@@ -150,6 +154,7 @@ class _Platform(Contender):
 
 class SparkJobAlone(_Platform):
     key, label = "spark_job", "microingest: the Spark job alone (spark-submit → committed)"
+    spark_conn_id = spark_submit.SUBMIT_CONN_ID
 
     def run(self) -> Run:
         def launch() -> None:
@@ -164,7 +169,6 @@ class SparkJobAlone(_Platform):
 
 class SparkConnectJob(_Platform):
     key, label = "connect_job", "microingest: the job alone on the long-lived Spark Connect driver"
-    spark_conn_id = spark_connect.PLATFORM_CONN_ID
 
     def run(self) -> Run:
         def launch() -> None:
@@ -177,7 +181,7 @@ class SparkConnectJob(_Platform):
 
 
 class ThroughAirflow(_Platform):
-    key, label = "airflow", "microingest through Airflow (trigger → committed)"
+    key, label = "airflow", "microingest through Airflow (trigger → committed), the default: the long-lived driver"
 
     def prepare(self) -> None:
         super().prepare()
@@ -206,18 +210,13 @@ class ThroughAirflow(_Platform):
         return self._timed(launch)
 
 
-class ThroughAirflowOnSparkConnect(ThroughAirflow):
-    key, label = "airflow_connect", "microingest through Airflow on the long-lived Spark Connect driver"
-    spark_conn_id = spark_connect.PLATFORM_CONN_ID
+class ThroughAirflowOnSparkSubmit(ThroughAirflow):
+    key, label = "airflow_submit", "microingest through Airflow on spark-submit (a Spark application per run)"
+    spark_conn_id = spark_submit.SUBMIT_CONN_ID
 
 
 class ThroughAirflowAvro(ThroughAirflow):
     key, label = "airflow_avro", "microingest through Airflow, the same records as Avro"
-    value_format = "avro"
-
-
-class ThroughAirflowOnSparkConnectAvro(ThroughAirflowOnSparkConnect):
-    key, label = "airflow_connect_avro", "microingest through Airflow on the long-lived driver, as Avro"
     value_format = "avro"
 
 
@@ -266,6 +265,5 @@ def bench_jars() -> list[str]:
     return jars
 
 
-CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkJobAlone, ThroughAirflowOnSparkConnect, SparkConnectJob,
-                                  KafkaLoop, KafkaLoopLean, AvailableNow, ThroughAirflowAvro,
-                                  ThroughAirflowOnSparkConnectAvro)}
+CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkConnectJob, ThroughAirflowOnSparkSubmit, SparkJobAlone,
+                                  KafkaLoop, KafkaLoopLean, AvailableNow, ThroughAirflowAvro)}

@@ -11,10 +11,10 @@ from microingest.bench.limits import COPY_KEY, COUNT_KEY
 from microingest.bench.memory import INTERVAL
 from microingest.bench.phases import NAMES, PHASES, bottleneck
 
-OURS = "airflow"  # end to end, as operators run it
-LONG_LIVED = "airflow_connect"  # the same on the Spark Connect server
-THROUGH_AIRFLOW = ((OURS, "spark-submit"), (LONG_LIVED, "the long-lived driver"))  # judged against the targets
-AS_AVRO = {OURS: "airflow_avro", LONG_LIVED: "airflow_connect_avro"}  # the same, reading the Avro dataset
+OURS = "airflow"  # end to end, as operators run it by default: on the long-lived Spark Connect driver
+ON_SUBMIT = "airflow_submit"  # the same with a Spark application per run
+THROUGH_AIRFLOW = ((OURS, "the long-lived driver"), (ON_SUBMIT, "spark-submit"))  # judged against the targets
+AS_AVRO = {OURS: "airflow_avro"}  # the same, reading the Avro dataset
 ROLES = (("spark_jvm", "Spark JVM"), ("python", "Python"), ("postgres", "Postgres"))
 
 
@@ -64,7 +64,8 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
     for how, ratio in judged:
         rows.append((f"Postgres CPU per record ≤ 1.3× the COPY limit's, through Airflow on {how}", f"{ratio:.2f}×",
                      "met" if ratio <= 1.3 else f"missed by {ratio - 1.3:.2f}×"))
-    judged = [(how, AS_AVRO[key], _ratio(m.get(AS_AVRO[key]), m.get(key))) for key, how in THROUGH_AIRFLOW]
+    judged = [(how, AS_AVRO[key], _ratio(m.get(AS_AVRO[key]), m.get(key))) for key, how in THROUGH_AIRFLOW
+              if key in AS_AVRO]
     judged = [(how, key, ratio) for how, key, ratio in judged if ratio is not None]
     if not judged:
         rows.append(("Avro ≥ the JSON figure", "not measured in this run", "–"))
@@ -73,13 +74,13 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
         if ratio < 1 and m[key].get("phases"):
             verdict += f"; its time: {bottleneck(m[key]['phases'])}"
         rows.append((f"Avro ≥ the JSON figure, through Airflow on {how}", f"{ratio:.2f}×", verdict))
-    small = (m.get(LONG_LIVED) or {}).get("small_median")
-    goal = f"{report['options']['small_records']}-record batch trigger → committed ≤ 3 s with a long-lived driver"
+    small = (m.get(OURS) or {}).get("small_median")
+    goal = f"{report['options']['small_records']}-record batch trigger → committed ≤ 3 s, on the long-lived driver"
     if small is None:
         rows.append((goal, "not measured in this run", "–"))
     else:
         verdict = "met" if small <= 3 else f"missed by {small - 3:.1f}s"
-        phases = m[LONG_LIVED].get("small_phases_median")
+        phases = m[OURS].get("small_phases_median")
         if small > 3 and phases:
             verdict += "; its time: " + ", ".join(f"{NAMES[k]} {v:.1f}s" for k, v in phases.items() if v >= 0.05)
         rows.append((goal, f"{small:.1f}s", verdict))

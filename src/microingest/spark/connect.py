@@ -34,8 +34,9 @@ from microingest.systems.connections import ConnectionConfigError, ConnectionInf
 log = logging.getLogger(__name__)
 
 CONN_TYPE = "spark_connect"  # the Airflow Spark provider's connection type for Spark Connect
-# The connection `make up` and docker compose define: a pipeline selects the long-lived driver by naming it.
-PLATFORM_CONN_ID = "microingest_spark_connect"
+# The connection `make up` and docker compose define as the long-lived driver: every pipeline's default Spark
+# connection (a user who sets it to a `spark` connection gets a Spark application per run instead).
+PLATFORM_CONN_ID = "microingest_spark"
 DEFAULT_PORT = 15002  # Spark Connect's own default
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _CLIENT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")

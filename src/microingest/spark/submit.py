@@ -30,6 +30,11 @@ JOB_CONF = {
 }
 
 
+# The connection `make up` and docker compose define for pipelines that want a Spark application of their own per run
+# (spark-submit, about 20 s of JVM start each): they name it as their spark_conn_id.
+SUBMIT_CONN_ID = "microingest_spark_submit"
+
+
 @dataclass(frozen=True)
 class JobArgs:
     """What the job is asked to do: the one form a run plan takes between the plan task's XCom and the job."""

@@ -43,7 +43,7 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         assert abs(m["rate"] - m["records"] / m["seconds"]) < 0.1
         assert m["peak_mib"].get("postgres", 0) > 0, m  # sampled before each contender starts: always there
         assert m["postgres_cpu_seconds"] >= 0, m  # read from the local cluster's accounting (CPU ticks: maybe 0)
-    for key in ("airflow", "spark_job", "available_now"):
+    for key in ("airflow_submit", "spark_job", "available_now"):
         # A Spark application's JVM lives for seconds (its own start alone), many of the sampler's intervals.
         assert found[key]["peak_mib"].get("spark_jvm", 0) > 0, found[key]
     # The loop's process can end between two samples on a fast machine (600 records): it measures its own peak.
@@ -64,7 +64,7 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
     with connection(pg) as conn, conn.cursor() as cur:  # the Avro dataset is the same records, landed the same
         values = ", ".join(["source_partition", "source_offset", *VALUE_COLUMNS])
         cur.execute(f"SELECT count(*) FROM ((SELECT {values} FROM bench.airflow EXCEPT SELECT {values} FROM "
-                    f"bench.airflow_avro) UNION ALL (SELECT {values} FROM bench.airflow_connect_avro EXCEPT "
+                    f"bench.airflow_avro) UNION ALL (SELECT {values} FROM bench.airflow_avro EXCEPT "
                     f"SELECT {values} FROM bench.airflow)) differ")
         assert cur.fetchone()[0] == 0
 

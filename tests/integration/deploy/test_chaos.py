@@ -31,6 +31,7 @@ from kafka import KafkaProducer
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
+from microingest.spark.submit import SUBMIT_CONN_ID
 from pipeline_env import SERVED_FOLDER, UPSERT_TARGET, new_env, platform, read_to_end
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
@@ -147,7 +148,9 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     topic = f"chaos-{suffix}"
     folder = tmp_path / "pipelines"
     monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
-    common = {"max_records_per_batch": 1500, "dead_letter": {"max_fraction": 0.5}, "retries": 0}
+    # Each job a Spark application whose driver the faults kill; the long-lived driver's kills are test_spark_connect's.
+    common = {"max_records_per_batch": 1500, "dead_letter": {"max_fraction": 0.5}, "retries": 0,
+              "spark_conn_id": SUBMIT_CONN_ID}
     append = new_env(pg, kafka, folder, f"chaos_append_{suffix}", topic, **common)
     upsert = new_env(pg, kafka, folder, f"chaos_upsert_{suffix}", topic, sink_mode="upsert_latest", **common)
     upsert.replace_target(UPSERT_TARGET)

@@ -63,9 +63,11 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
             spark = json.loads(env[env_name(p.spark_conn_id)])
             assert urlsplit(spark["host"]).hostname in services
         assert urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).hostname in services
-        # what a pipeline selects with spark_conn_id: microingest_spark_connect
-        spark_connect = json.loads(env[env_name("microingest_spark_connect")])
+        # every pipeline's default Spark connection is the long-lived driver; microingest_spark_submit, spark-submit
+        spark_connect = json.loads(env[env_name("microingest_spark")])
         assert spark_connect["conn_type"] == "spark_connect" and urlsplit(spark_connect["host"]).hostname in services
+        submit = json.loads(env[env_name("microingest_spark_submit")])
+        assert submit["conn_type"] == "spark" and urlsplit(submit["host"]).hostname in services
         # what a pipeline with value_format avro reads its writer schemas from
         registry = parse_connection("r", env[env_name("microingest_schema_registry")])
         assert urlsplit(schema_registry_config(registry)["url"]).hostname in services

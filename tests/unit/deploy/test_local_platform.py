@@ -50,16 +50,19 @@ def test_the_admin_password_is_shown_by_status_but_not_by_what_up_prints(tmp_pat
 
 
 def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_it(tmp_path, monkeypatch):
+    """The long-lived driver is the default: a pipeline that names no Spark connection runs on it."""
     sys.path.insert(0, str(REPO / "scripts"))
     import services
 
     folder = tmp_path / "pipelines"
     folder.mkdir()
-    for name, spark in (("on_connect", "microingest_spark_connect"), ("on_submit", "microingest_spark")):
+    for name, spark in (("a_default", None), ("on_connect", "microingest_spark"),
+                        ("on_submit", "microingest_spark_submit")):
         (folder / f"{name}.yaml").write_text(json.dumps({"name": name, "topic": "t", "target_table": f"public.{name}",
-                                                         "schema": {"id": "string"}, "spark_conn_id": spark}))
+                                                         "schema": {"id": "string"},
+                                                         **({"spark_conn_id": spark} if spark else {})}))
     (folder / "broken.yaml").write_text("name: [")
-    assert services.selects_local_spark_connect(folder) == ["on_connect"]
+    assert sorted(services.selects_local_spark_connect(folder)) == ["a_default", "on_connect"]
 
 
 def test_up_starts_the_local_schema_registry_for_the_pipelines_that_read_framed_values(tmp_path, monkeypatch):
