@@ -60,6 +60,7 @@ class Contender:
     key = ""
     label = ""
     family = "alternative"  # or "microingest"
+    long_lived = False  # runs on the long-lived Spark Connect driver
     value_format = "json"  # the dataset it reads: JSON, or the same records as Avro (bench.avro_dataset)
 
     def __init__(self, ctx: Context):
@@ -97,6 +98,7 @@ def bench_result(stdout: str) -> dict:
 class _Platform(Contender):
     family = "microingest"
     spark_conn_id = spark_connect.PLATFORM_CONN_ID  # the declaration's: the default, the long-lived driver
+    max_records_per_run = 1_000_000_000
 
     def prepare(self) -> None:
         folder = settings.pipelines_dir()
@@ -106,7 +108,7 @@ class _Platform(Contender):
             "name": self.pipeline_name, "description": f"make bench {self.ctx.run_id}: {self.label}",
             "topic": self.topic, "target_table": table_name(self.key), "schema": SCHEMA,
             "value_format": self.value_format,
-            "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": 1_000_000_000,
+            "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": self.max_records_per_run,
             "max_run_seconds": 7200, "spark_conn_id": self.spark_conn_id}))
         self.pipeline: Pipeline = load_pipeline_file(path)
         if self.long_lived:
@@ -208,6 +210,16 @@ class ThroughAirflow(_Platform):
             return datetime.fromisoformat(ingest["start_date"]).timestamp()
 
         return self._timed(launch)
+
+
+class WarmUp(ThroughAirflow):
+    """Untimed, before the contenders: a long-lived driver and an Airflow in service have run before, so the first
+    timed contender should not pay for the server's JIT and Python workers, or the scheduler's first run."""
+    key, label = "warmup", "warm-up: one untimed run through Airflow on the long-lived driver"
+
+    def __init__(self, ctx: Context, records: int):
+        super().__init__(ctx)
+        self.max_records_per_run = records
 
 
 class ThroughAirflowOnSparkSubmit(ThroughAirflow):

@@ -122,12 +122,16 @@ def markdown(report: dict) -> str:
     sizes = report["record_bytes"]
     as_avro = f" (and the same as Avro of {sizes['avro']:.0f} bytes, topic `{report['topic']}-avro`)" \
         if "avro" in sizes else ""
+    warm = report.get("warm_up_records")
+    warmed = (f" Before the contenders, one untimed run of the first {warm:,} records through Airflow on the "
+              "long-lived driver warms it (its JIT, its Python workers) and Airflow, as they are in service."
+              if warm else "")
     lines = [f"# microingest bench {report['run_id']}", "",
              f"{opts['records']:,} JSON records of {sizes['json']:.0f} bytes{as_avro} in {opts['partitions']} "
              f"partitions (topic `{report['topic']}`), batches of {opts['batch_records']:,}; then "
              f"{opts['small_batches']} batch(es) of {opts['small_records']} new records per contender. Started "
              f"{report['started']} on {mach['cpus']} CPUs, {mach['memory_gib']} GiB; PostgreSQL {mach['postgres']}, "
-             f"Spark {mach['pyspark']}, Python {mach['python']}.", "",
+             f"Spark {mach['pyspark']}, Python {mach['python']}.{warmed}", "",
              "Time is from launch (spark-submit, DAG trigger, process start) to the last commit in Postgres; the "
              "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
              "all Postgres processes (shared buffers counted once), sampled at the contender's start and end and "

@@ -16,7 +16,7 @@ import pyspark
 from microingest import settings
 from microingest.bench import limits
 from microingest.bench.avro_dataset import avro_topic, avro_values, register
-from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow
+from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow, WarmUp
 from microingest.bench.dataset import create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
 from microingest.bench.phases import median_split
@@ -24,6 +24,10 @@ from microingest.bench.postgres_cpu import PostgresCpu, postmaster
 from microingest.bench.targets import create_targets, landed
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
+
+
+# Enough for the long-lived driver's JIT and the Python workers of every core: two batches of the default size.
+WARM_UP_RECORDS = 200_000
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     ctx = Context(pg, kafka, f"microingest-bench-{run_id}", run_id, opts.batch_records, work.resolve(), say)
     _forget_earlier_declarations()
     contenders = [CONTENDERS[key](ctx) for key in opts.contenders]
-    create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY])
-    for c in contenders:
+    warm_up = WarmUp(ctx, min(opts.records, WARM_UP_RECORDS)) if any(c.long_lived for c in contenders) else None
+    create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY] + ([warm_up.key] if warm_up else []))
+    for c in contenders + ([warm_up] if warm_up else []):
         c.prepare()  # declarations first: Airflow parses them while the data is produced
     say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions)")
     dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say)
@@ -101,10 +106,18 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         say(f"producing the same {opts.records:,} records as Avro into {topic}")
         schema_id = register(schema_registry_config(get_connection("microingest_schema_registry")), topic)
         datasets["avro"] = create_dataset(kafka, topic, opts.records, opts.partitions, say, avro_values(schema_id))
-    for c in contenders:
+    for c in contenders + ([warm_up] if warm_up else []):
         if isinstance(c, ThroughAirflow):
             say("waiting for Airflow to serve the bench pipeline's DAG")
             c.wait_until_served()
+    if warm_up:
+        say(f"{warm_up.label}: {warm_up.max_records_per_run:,} records ...")
+        run = warm_up.run()
+        rows, distinct = landed(pg, warm_up.key)
+        if not rows == distinct == run.records == warm_up.max_records_per_run:
+            raise BenchError(f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
+                             f"{distinct:,} positions; expected {warm_up.max_records_per_run:,}")
+        say(f"  {run.seconds:.1f}s, not timed")
 
     results: list[Measurement] = []
     for key, measure in ((limits.COUNT_KEY, limits.spark_count), (limits.COPY_KEY, limits.copy_limit)):
@@ -149,7 +162,9 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
                 f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})")
     return {"run_id": run_id, "started": started.isoformat(timespec="seconds"),
             "options": {**asdict(opts), "out": str(opts.out)}, "topic": ctx.topic,
-            "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()}, "machine": {**machine(), "postgres": _pg_version(pg)},
+            "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()},
+            "warm_up_records": warm_up.max_records_per_run if warm_up else 0,
+            "machine": {**machine(), "postgres": _pg_version(pg)},
             "measurements": [m.to_dict() for m in results]}
 
 

@@ -33,6 +33,7 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
     report = json.loads((out / "report.json").read_text())
     found = {m["key"]: m for m in report["measurements"]}
     assert list(found) == [COUNT_KEY, COPY_KEY, *CONTENDERS]
+    assert report["warm_up_records"] == RECORDS  # untimed, and checked exact before the contenders ran
 
     assert found[COUNT_KEY]["records"] == RECORDS
     assert (found[COPY_KEY]["rows"], found[COPY_KEY]["distinct"]) == (RECORDS, RECORDS)
