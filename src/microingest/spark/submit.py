@@ -31,7 +31,7 @@ JOB_CONF = {
 
 
 # The connection `make up` and docker compose define for pipelines that want a Spark application of their own per run
-# (spark-submit, about 20 s of JVM start each): they name it as their spark_conn_id.
+# (spark-submit, a JVM and Spark start each: 6-8 s on the development machine): they name it as their spark_conn_id.
 SUBMIT_CONN_ID = "microingest_spark_submit"
 
 
