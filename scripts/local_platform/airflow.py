@@ -1,5 +1,9 @@
 """Airflow's services for the local platform: api-server, scheduler, dag-processor and triggerer, on the
-platform's Postgres, with a simple-auth-manager admin whose generated password stays in the state folder."""
+platform's Postgres, with a simple-auth-manager admin whose generated password stays in the state folder.
+
+Two more credentials live there: the `microingest` user (role user, allowed to edit DAG runs), through which the
+`announce` task writes run notes (connection microingest_airflow), and the read-only token that scrapes
+/microingest/metrics (connection microingest_metrics)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from local_platform.config import AIRFLOW_PORT, REPO, STATE, VENV_BIN, private_f
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
+NOTES_USER = "microingest"
 
 
 def airflow_env(pg: dict) -> dict[str, str]:
@@ -23,9 +28,15 @@ def airflow_env(pg: dict) -> dict[str, str]:
         private_file(secrets_file, json.dumps({"jwt": secrets.token_urlsafe(32), "api": secrets.token_urlsafe(32),
                                                "fernet": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()}))
     keys = json.loads(secrets_file.read_text())
-    passwords = home / "simple_auth_manager_passwords.json"
-    if not passwords.exists():
-        private_file(passwords, json.dumps({"admin": secrets.token_urlsafe(12)}))
+    if "metrics" not in keys:  # a state folder from before the metrics endpoint
+        keys["metrics"] = secrets.token_urlsafe(32)
+        private_file(secrets_file, json.dumps(keys))
+    passwords_file = home / "simple_auth_manager_passwords.json"
+    # The admin first: it is who `make demo` and the tests log in as (microingest.systems.airflow_api.credentials).
+    passwords = json.loads(passwords_file.read_text()) if passwords_file.exists() else {}
+    passwords.setdefault("admin", secrets.token_urlsafe(12))
+    passwords.setdefault(NOTES_USER, secrets.token_urlsafe(24))
+    private_file(passwords_file, json.dumps(passwords))
     from sqlalchemy.engine import URL
 
     db_url = URL.create("postgresql+psycopg2", username=pg.get("user"), password=pg.get("password"),
@@ -39,8 +50,11 @@ def airflow_env(pg: dict) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{NOTES_USER}:user",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
+        "AIRFLOW_CONN_MICROINGEST_AIRFLOW": json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": AIRFLOW_PORT,
+                                                        "login": NOTES_USER, "password": passwords[NOTES_USER]}),
+        "AIRFLOW_CONN_MICROINGEST_METRICS": json.dumps({"conn_type": "generic", "password": keys["metrics"]}),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{AIRFLOW_PORT}/execution/",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
         "AIRFLOW__API__PORT": str(AIRFLOW_PORT),

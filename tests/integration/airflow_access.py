@@ -9,7 +9,7 @@ import subprocess
 import urllib.error
 import urllib.request
 
-from microingest.cli.rest_client import base_url
+from microingest.systems.airflow_api import base_url
 
 
 def run_dag(env, conf: dict | None = None, **extra_env) -> subprocess.CompletedProcess:

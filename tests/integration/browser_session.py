@@ -18,7 +18,7 @@ from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
 
 from microingest import settings
-from microingest.cli.rest_client import base_url, credentials
+from microingest.systems.airflow_api import base_url, credentials
 
 OUTPUT = Path(os.environ.get("MICROINGEST_TEST_OUTPUT", settings.state_dir() / "test-output")) / "ui"
 

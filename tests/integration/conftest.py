@@ -73,7 +73,7 @@ def browser():
 
 @pytest.fixture(scope="session")
 def api():
-    from microingest.cli.rest_client import AirflowClient
+    from microingest.systems.airflow_api import AirflowClient
 
     return AirflowClient()
 

@@ -1,22 +1,27 @@
-"""One DAG per declared pipeline: plan (no Spark) -> ingest (Spark job, one Postgres transaction per batch)."""
+"""One DAG per declared pipeline: plan (no Spark) -> ingest (Spark job, one Postgres transaction per batch) ->
+announce (the target's Asset event and the run's note)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, task
+from airflow.sdk.exceptions import AirflowNotFoundException
 
+from microingest.airflow.assets import target_asset
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
 from microingest.declare.files import load_declarations
 from microingest.declare.pipeline import DeclarationError, Pipeline
+from microingest.errors import MicroingestError
 
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _TAG_MAX_LEN = 100  # Airflow's limit on a DAG tag
 
 
 def build_dag(pipeline: Pipeline) -> DAG:
+    asset = target_asset(pipeline)
     doc = (f"Ingest Kafka topic `{pipeline.topic}` into `{pipeline.target_table}` ({pipeline.sink_mode}): each run "
            f"reads up to {pipeline.max_records_per_run:,} records in batches of at most "
            f"{pipeline.max_records_per_batch:,}, each batch one transaction. Trigger with a backfill range or time "
@@ -41,17 +46,29 @@ def build_dag(pipeline: Pipeline) -> DAG:
                       "retry_exponential_backoff": 2.0, "max_retry_delay": timedelta(minutes=10)},
     ) as dag:
 
-        @task.short_circuit(task_id="plan", doc_md="Plan the run from its Params, the ledger and Kafka: a live run "
-                            "up to the last stable offsets, or a backfill; skip Spark when there is nothing to do.")
+        # ignore_downstream_trigger_rules=False: a plan with nothing to do skips ingest, and announce still notes it.
+        @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False, doc_md="Plan the run from its "
+                            "Params, the ledger and Kafka: a live run up to the last stable offsets, or a backfill; "
+                            "skip Spark when there is nothing to do.")
         def plan(**context):
             from microingest.airflow.plan_task import plan_for_run
 
             return plan_for_run(pipeline, context)
 
+        # A teardown: it runs when ingest succeeded, failed for good or was skipped, and never decides the run's state.
+        @task(task_id="announce", inlets=[asset], outlets=[asset], doc_md=f"Announce the batches this run committed "
+              f"as an event of Asset `{asset.name}` (once each, retries and failures included), and write the run's "
+              "note.")
+        def announce(**context):
+            from microingest.airflow.announce_task import announce
+
+            announce(pipeline, asset, context)
+
         planned = plan()
         planned >> SparkIngestOperator(task_id="ingest", pipeline=pipeline,
                                        doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
-                                       "dead letters, ledger and history are committed in one Postgres transaction.")
+                                       "dead letters, ledger and history are committed in one Postgres transaction.") \
+            >> announce().as_teardown()
         if pipeline.lag.gate:
             gate = pipeline.lag.gate
             LagGateSensor(task_id="wait_for_records", pipeline=pipeline, doc_md=(
@@ -87,7 +104,7 @@ def build_sla_dag(pipelines: list[Pipeline]) -> DAG | None:
 
 def build_dags() -> dict[str, DAG]:
     """DAGs of the valid declarations; malformed ones are reported by `declaration_errors` instead."""
-    pipelines, _ = load_declarations()
+    pipelines, _ = buildable()
     dags = {p.dag_id: build_dag(p) for p in pipelines}
     if sla := build_sla_dag(pipelines):
         dags[SLA_DAG_ID] = sla
@@ -95,4 +112,20 @@ def build_dags() -> dict[str, DAG]:
 
 
 def declaration_errors() -> list[DeclarationError]:
-    return load_declarations()[1]
+    return buildable()[1]
+
+
+def buildable() -> tuple[list[Pipeline], list[DeclarationError]]:
+    """The valid declarations whose target Asset resolves, and the errors of the others: a pipeline whose Postgres
+    connection is missing or unreadable fails alone."""
+    pipelines, errors = load_declarations()
+    ok = []
+    for pipeline in pipelines:
+        try:
+            target_asset(pipeline)
+        except (AirflowNotFoundException, MicroingestError) as exc:
+            errors.append(DeclarationError(pipeline.source or pipeline.name, "postgres_conn_id",
+                                           f"connection '{pipeline.postgres_conn_id}' names no target: {exc}"))
+        else:
+            ok.append(pipeline)
+    return ok, errors

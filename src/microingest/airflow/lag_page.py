@@ -1,6 +1,6 @@
 """The lag page in the Airflow UI: every pipeline with its state, per-partition offset and time lag, its last batches
-and its lag over time. Served by the api-server as a plugin FastAPI app (plugins/microingest_plugin.py), shown in the
-UI's navigation through an external view.
+and its lag over time. Served by the api-server in the plugin's FastAPI app (microingest.airflow.plugin_app), shown
+in the UI's navigation through an external view.
 
 Plugin FastAPI apps are not behind Airflow's authentication on their own: every route here depends on Airflow's own
 check (a valid JWT from the UI's session cookie or an Authorization header, and read access to DAGs), so anonymous
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from microingest.declare.files import load_declarations
@@ -25,10 +25,7 @@ from microingest.lag.text import age
 CHART_SPAN = timedelta(hours=24)
 COLOURS = {"OK": "#2e7d32", "WARN": "#f9a825", "STALL": "#ef6c00", "STOP": "#c62828", "ERR": "#6a1b9a"}
 
-# FastAPI adds its /docs, /redoc and /openapi.json routes outside the app's dependencies, so they would be served
-# without a login: the page has no API to document, and every route left is behind the check.
-app = FastAPI(title="microingest lag", dependencies=[Depends(requires_access_dag("GET"))], docs_url=None,
-              redoc_url=None, openapi_url=None)
+router = APIRouter(dependencies=[Depends(requires_access_dag("GET"))])
 
 
 def declarations() -> tuple[list[Pipeline], list[str]]:
@@ -61,13 +58,13 @@ def lag_series(conn, pipeline: str, since: datetime) -> list[tuple[datetime, int
         return [(t, int(lag)) for t, lag in cur.fetchall()]
 
 
-@app.get("/lag", response_class=HTMLResponse)
+@router.get("/lag", response_class=HTMLResponse)
 def lag_page() -> str:
     pipelines, errors = declarations()
     return render(statuses(pipelines), datetime.now(timezone.utc), errors)
 
 
-@app.get("/lag.json")
+@router.get("/lag.json")
 def lag_json() -> JSONResponse:
     return JSONResponse([status.to_dict() for status, _ in statuses(declarations()[0])])
 

@@ -187,7 +187,7 @@ class ThroughAirflow(_Platform):
 
     def prepare(self) -> None:
         super().prepare()
-        from microingest.cli.rest_client import AirflowClient
+        from microingest.systems.airflow_api import AirflowClient
 
         self.client = AirflowClient()
 

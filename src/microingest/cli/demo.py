@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg2 import sql
 
-from microingest.cli.rest_client import AirflowClient, DagRun, base_url, credentials
+from microingest.systems.airflow_api import AirflowClient, DagRun, base_url, credentials
 from microingest.declare.files import get_pipeline
 from microingest.declare.identifiers import table_identifier
 from microingest.lag.status import pipeline_status

@@ -20,7 +20,7 @@ import logging
 import sys
 from datetime import datetime, timezone
 
-from microingest.cli.rest_client import AirflowApiError
+from microingest.systems.airflow_api import AirflowApiError
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
@@ -106,7 +106,7 @@ def _utc_iso(value: str, option: str) -> str:
 
 def cmd_backfill(args) -> int:
     from microingest.cli.remote_run import run_and_report
-    from microingest.cli.rest_client import AirflowClient
+    from microingest.systems.airflow_api import AirflowClient
 
     pipeline = get_pipeline(args.pipeline)
     conf = backfill_conf(args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from microingest.cli.rest_client import AirflowClient, DagRun
+from microingest.systems.airflow_api import AirflowClient, DagRun
 from microingest.declare.pipeline import Pipeline
 
 PLAN_SUMMARY_KEY = "plan_summary"  # the XCom the plan task pushes for every run, dry or not

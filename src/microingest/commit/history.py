@@ -119,3 +119,30 @@ def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome
         for batch_id, written, read, dead, ranges in cur.fetchall():
             outcome.add(CommitResult(batch_id, written, read, dead, tuple(map(OffsetRange.from_dict, ranges))))
     return outcome
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """One history row of a run, as what comes after the commit (announcements, notes, lineage) reads it."""
+
+    batch_id: str
+    kind: str
+    run_batch: int | None
+    ranges: tuple[OffsetRange, ...]
+    records_read: int
+    rows_written: int
+    dead_letters: int
+    started_at: datetime
+    committed_at: datetime
+
+
+def batches_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[CommittedBatch]:
+    """The ingest and backfill batches one DAG run committed over all its tries, in commit order."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT batch_id::text, kind, run_batch, ranges, records_read, rows_written, dead_letters, "
+                    "started_at, committed_at FROM microingest.batches WHERE pipeline = %s AND dag_id = %s "
+                    "AND run_id = %s AND kind IN ('ingest', 'backfill') ORDER BY committed_at, run_batch",
+                    (pipeline, dag_id, run_id))
+        return [CommittedBatch(batch_id, kind, run_batch, tuple(map(OffsetRange.from_dict, ranges)), read, written,
+                               dead, started, committed)
+                for batch_id, kind, run_batch, ranges, read, written, dead, started, committed in cur.fetchall()]

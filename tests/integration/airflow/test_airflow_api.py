@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from microingest.cli.remote_run import error_events
-from microingest.cli.rest_client import AirflowApiError
+from microingest.systems.airflow_api import AirflowApiError
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import partition_bounds
 
@@ -26,7 +26,7 @@ def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
     env = served["live"]
     produced = env.produce(600)
     run = finished(api, env, api.trigger(env.pipeline.dag_id, {"max_records": 250}, note="capped run"))
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
 
     ledger = env.ledger()
     assert sum(ledger.values()) == 250
@@ -58,7 +58,8 @@ def test_wrongly_typed_params_are_refused_by_the_api_and_semantic_errors_fail_pl
     run_ids = [api.trigger(dag_id, conf) for conf, _ in requests]
     for (conf, message), run_id in zip(requests, run_ids):
         run = finished(api, env, run_id)
-        assert (run.state, run.tasks) == ("failed", {"plan": "failed", "ingest": "upstream_failed"}), conf
+        assert (run.state, run.tasks) == ("failed", {"plan": "failed", "ingest": "upstream_failed",
+                                                     "announce": "skipped"}), conf
         errors = " ".join(error_events(api, run, "plan"))
         assert message in errors, (conf, errors[-2000:])
         assert run.tries["plan"] == 1  # refused for good: the same request would fail the same way
@@ -76,7 +77,7 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     start = datetime.fromtimestamp((base + 60_000) / 1000, timezone.utc)
     window = {"backfill_from_time": start.isoformat(), "backfill_until_time": (start + timedelta(minutes=1)).isoformat()}
     run = finished(api, env, api.trigger(env.pipeline.dag_id, window))
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
     assert env.landed_once() == sorted(produced[60:120])
 
     cli = ["microingest", "backfill", env.pipeline.name, "--overlap", "skip_existing"]

@@ -44,14 +44,14 @@ def test_ingest_dag_end_to_end(env):
     result = run_dag(env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert env.target_rows() == sorted(first)
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success", "announce": "success"}
     [(_, _, _, written, dag_id, run_id)] = env.batches()
     assert (written, dag_id) == (2500, env.pipeline.dag_id) and run_id.startswith("manual__")
     assert_no_credentials_leaked(env, result.stdout + result.stderr)
 
     result = run_dag(env)  # nothing new: plan short-circuits, Spark never starts, nothing is committed
     assert result.returncode == 0, result.stdout[-4000:]
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped", "announce": "skipped"}
     assert len(env.batches()) == 1 and env.target_rows() == sorted(first)
     latest = {}
     for p, o, _ in first:
@@ -187,4 +187,4 @@ def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_witho
     assert env.target_rows() == sorted(produced)
     assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s",
                      (env.pipeline.name,)) == [(1, 1)]
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success", "announce": "success"}

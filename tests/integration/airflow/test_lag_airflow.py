@@ -10,7 +10,7 @@ from pathlib import Path
 
 from microingest.airflow.dag_factory import SLA_DAG_ID
 from microingest.cli.remote_run import error_events
-from microingest.cli.rest_client import AirflowApiError
+from microingest.systems.airflow_api import AirflowApiError
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
@@ -67,7 +67,7 @@ def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
     finally:
         api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
     assert (run.state, run.tasks) == ("success", {"wait_for_records": "success", "plan": "success",
-                                                  "ingest": "success"}), (
+                                                  "ingest": "success", "announce": "success"}), (
         run.describe() + service_log("triggerer", env.pipeline.name) + service_log("scheduler", dag_id))
     opened = api.xcom(run, "wait_for_records")
     assert opened["status"] == "met" and opened["offset_lag"] >= 50

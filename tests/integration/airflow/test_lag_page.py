@@ -9,7 +9,7 @@ from airflow_access import get
 from browser_session import OUTPUT, log_in, wait
 from selenium.webdriver.common.by import By
 
-from microingest.cli.rest_client import base_url
+from microingest.systems.airflow_api import base_url
 
 
 @pytest.mark.parametrize("path", ["/microingest/lag", "/microingest/lag.json"])

@@ -9,7 +9,7 @@ from browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 
-from microingest.cli.rest_client import base_url
+from microingest.systems.airflow_api import base_url
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import partition_bounds
 
@@ -37,7 +37,7 @@ def test_an_operator_backfills_a_range_from_the_trigger_form(browser, served, ap
     run_id = wait(browser, lambda _: next(iter(api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]), None),
                   timeout=60)["dag_run_id"]
     run = api.wait_for_run(dag_id, run_id, timeout=600)
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success"})
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
 
     browser.get(f"{base_url()}/dags/{dag_id}/runs/{run_id}")
     wait(browser, lambda b: "success" in b.find_element(By.TAG_NAME, "body").text.lower())

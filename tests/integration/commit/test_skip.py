@@ -76,7 +76,7 @@ def test_a_skip_triggered_with_params_through_airflow(api, served):
 
     conf = {"skip_partition": 1, "skip_until_offset": 4, "skip_reason": "producer sent text; fixed"}
     run = api.wait_for_run(dag_id, api.trigger(dag_id, conf), timeout=600)
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "skipped"})
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "skipped", "announce": "skipped"})
     assert "skipped " + env.pipeline.topic + "[1] [0, 4): 4 record(s)" in api.xcom(run, "plan", "plan_summary")
     [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
                           (env.pipeline.name,))

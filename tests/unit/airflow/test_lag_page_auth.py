@@ -1,9 +1,11 @@
-"""Every route of the lag page's app is behind Airflow's check: FastAPI's own doc routes (/docs, /redoc,
-/openapi.json) are added outside an app's dependencies, so they must not exist."""
+"""Every route of the plugin's app is behind a check: the lag page behind Airflow's, the metrics behind the scrape
+token. FastAPI's own doc routes (/docs, /redoc, /openapi.json) are added outside the routers' dependencies, so they
+must not exist."""
 
 from fastapi.routing import APIRoute
 
-from microingest.airflow.lag_page import app
+from microingest.airflow.metrics_endpoint import scrape_token
+from microingest.airflow.plugin_app import app
 
 AUTH = "requires_access_dag.<locals>.inner"  # airflow.api_fastapi.core_api.security's check, with its GetUserDep
 
@@ -14,10 +16,12 @@ def calls(dependant):
         yield from calls(sub)
 
 
-def test_every_route_depends_on_airflows_access_check():
-    assert {r.path for r in app.routes} >= {"/lag", "/lag.json"}
-    assert not {r.path for r in app.routes} & {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+def test_every_route_depends_on_a_check():
+    paths = {r.path for r in app.routes}
+    assert paths >= {"/lag", "/lag.json", "/metrics"}
+    assert not paths & {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
     for route in app.routes:
         assert isinstance(route, APIRoute), f"{route.path} is served outside FastAPI's dependencies"
-        assert AUTH in {getattr(c, "__qualname__", "") for c in calls(route.dependant)}, route.path
-
+        checks = {getattr(c, "__qualname__", "") for c in calls(route.dependant)}
+        expected = scrape_token.__qualname__ if route.path == "/metrics" else AUTH
+        assert expected in checks, route.path

@@ -8,6 +8,12 @@ import pytest
 from test_validate import BAD_FILES, GOOD
 
 
+@pytest.fixture(autouse=True)
+def postgres_connection(monkeypatch):
+    """The DAGs name their target Asset by the Postgres connection's host (no server is reached)."""
+    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_POSTGRES", "postgresql://u:p@db.example:5432/warehouse")
+
+
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     """A pipelines folder of one good declaration and every kind of malformed one."""
@@ -26,6 +32,20 @@ def test_the_dag_file_builds_the_valid_pipelines_and_reports_the_others(folder):
     assert sorted(dags) == ["microingest_good"]
     dags["microingest_good"].validate()  # what the dag-processor does with each DAG before keeping it
     assert len(declaration_errors()) == len(BAD_FILES) + 1
+
+
+def test_a_pipeline_whose_postgres_connection_is_missing_fails_alone(tmp_path, monkeypatch):
+    from microingest.airflow.dag_factory import build_dags, declaration_errors
+
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(tmp_path))
+    (tmp_path / "good.yaml").write_text(GOOD.format(name="good"))
+    (tmp_path / "elsewhere.yaml").write_text(GOOD.format(name="elsewhere") + "postgres_conn_id: nowhere\n")
+    dags = build_dags()
+    assert sorted(dags) == ["microingest_good"]
+    assert dags["microingest_good"].get_task("announce").outlets[0].uri == \
+        "postgres://db.example:5432/warehouse/public/t"
+    [error] = declaration_errors()
+    assert "elsewhere.yaml" in str(error) and "postgres_conn_id" in str(error) and "nowhere" in str(error)
 
 
 def test_a_topic_longer_than_an_airflow_tag_does_not_take_the_dag_file_down(tmp_path, monkeypatch):

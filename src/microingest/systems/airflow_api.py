@@ -1,8 +1,9 @@
-"""A small client of Airflow's public REST API v2, for terminal users (`microingest backfill`, `make demo`).
+"""A small client of Airflow's public REST API v2: for terminal users (`microingest backfill`, `make demo`), and for
+the `announce` task, which writes its run's note through it.
 
 It logs in like any API user (`POST /auth/token`) and speaks JSON over HTTP only: it imports nothing of Airflow, so it
-works against any deployment it can reach. Credentials come from the environment or the local platform's simple auth
-manager file, never from the command line.
+works against any deployment it can reach. Credentials come from the environment, the local platform's simple auth
+manager file or an Airflow connection, never from the command line.
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ class AirflowClient:
         self.token = self._request("POST", "/auth/token", {"username": user, "password": password},
                                    auth=False)["access_token"]
 
+    @classmethod
+    def of_connection(cls, conn) -> "AirflowClient":
+        """From an Airflow connection (a ConnectionInfo): host (with or without http(s)://), port, login, password."""
+        scheme = "https" if "https" in (conn.conn_type, conn.schema) else "http"
+        base = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
+        return cls(f"{base}:{conn.port}" if conn.port else base, conn.login, conn.password)
+
     def _request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method,
@@ -126,6 +134,13 @@ class AirflowClient:
         if note:
             body["note"] = note
         return self.post(f"/api/v2/dags/{quote(dag_id)}/dagRuns", body)["dag_run_id"]
+
+    def set_note(self, dag_id: str, run_id: str, note: str) -> None:
+        self._request("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}?update_mask=note",
+                      {"note": note})
+
+    def note(self, dag_id: str, run_id: str) -> str | None:
+        return self.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}").get("note")
 
     def dag_run(self, dag_id: str, run_id: str) -> DagRun:
         path = f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}"

@@ -1,0 +1,29 @@
+"""A pipeline's target table as an Airflow Asset: what its DAG announces and downstream DAGs schedule on."""
+
+from __future__ import annotations
+
+from airflow.sdk import Asset
+
+from microingest.declare.pipeline import Pipeline
+from microingest.observe.datasets import TableName
+from microingest.systems.connections import get_connection
+
+
+def target_asset(pipeline: Pipeline) -> Asset:
+    """postgres://host:port/database/schema/table, named database.schema.table (its OpenLineage name).
+
+    The host comes from the pipeline's Postgres connection, resolved when the DAG is built: a connection that cannot
+    be resolved is that pipeline's declaration error, not every pipeline's."""
+    table = TableName.of(get_connection(pipeline.postgres_conn_id), pipeline.target_table)
+    return Asset(uri=table.asset_uri, name=table.dataset.name, group="microingest")
+
+
+def asset_of(pipeline_name: str) -> Asset:
+    """The target Asset of the declared pipeline `pipeline_name`, for a downstream DAG's schedule."""
+    from microingest.declare.files import load_declarations
+
+    pipelines, _ = load_declarations()
+    for pipeline in pipelines:
+        if pipeline.name == pipeline_name:
+            return target_asset(pipeline)
+    raise LookupError(f"no valid declaration of pipeline '{pipeline_name}'")

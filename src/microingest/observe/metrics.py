@@ -1,0 +1,108 @@
+"""Prometheus metrics of every declared pipeline, computed when scraped (a custom collector of prometheus_client).
+
+Per partition: offset lag, time lag and lag state, from the same reading the lag page shows. Per pipeline: its state,
+the age of its last live commit, and counters and a batch-duration histogram from the batch history. A pipeline
+whose figures cannot be read (Postgres away) is left out of that scrape, and counted in
+microingest_scrape_errors_total, rather than failing every pipeline's scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from microingest.declare.pipeline import Pipeline
+from microingest.lag.states import LagState
+from microingest.lag.status import PipelineStatus
+from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals
+
+log = logging.getLogger(__name__)
+STATES = [s.name for s in LagState]
+
+
+class PipelineFamilies:
+    """The metric families of one scrape, filled pipeline by pipeline (pure: figures in, samples out)."""
+
+    def __init__(self) -> None:
+        part = ["pipeline", "topic", "partition"]
+        self.offset_lag = GaugeMetricFamily("microingest_offset_lag_records", "Records between the pipeline's "
+                                            "position and the partition's last stable offset", labels=part)
+        self.time_lag = GaugeMetricFamily("microingest_time_lag_seconds", "Age of the oldest record not ingested "
+                                          "(0 when caught up; absent when unknown)", labels=part)
+        self.partition_state = GaugeMetricFamily("microingest_partition_state", "Lag state of the partition: 1 for "
+                                                 "the current one of OK, WARN, STALL, STOP, ERR",
+                                                 labels=[*part, "state"])
+        self.pipeline_state = GaugeMetricFamily("microingest_pipeline_state", "Lag state of the pipeline (its worst "
+                                                "partition's, or ERR): 1 for the current one", labels=["pipeline", "state"])
+        self.commit_age = GaugeMetricFamily("microingest_last_commit_age_seconds", "Seconds since the pipeline last "
+                                            "committed a live batch that read records", labels=["pipeline"])
+        kind = ["pipeline", "kind"]
+        self.batches = CounterMetricFamily("microingest_batches", "Committed batches", labels=kind)
+        self.records = CounterMetricFamily("microingest_records_read", "Records read by committed batches", labels=kind)
+        self.rows = CounterMetricFamily("microingest_rows_written", "Rows written to the target", labels=kind)
+        self.dead = CounterMetricFamily("microingest_dead_letters", "Records kept as dead letters", labels=kind)
+        self.duration = HistogramMetricFamily("microingest_batch_duration_seconds", "Seconds from a batch's start to "
+                                              "its commit", labels=kind)
+        self.errors = CounterMetricFamily("microingest_scrape_errors", "Pipelines whose figures could not be read "
+                                          "by this scrape", labels=["pipeline"])
+
+    def add(self, status: PipelineStatus, totals: Iterable[KindTotals], now: datetime) -> None:
+        name = status.pipeline
+        for lag, verdict in status.partitions:
+            labels = [name, lag.topic, str(lag.partition)]
+            self.offset_lag.add_metric(labels, lag.lag)
+            if lag.lag == 0:
+                self.time_lag.add_metric(labels, 0)
+            elif lag.time_lag is not None:
+                self.time_lag.add_metric(labels, lag.time_lag.total_seconds())
+            for state in STATES:
+                self.partition_state.add_metric([*labels, state], 1 if verdict.state.name == state else 0)
+        for state in STATES:
+            self.pipeline_state.add_metric([name, state], 1 if status.verdict.state.name == state else 0)
+        if status.last_commit is not None:
+            self.commit_age.add_metric([name], max((now - status.last_commit).total_seconds(), 0))
+        for t in totals:
+            labels = [name, t.kind]
+            self.batches.add_metric(labels, t.batches)
+            self.records.add_metric(labels, t.records_read)
+            self.rows.add_metric(labels, t.rows_written)
+            self.dead.add_metric(labels, t.dead_letters)
+            buckets = [(repr(le), n) for le, n in zip(DURATION_BUCKETS, t.le_counts)] + [("+Inf", t.batches)]
+            self.duration.add_metric(labels, buckets, t.seconds)
+
+    def failed(self, pipeline: str) -> None:
+        self.errors.add_metric([pipeline], 1)
+
+    def all(self) -> list[Metric]:
+        return [self.offset_lag, self.time_lag, self.partition_state, self.pipeline_state, self.commit_age,
+                self.batches, self.records, self.rows, self.dead, self.duration, self.errors]
+
+
+class PipelineCollector(Collector):
+    """Reads every valid declaration's figures on each scrape."""
+
+    def __init__(self, pipelines: Callable[[], list[Pipeline]]):
+        self.pipelines = pipelines
+
+    def collect(self) -> Iterable[Metric]:
+        from microingest.lag.status import pipeline_status
+        from microingest.observe.batch_totals import batch_totals
+        from microingest.systems.pipeline_systems import PipelineSystems
+
+        families, now = PipelineFamilies(), datetime.now(timezone.utc)
+        for pipeline in self.pipelines():
+            try:
+                systems = PipelineSystems.of(pipeline)
+                status = pipeline_status(pipeline, now, last_batches=0, systems=systems)
+                with systems.db() as conn:
+                    totals = batch_totals(conn, pipeline.name)
+            except Exception as exc:  # one pipeline's trouble must not blank every pipeline's metrics
+                log.warning("metrics of pipeline %s not read: %s: %s", pipeline.name, type(exc).__name__, exc)
+                families.failed(pipeline.name)
+                continue
+            families.add(status, totals, now)
+        return families.all()

@@ -1,0 +1,53 @@
+"""The note a DAG run carries in Airflow's grid: what the run did, in one line a person reads without the logs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from microingest.commit.history import CommittedBatch
+
+DRY_RUN_SUFFIX = " (dry run: nothing written)"
+FAILED = ("failed", "upstream_failed")
+
+
+def run_note(batches: Sequence[CommittedBatch], elapsed_seconds: float, *, plan_state: str | None,
+             ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int = 0) -> str:
+    """`batches` are what the run committed over all its tries; the states are its plan and ingest tasks' ones."""
+    if batches:
+        note = (f"{_count(len(batches), 'batch', 'batches')}, {sum(b.records_read for b in batches):,} records, "
+                f"{sum(b.rows_written for b in batches):,} rows, "
+                f"{_count(sum(b.dead_letters for b in batches), 'dead letter', 'dead letters')}, "
+                f"{duration(elapsed_seconds)}")
+        if batches[0].kind == "backfill":
+            note = f"backfill: {note}"
+        if remaining:
+            note += f"; {remaining:,} records left to the next run (time budget spent)"
+        if ingest_state in FAILED:
+            note += "; then failed (see the ingest task's log), the rest is left to a retry or the next run"
+        return note
+    if plan_state in FAILED:
+        return "failed while planning: nothing read (see the plan task's log)"
+    if ingest_state in FAILED:
+        return "failed: nothing committed (see the ingest task's log)"
+    if plan_state == "skipped":
+        return "skipped before planning: too few records waited (lag gate)"
+    if dry_run:
+        return f"dry run: {(plan_summary or 'nothing planned').removesuffix(DRY_RUN_SUFFIX)}"
+    if plan_summary and not plan_summary.startswith("plan ("):
+        return plan_summary  # an operator's skip: what it skipped and kept
+    return "nothing to backfill" if (plan_summary or "").startswith("plan (backfill)") else "nothing new"
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
