@@ -12,8 +12,10 @@ import hashlib
 import json
 import os
 import secrets
+from pathlib import Path
 
-from local_platform.config import AIRFLOW_PORT, REPO, STATE, VENV_BIN, private_file
+from local_platform.config import (AIRFLOW_PORT, REPO, STATE, VENV_BIN,
+                                   private_file)
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -71,7 +73,18 @@ def airflow_env(pg: dict) -> dict[str, str]:
         # task for the loop after its upstream finished (default 1 s, i.e. about 1 s of a small run's latency).
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        # OpenLineage events of every task and DAG run, one JSON per line; point the transport at a lineage server
+        # (e.g. {"type": "http", "url": ...}) to send them there instead.
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "microingest",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
+                                                       "log_file_path": str(lineage_file())}),
     }
+
+
+def lineage_file() -> Path:
+    path = STATE / "openlineage" / "events.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def api_healthy() -> bool:

@@ -9,8 +9,10 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.providers.apache.spark.operators.spark_submit import \
+    SparkSubmitOperator
+from airflow.sdk.exceptions import (AirflowFailException,
+                                    AirflowNotFoundException)
 
 from microingest import settings
 from microingest.airflow.job_process import JobProcess
@@ -20,7 +22,8 @@ from microingest.errors import Transient
 from microingest.plan.offsets import RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
-from microingest.systems.connections import ConnectionInfo, env_name, get_connection, to_env_value
+from microingest.systems.connections import (ConnectionInfo, env_name,
+                                             get_connection, to_env_value)
 from microingest.systems.pipeline_systems import PipelineSystems
 
 LOCAL_MASTER = "local[*]"
@@ -48,6 +51,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         self.pipeline = pipeline
         self.plan_task_id = plan_task_id
         self._client: JobProcess | None = None  # the job as a Spark Connect client
+        self._kind = "live"  # the planned run's, for lineage
 
     @cached_property
     def systems(self) -> PipelineSystems:
@@ -60,6 +64,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         if not planned or not planned.get("ranges"):
             raise ValueError(f"task '{self.plan_task_id}' planned no ranges; nothing to ingest")
         plan = RunPlan.from_dict(planned)
+        self._kind = "backfill" if plan.kind == "backfill" else "live"
         run = RunInfo(dag_id=ti.dag_id, run_id=ti.run_id, task_try=ti.try_number)
         done = self._committed_earlier(plan, run)
         if done is not None:
@@ -126,6 +131,21 @@ class SparkIngestOperator(SparkSubmitOperator):
         code = self._client.run()
         if code:
             raise RuntimeError(f"the ingest job (a client of Spark Connect connection '{self._conn_id}') exited {code}")
+
+    # OpenLineage (Airflow's provider calls these): the topic in, the target and dead-letter tables out, and after
+    # the run what it committed. A failed run is reported failed by the provider, with what it committed before.
+    def get_openlineage_facets_on_start(self):
+        from microingest.airflow.lineage import operator_lineage
+
+        return operator_lineage(self.pipeline, self.systems, self._kind)
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        from microingest.airflow.lineage import operator_lineage
+
+        return operator_lineage(self.pipeline, self.systems, self._kind, task_instance)
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self.get_openlineage_facets_on_complete(task_instance)
 
     def on_kill(self) -> None:
         if self._client is not None:

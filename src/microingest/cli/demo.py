@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg2 import sql
 
-from microingest.systems.airflow_api import AirflowClient, DagRun, base_url, credentials
 from microingest.declare.files import get_pipeline
 from microingest.declare.identifiers import table_identifier
 from microingest.lag.status import pipeline_status
 from microingest.lag.text import status_lines
+from microingest.systems.airflow_api import AirflowClient, DagRun, base_url, credentials
 from microingest.systems.kafka_access import create_topic, json_bytes, partition_bounds, produce
 from microingest.systems.pipeline_systems import PipelineSystems
 
@@ -41,6 +41,9 @@ def sample_events(n: int, seed: int) -> list[tuple[bytes, bytes]]:
                  "event_time": (start + timedelta(milliseconds=i * 360)).isoformat()}
         out.append((user.encode(), json_bytes(event)))
     return out
+
+
+SUMMARY_DAG = "demo_events_summary"  # dags/demo_events_summary.py
 
 
 def run_dag(api: AirflowClient, dag_id: str, timeout: float = 900) -> list[DagRun]:
@@ -100,16 +103,50 @@ def main() -> int:
     print(f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
           f"offsets across {len(latest)} partitions")
     api = AirflowClient()
-    api.wait_for_dag(pipeline.dag_id, say=lambda m: print(f"  {m}", flush=True))
+    for dag_id in (pipeline.dag_id, SUMMARY_DAG):
+        api.wait_for_dag(dag_id, say=lambda m: print(f"  {m}", flush=True))
+    api.unpause(SUMMARY_DAG)  # scheduled on the demo target's Asset: each announced batch starts it
     started = time.time()
     runs = run_dag(api, pipeline.dag_id)
     print(f"DAG runs finished in {time.time() - started:.1f}s:")
     for r in runs:
-        ingest = r.tasks.get("ingest")
-        note = {"skipped": "nothing new, Spark not started", "success": "committed"}.get(ingest, ingest)
-        print(f"  {r.run_id} ({r.run_type}): {r.state}, ingest {ingest} ({note})")
+        print(f"  {r.run_id} ({r.run_type}): {r.state}; note: {api.note(pipeline.dag_id, r.run_id)}")
     report(pipeline, systems)
-    return 0 if all(r.state == "success" for r in runs) else 1
+    summarized = summary(api, pipeline.dag_id, runs, systems)
+    return 0 if all(r.state == "success" for r in runs) and summarized else 1
+
+
+def summary(api: AirflowClient, dag_id: str, runs: list[DagRun], systems: PipelineSystems,
+            timeout: float = 300) -> bool:
+    """Wait for the downstream runs the runs' Asset events started; print what they summarised."""
+    events = [e for r in runs for e in api.get("/api/v2/assets/events", source_dag_id=dag_id,
+                                                   source_run_id=r.run_id)["asset_events"]]
+    if not events:
+        print(f"\nno batch announced, so no {SUMMARY_DAG} run")
+        return True
+    deadline = time.time() + timeout
+    for event in events:
+        while not event["created_dagruns"] and time.time() < deadline:
+            time.sleep(3)
+            [event] = [e for e in api.get("/api/v2/assets/events", source_dag_id=dag_id,
+                                          source_run_id=event["source_run_id"])["asset_events"]
+                       if e["id"] == event["id"]]
+        for created in event["created_dagruns"]:
+            run = api.wait_for_run(SUMMARY_DAG, created["run_id"], timeout=max(deadline - time.time(), 30))
+            print(f"\n{SUMMARY_DAG} run {run.run_id}: {run.state} (event extra: {len(event['extra']['batch_ids'])} "
+                  f"batch(es), {event['extra']['rows_written']:,} rows)")
+            if run.state != "success":
+                return False
+        if not event["created_dagruns"]:
+            print(f"no {SUMMARY_DAG} run started within {timeout:.0f}s of the event")
+            return False
+    batch_ids = [b for e in events for b in e["extra"]["batch_ids"]]
+    with systems.db() as conn, conn.cursor() as cur:
+        cur.execute("SELECT event_type, sum(events), round(sum(amount)::numeric, 2) FROM public.demo_events_summary "
+                    "WHERE batch_id = ANY(%s::uuid[]) GROUP BY 1 ORDER BY 1", (batch_ids,))
+        for event_type, n, amount in cur.fetchall():
+            print(f"  {event_type:<12} {n:>8,} events  amount {amount}")
+    return True
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ import logging
 import sys
 from datetime import datetime, timezone
 
-from microingest.systems.airflow_api import AirflowApiError
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError, Refused
+from microingest.systems.airflow_api import AirflowApiError
 from microingest.systems.connections import get_connection, postgres_params
 
 EXPECTED_ERRORS = (MicroingestError, AirflowApiError)

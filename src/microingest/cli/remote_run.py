@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from microingest.systems.airflow_api import AirflowClient, DagRun
 from microingest.declare.pipeline import Pipeline
+from microingest.systems.airflow_api import AirflowClient, DagRun
 
 PLAN_SUMMARY_KEY = "plan_summary"  # the XCom the plan task pushes for every run, dry or not
 

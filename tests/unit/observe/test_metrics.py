@@ -59,3 +59,17 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     assert at("microingest_batch_duration_seconds_sum", **kind) == 9.5
     assert at("microingest_scrape_errors_total", pipeline="broken") == 1
     assert len(DURATION_BUCKETS) == len(les)
+
+
+def test_the_grafana_dashboard_asks_only_for_metrics_the_endpoint_serves():
+    import json
+    import re
+    from pathlib import Path
+
+    families = PipelineFamilies()
+    served = {f.name + suffix for f in families.all()
+              for suffix in {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(f.type, ("",))}
+    dashboard = json.loads((Path(__file__).resolve().parents[3] / "docs" / "grafana-dashboard.json").read_text())
+    asked = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"microingest_\w+", t["expr"])}
+    asked |= set(re.findall(r"microingest_\w+", json.dumps(dashboard["templating"])))
+    assert asked and asked <= served, asked - served

@@ -1,6 +1,8 @@
 """What a run tells the world, through the running Airflow: the Asset event of the batches it committed (once each,
 a failed run's included), the demo's downstream DAG that the event schedules, and the run's note."""
 
+import json
+import os
 import re
 import time
 from pathlib import Path
@@ -51,7 +53,7 @@ def demo(api, pg, kafka, served) -> Env:
     return env
 
 
-def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(api, demo, pg):
+def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(api, demo, pg, kafka):
     produced = demo.produce(300)
     dag_id = demo.pipeline.dag_id
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
@@ -73,6 +75,7 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     note = api.note(dag_id, run.run_id)
     assert re.fullmatch(rf"{len(batches)} batch(es)?, {extra['records_read']:,} records, "
                         rf"{extra['rows_written']:,} rows, 0 dead letters, \d+ (s|min \d+ s)", note), note
+    assert_lineage(demo, pg, kafka, "COMPLETE", extra)
 
     summary_run = wait_for_created_run(api, dag_id, run.run_id)
     summary = api.wait_for_run(SUMMARY_DAG, summary_run, timeout=600)
@@ -102,7 +105,7 @@ def wait_for_created_run(api, dag_id: str, run_id: str, timeout: float = 300) ->
     raise AssertionError(f"no {SUMMARY_DAG} run was made of the event of {run_id}")
 
 
-def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, served):
+def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, served, pg, kafka):
     env = served["announced"]
     dag_id = env.pipeline.dag_id
     good = [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(120)]
@@ -117,8 +120,35 @@ def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, se
     assert event["extra"]["rows_written"] == 100
     note = api.note(dag_id, run.run_id)
     assert note.startswith("1 batch, 100 records, 100 rows, 0 dead letters, ") and "then failed" in note, note
+    assert_lineage(env, pg, kafka, "FAIL", event["extra"])  # the failed run's lineage says what it committed
 
     clear(api, dag_id, run.run_id, "announce")  # a second try of the announcement owes nothing
     run = api.wait_for_run(dag_id, run.run_id, timeout=600)
     assert run.tasks["announce"] == "skipped" and run.tries["announce"] == 2
     assert len(events_of(api, dag_id, run.run_id)) == 1
+
+
+def lineage_events(batch_ids: list[str]) -> list[dict]:
+    """The OpenLineage events of the ingest task whose run committed these batches (the platform's file transport)."""
+    path = json.loads(os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"])["log_file_path"]
+    with open(path) as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    return [e for e in events
+            if e["run"]["facets"].get("microingest_offsets", {}).get("batchIds") == batch_ids]
+
+
+def assert_lineage(env: Env, pg: dict, kafka: dict, event_type: str, extra: dict) -> None:
+    [event] = lineage_events(extra["batch_ids"])
+    assert (event["eventType"], event["job"]["name"]) == (event_type, f"{env.pipeline.dag_id}.ingest")
+    [source] = event["inputs"]
+    assert (source["namespace"], source["name"]) == (f"kafka://{kafka['bootstrap_servers'][0]}", env.pipeline.topic)
+    target, dead = event["outputs"]
+    schema, table = env.pipeline.target_table.split(".")
+    assert (target["namespace"], target["name"]) == (f"postgres://{pg['host']}:{pg['port']}",
+                                                     f"{pg['dbname']}.{schema}.{table}")
+    assert {f["name"] for f in target["facets"]["schema"]["fields"]} >= set(env.pipeline.value_columns)
+    assert target["outputFacets"]["outputStatistics"]["rowCount"] == extra["rows_written"]
+    assert dead["outputFacets"]["outputStatistics"]["rowCount"] == extra["dead_letters"]
+    assert event["run"]["facets"]["microingest_offsets"]["ranges"] == extra["ranges"]
+    text = json.dumps(event)
+    assert pg["password"] not in text and "password" not in text.lower()
