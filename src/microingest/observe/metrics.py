@@ -2,8 +2,8 @@
 
 Per partition: offset lag, time lag and lag state, from the same reading the lag page shows. Per pipeline: its state,
 the age of its last live commit, and counters and a batch-duration histogram from the batch history. A pipeline
-whose figures cannot be read (Postgres away) is left out of that scrape, and counted in
-microingest_scrape_errors_total, rather than failing every pipeline's scrape.
+whose figures cannot be read (Postgres away) has microingest_pipeline_up 0 and nothing else in that scrape, rather
+than failing every pipeline's scrape.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ class PipelineFamilies:
         self.dead = CounterMetricFamily("microingest_dead_letters", "Records kept as dead letters", labels=kind)
         self.duration = HistogramMetricFamily("microingest_batch_duration_seconds", "Seconds from a batch's start to "
                                               "its commit", labels=kind)
-        self.errors = CounterMetricFamily("microingest_scrape_errors", "Pipelines whose figures could not be read "
-                                          "by this scrape", labels=["pipeline"])
+        self.up = GaugeMetricFamily("microingest_pipeline_up", "1 when this scrape read the pipeline's figures, 0 "
+                                    "when it could not (its other metrics are then absent)", labels=["pipeline"])
 
     def add(self, status: PipelineStatus, totals: Iterable[KindTotals], now: datetime) -> None:
         name = status.pipeline
+        self.up.add_metric([name], 1)
         for lag, verdict in status.partitions:
             labels = [name, lag.topic, str(lag.partition)]
             self.offset_lag.add_metric(labels, lag.lag)
@@ -75,11 +76,11 @@ class PipelineFamilies:
             self.duration.add_metric(labels, buckets, t.seconds)
 
     def failed(self, pipeline: str) -> None:
-        self.errors.add_metric([pipeline], 1)
+        self.up.add_metric([pipeline], 0)
 
     def all(self) -> list[Metric]:
         return [self.offset_lag, self.time_lag, self.partition_state, self.pipeline_state, self.commit_age,
-                self.batches, self.records, self.rows, self.dead, self.duration, self.errors]
+                self.batches, self.records, self.rows, self.dead, self.duration, self.up]
 
 
 class PipelineCollector(Collector):

@@ -99,11 +99,17 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
     assert expected and expected <= set(bag.dags)
     for dag_id in expected:
         dag = bag.dags[dag_id]
-        assert {t.task_id for t in dag.tasks} == {"plan", "ingest"}
+        assert {t.task_id for t in dag.tasks} == {"plan", "ingest", "announce"}
+        announce = dag.get_task("announce")
+        assert announce.is_teardown and dag.get_task("ingest").downstream_task_ids == {"announce"}
+        assert [a.uri for a in announce.outlets] == [a.uri for a in announce.inlets] and len(announce.outlets) == 1
         assert {"max_records", "dry_run", "backfill_ranges", "backfill_from_time", "backfill_until_time",
                 "overlap"} <= set(dag.params)
         assert dag.get_task("plan").downstream_task_ids == {"ingest"}
         assert dag.max_active_runs == 1
+    summary = bag.dags["demo_events_summary"]  # the demo's downstream, on the demo target's Asset
+    assert [a.uri for a in summary.timetable.asset_condition.objects] == [bag.dags["microingest_demo_events"].get_task(
+        "announce").outlets[0].uri]
 
     airflow_imports = re.compile(r"^\s*(?:from|import)\s+(airflow[\w.]*)", re.M)
     for path in [*REPO.glob("dags/*.py"), *REPO.glob("src/microingest/airflow/*.py"), *REPO.glob("plugins/*.py"),
@@ -114,6 +120,8 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
             assert module.startswith(("airflow.sdk", "airflow.providers", "airflow.triggers.base",
                                       "airflow.plugins_manager", "airflow.api_fastapi.core_api.security")), \
                 f"{path}: imports {module}"
+    for path in REPO.glob("src/microingest/observe/*.py"):  # the pure side of announcements, notes and lineage
+        assert not airflow_imports.findall(path.read_text()), path
 
 
 def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_the_others_stay(tmp_path):

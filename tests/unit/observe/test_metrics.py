@@ -57,7 +57,8 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     assert at("microingest_batch_duration_seconds_bucket", le="+Inf", **kind) == 3
     assert at("microingest_batch_duration_seconds_count", **kind) == 3
     assert at("microingest_batch_duration_seconds_sum", **kind) == 9.5
-    assert at("microingest_scrape_errors_total", pipeline="broken") == 1
+    assert at("microingest_pipeline_up", pipeline="broken") == 0
+    assert at("microingest_pipeline_up", pipeline="orders") == 1
     assert len(DURATION_BUCKETS) == len(les)
 
 
