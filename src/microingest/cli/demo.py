@@ -119,18 +119,12 @@ def main() -> int:
 def summary(api: AirflowClient, dag_id: str, runs: list[DagRun], systems: PipelineSystems,
             timeout: float = 300) -> bool:
     """Wait for the downstream runs the runs' Asset events started; print what they summarised."""
-    events = [e for r in runs for e in api.get("/api/v2/assets/events", source_dag_id=dag_id,
-                                                   source_run_id=r.run_id)["asset_events"]]
+    deadline = time.time() + timeout
+    events = [e for r in runs for e in api.wait_for_downstream(dag_id, r.run_id, timeout)]
     if not events:
         print(f"\nno batch announced, so no {SUMMARY_DAG} run")
         return True
-    deadline = time.time() + timeout
     for event in events:
-        while not event["created_dagruns"] and time.time() < deadline:
-            time.sleep(3)
-            [event] = [e for e in api.get("/api/v2/assets/events", source_dag_id=dag_id,
-                                          source_run_id=event["source_run_id"])["asset_events"]
-                       if e["id"] == event["id"]]
         for created in event["created_dagruns"]:
             run = api.wait_for_run(SUMMARY_DAG, created["run_id"], timeout=max(deadline - time.time(), 30))
             print(f"\n{SUMMARY_DAG} run {run.run_id}: {run.state} (event extra: {len(event['extra']['batch_ids'])} "

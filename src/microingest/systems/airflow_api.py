@@ -139,6 +139,20 @@ class AirflowClient:
         self._request("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}?update_mask=note",
                       {"note": note})
 
+    def asset_events(self, dag_id: str, run_id: str) -> list[dict]:
+        """The Asset events a DAG run emitted (its `announce` task's), each with the runs they made downstream."""
+        return self.get("/api/v2/assets/events", source_dag_id=dag_id, source_run_id=run_id)["asset_events"]
+
+    def wait_for_downstream(self, dag_id: str, run_id: str, timeout: float = 300, poll: float = 3) -> list[dict]:
+        """The run's Asset events once the scheduler has made a downstream run of each (or `timeout` passed: the
+        events as they are then, an event without `created_dagruns` telling that no DAG runs on its Asset)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            events = self.asset_events(dag_id, run_id)
+            if all(e["created_dagruns"] for e in events) or time.monotonic() > deadline:
+                return events
+            time.sleep(poll)
+
     def note(self, dag_id: str, run_id: str) -> str | None:
         return self.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}").get("note")
 

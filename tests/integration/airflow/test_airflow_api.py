@@ -79,8 +79,7 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     run = finished(api, env, api.trigger(env.pipeline.dag_id, window))
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
     assert env.landed_once() == sorted(produced[60:120])
-    [event] = api.get("/api/v2/assets/events", source_dag_id=env.pipeline.dag_id,
-                      source_run_id=run.run_id)["asset_events"]
+    [event] = api.asset_events(env.pipeline.dag_id, run.run_id)
     assert (event["extra"]["kind"], event["extra"]["rows_written"]) == ("backfill", 60)
     assert api.note(env.pipeline.dag_id, run.run_id).startswith("backfill: 1 batch, 60 records, 60 rows")
 

@@ -4,7 +4,6 @@ a failed run's included), the demo's downstream DAG that the event schedules, an
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,6 @@ from pipeline_env import SERVED_FOLDER, Env
 
 REPO = Path(__file__).resolve().parents[3]
 SUMMARY_DAG = "demo_events_summary"
-
-
-def events_of(api, dag_id: str, run_id: str) -> list[dict]:
-    return api.get("/api/v2/assets/events", source_dag_id=dag_id, source_run_id=run_id)["asset_events"]
 
 
 def history(env: Env, run_id: str) -> list[tuple]:
@@ -60,7 +55,7 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
 
     batches = history(demo, run.run_id)
-    [event] = events_of(api, dag_id, run.run_id)
+    [event] = api.asset_events(dag_id, run.run_id)
     extra = event["extra"]
     host, port, db = pg["host"], pg["port"], pg["dbname"]
     assert event["uri"] == f"postgres://{host}:{port}/{db}/public/demo_events"
@@ -77,7 +72,10 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
                         rf"{extra['rows_written']:,} rows, 0 dead letters, \d+ (s|min \d+ s)", note), note
     assert_lineage(demo, pg, kafka, "COMPLETE", extra)
 
-    summary_run = wait_for_created_run(api, dag_id, run.run_id)
+    [announced] = api.wait_for_downstream(dag_id, run.run_id)
+    [created] = announced["created_dagruns"]  # the run the scheduler made of this run's event
+    assert created["dag_id"] == SUMMARY_DAG
+    summary_run = created["run_id"]
     summary = api.wait_for_run(SUMMARY_DAG, summary_run, timeout=600)
     assert summary.state == "success", summary.describe()
     assert api.xcom(summary, "summarize")["batch_ids"] == extra["batch_ids"]
@@ -89,20 +87,7 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
 
     again = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert again.tasks == {"plan": "success", "ingest": "skipped", "announce": "skipped"}
-    assert events_of(api, dag_id, again.run_id) == [] and api.note(dag_id, again.run_id) == "nothing new"
-
-
-def wait_for_created_run(api, dag_id: str, run_id: str, timeout: float = 300) -> str:
-    """The downstream run the scheduler made of this run's event."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        [event] = events_of(api, dag_id, run_id)
-        if event["created_dagruns"]:
-            [created] = event["created_dagruns"]
-            assert created["dag_id"] == SUMMARY_DAG
-            return created["run_id"]
-        time.sleep(3)
-    raise AssertionError(f"no {SUMMARY_DAG} run was made of the event of {run_id}")
+    assert api.asset_events(dag_id, again.run_id) == [] and api.note(dag_id, again.run_id) == "nothing new"
 
 
 def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, served, pg, kafka):
@@ -114,7 +99,7 @@ def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, se
     assert (run.state, run.tasks) == ("failed", {"plan": "success", "ingest": "failed", "announce": "success"})
 
     [committed] = history(env, run.run_id)
-    [event] = events_of(api, dag_id, run.run_id)
+    [event] = api.asset_events(dag_id, run.run_id)
     assert event["extra"]["batch_ids"] == [committed[0]]
     assert event["extra"]["ranges"] == [{"topic": env.pipeline.topic, "partition": 0, "from": 0, "until": 100}]
     assert event["extra"]["rows_written"] == 100
@@ -125,7 +110,7 @@ def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, se
     clear(api, dag_id, run.run_id, "announce")  # a second try of the announcement owes nothing
     run = api.wait_for_run(dag_id, run.run_id, timeout=600)
     assert run.tasks["announce"] == "skipped" and run.tries["announce"] == 2
-    assert len(events_of(api, dag_id, run.run_id)) == 1
+    assert len(api.asset_events(dag_id, run.run_id)) == 1
 
 
 def lineage_events(batch_ids: list[str]) -> list[dict]:
