@@ -18,7 +18,7 @@ from pathlib import Path
 from local_platform import airflow, kafka, postgres, schema_registry, spark_connect
 from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
                                    SPARK_CONNECT_PORT, STATE, VENV_BIN, private_file)
-from local_platform.processes import running_pid, say
+from local_platform.processes import running_pid, say, sweep
 
 from microingest.spark.connect import PLATFORM_CONN_ID
 from microingest.spark.submit import SUBMIT_CONN_ID
@@ -167,6 +167,9 @@ def down() -> None:
     schema_registry.stop_server()
     kafka.stop_broker()
     postgres.stop()
+    left = sweep()
+    if left:
+        say(f"killed {len(left)} process(es) left behind by services that were gone: {left}")
 
 
 def status(show_password: bool = True) -> None:

@@ -6,10 +6,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from local_platform.config import REPO, STATE
+from local_platform.supervisor import kill_all, tag_of, tagged
 
 
 _CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
@@ -39,37 +41,69 @@ def running_pid(name: str) -> int | None:
         return None
 
 
-def spawn(name: str, argv: list[str], log: Path, env: dict[str, str]) -> int:
-    pid = running_pid(name)
-    if pid:
-        say(f"{name} already running (pid {pid})")
+def supervisor_pid(name: str) -> int | None:
+    try:
+        pid = int(supervisor_file(name).read_text())
+        os.kill(pid, 0)
         return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+
+
+def supervisor_file(name: str) -> Path:
+    return STATE / "run" / f"{name}.supervisor.pid"
+
+
+def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], grace: float = 30) -> int:
+    """Start a service under a supervisor of its own (local_platform/supervisor.py), which restarts it whenever it
+    dies and owns every process it starts; the service's pid once it runs."""
+    if supervisor_pid(name) or running_pid(name):  # the latter: started before services had supervisors
+        pid = running_pid(name)
+        say(f"{name} already running (pid {pid or 'restarting'})")
+        return pid or 0
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file(name).parent.mkdir(parents=True, exist_ok=True)
+    pid_file(name).unlink(missing_ok=True)
+    supervisor = [sys.executable, str(Path(__file__).with_name("supervisor.py")), "--name", name,
+                  "--run-dir", str(pid_file(name).parent), "--grace", str(grace), "--", *argv]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                cwd=REPO, start_new_session=True)
-    pid_file(name).write_text(str(proc.pid))
-    say(f"started {name} (pid {proc.pid}, log {log})")
-    return proc.pid
-
-
-def stop(name: str, timeout: float = 30) -> None:
+        subprocess.Popen(supervisor, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                         cwd=REPO, start_new_session=True)
+    deadline = time.time() + 10
+    while not running_pid(name) and time.time() < deadline:
+        time.sleep(0.05)
     pid = running_pid(name)
     if not pid:
-        pid_file(name).unlink(missing_ok=True)
-        return
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.time() + timeout
-    while time.time() < deadline and running_pid(name):
-        time.sleep(0.3)
-    if running_pid(name):
-        os.killpg(pid, signal.SIGKILL)
+        raise SystemExit(f"[platform] {name} did not start; see {log}")
+    say(f"started {name} (pid {pid}, log {log})")
+    return pid
+
+
+def stop(name: str, timeout: float = 60) -> None:
+    """Stop a service and everything it started: its supervisor ends the whole tree."""
+    supervisor, unsupervised = supervisor_pid(name), running_pid(name)
+    if supervisor:
+        os.kill(supervisor, signal.SIGTERM)
+        deadline = time.time() + timeout
+        while time.time() < deadline and supervisor_pid(name):
+            time.sleep(0.2)
+        if supervisor_pid(name):
+            os.kill(supervisor, signal.SIGKILL)
+    elif unsupervised:  # started before services had supervisors
+        os.killpg(unsupervised, signal.SIGKILL)
+    left = tagged(tag_of(pid_file(name).parent, name))
+    kill_all(left, signal.SIGKILL)
     pid_file(name).unlink(missing_ok=True)
-    say(f"stopped {name}")
+    supervisor_file(name).unlink(missing_ok=True)
+    if supervisor or unsupervised or left:
+        say(f"stopped {name}")
+
+
+def sweep() -> list[int]:
+    """Kill whatever is left of any service of this platform (a process started by one, whose service is gone)."""
+    left = tagged(tag_of(STATE / "run", ""), prefix=True)
+    kill_all(left, signal.SIGKILL)
+    return left
 
 
 def wait_for(what: str, check, timeout: float, log: Path | None = None) -> None:

@@ -1,0 +1,94 @@
+"""The local platform's supervisor on a real process tree shaped like a scheduler's: children that leave its process
+group and ignore SIGTERM, as LocalExecutor workers do. A service killed with SIGKILL is started again and its orphans
+do not survive it; a stopped service leaves no process behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from local_platform.supervisor import descendants, tag_of, tagged  # noqa: E402
+
+# The second child also drops its environment, as a process renaming itself may overwrite it.
+SERVICE = """
+import os, signal, sys, time
+for i in range(2):
+    if os.fork() == 0:
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if i:
+            os.execve(sys.executable, [sys.executable, "-c", "import time, signal; signal.signal(signal.SIGTERM, "
+                                       "signal.SIG_IGN); time.sleep(3600)"], {})
+        while True:
+            time.sleep(1)
+print("up", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def _until(check, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leaves_nothing(tmp_path):
+    script, run_dir = tmp_path / "service.py", tmp_path / "run"
+    script.write_text(SERVICE)
+    log = open(tmp_path / "supervisor.log", "wb")
+    supervisor = subprocess.Popen([sys.executable, str(SCRIPTS / "local_platform" / "supervisor.py"), "--name", "toy",
+                                   "--run-dir", str(run_dir), "--grace", "3", "--", sys.executable, str(script)],
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    tag = tag_of(run_dir, "toy")
+    try:
+        first = _until(lambda: _pid(run_dir / "toy.pid"), "the service")
+        tree = _until(lambda: (lambda t: t if len(t) == 3 else None)(descendants(supervisor.pid)),
+                      "the service and its two children")
+        assert first in tree and _pid(run_dir / "toy.supervisor.pid") == supervisor.pid
+        assert len(tagged(tag)) == 2, "the child that dropped its environment should carry no tag"
+
+        os.kill(first, signal.SIGKILL)
+        second = _until(lambda: (lambda p: p if p and p != first and _alive(p) else None)(_pid(run_dir / "toy.pid")),
+                        "the restarted service")
+        orphans = [pid for pid in tree if pid != first]
+        assert not any(_alive(pid) for pid in orphans), "the killed service's children outlived it"
+        _until(lambda: len(descendants(supervisor.pid)) == 3, "the restarted service's children")
+        restarted = descendants(supervisor.pid)
+
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=60) == 0
+        assert tagged(tag) == [] and not any(_alive(pid) for pid in restarted) and second in restarted
+        assert not (run_dir / "toy.pid").exists() and not (run_dir / "toy.supervisor.pid").exists()
+    finally:
+        for pid in set(tagged(tag)) | set(descendants(supervisor.pid)):
+            os.kill(pid, signal.SIGKILL)
+        if supervisor.poll() is None:
+            supervisor.kill()
+        log.close()
+    text = (tmp_path / "supervisor.log").read_text()
+    assert "killed by SIGKILL" in text and "SIGKILL to 2 process(es)" in text, text
