@@ -4,17 +4,26 @@ SHELL := /bin/bash
 
 PYTHON  ?= python3
 VENV    := .venv
+# TOPOLOGY=cluster: three brokers, a Spark master with two workers, Airflow with two Edge workers (see
+# scripts/local_platform/config.py); it keeps its state apart from the single topology's, on ports of its own.
+TOPOLOGY ?= single
+ifeq ($(TOPOLOGY),cluster)
+STATE   ?= .state/cluster
+endif
 STATE   ?= .state
+INSTALL := .state
 MVN     ?= mvn
 BIN     := $(VENV)/bin
 export MICROINGEST_STATE := $(abspath $(STATE))
+export MICROINGEST_INSTALL := $(abspath $(INSTALL))
+export MICROINGEST_TOPOLOGY := $(TOPOLOGY)
 export PATH := $(abspath $(BIN)):$(PATH)
 
 STAMP_PY    := $(VENV)/.installed
-STAMP_KAFKA := $(STATE)/kafka/libs/.resolved
-STAMP_SPARK := $(STATE)/spark/jars/.resolved
-STAMP_BENCH := $(STATE)/spark/bench-jars/.resolved
-STAMP_REGISTRY := $(STATE)/schema-registry/app/.resolved
+STAMP_KAFKA := $(INSTALL)/kafka/libs/.resolved
+STAMP_SPARK := $(INSTALL)/spark/jars/.resolved
+STAMP_BENCH := $(INSTALL)/spark/bench-jars/.resolved
+STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 

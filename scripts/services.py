@@ -1,4 +1,6 @@
-"""Local platform: Postgres, a Kafka KRaft broker and Airflow as processes on loopback (`make up/down/status`).
+"""Local platform: Postgres, Kafka (KRaft), Spark and Airflow as processes on loopback (`make up/down/status`), in
+the single topology (one process of each) or the cluster one (MICROINGEST_TOPOLOGY=cluster, see local_platform.config).
+Each service runs under a supervisor that restarts it when it dies and owns every process it starts.
 
 Configured connections win: if AIRFLOW_CONN_MICROINGEST_POSTGRES, _KAFKA or _SCHEMA_REGISTRY is set, that
 server is used and no local one is started; if it is unreachable, `up` fails rather than quietly writing to a
@@ -15,9 +17,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from local_platform import airflow, kafka, postgres, schema_registry, spark_connect
-from local_platform.config import (AIRFLOW_PORT, ENV_FILE, KAFKA_PORT, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
-                                   SPARK_CONNECT_PORT, STATE, VENV_BIN, private_file)
+from local_platform import airflow, kafka, postgres, schema_registry, spark_cluster, spark_connect
+from local_platform.config import (AIRFLOW_PORT, CLUSTER, ENV_FILE, INSTALLED, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
+                                   SPARK_CONNECT_PORT, SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE,
+                                   TOPOLOGY, VENV_BIN, private_file)
 from local_platform.processes import running_pid, say, sweep
 
 from microingest.spark.connect import PLATFORM_CONN_ID
@@ -74,7 +77,9 @@ def connections() -> dict[str, str]:
         config = kafka.start()
         kafka_conn = parse_connection(KAFKA_CONN, json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": ",".join(config["bootstrap_servers"])}}))
-    submit_value = os.environ.get(env_name(SPARK_SUBMIT_CONN)) or json.dumps({"conn_type": "spark", "host": "local[*]"})
+    local_submit = ({"conn_type": "spark", "host": f"spark://{spark_cluster.HOST}", "port": SPARK_MASTER_PORT}
+                    if CLUSTER else {"conn_type": "spark", "host": "local[*]"})
+    submit_value = os.environ.get(env_name(SPARK_SUBMIT_CONN)) or json.dumps(local_submit)
     connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
                      or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
     registry_value = to_env_value(registry or schema_registry.local_connection(REGISTRY_CONN))
@@ -118,16 +123,29 @@ def _declared(pipelines_dir: Path) -> list:
     return pipelines
 
 
+def claim_state_folder() -> None:
+    """A state folder holds one topology's data (a single broker's topics cannot become a cluster's)."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    marker = STATE / "topology"
+    if marker.exists() and marker.read_text().strip() != TOPOLOGY:
+        raise SystemExit(f"[platform] {STATE} holds a {marker.read_text().strip()} platform, not a {TOPOLOGY} one: use "
+                         f"another state folder (STATE=...), or `make clean` this one")
+    marker.write_text(TOPOLOGY + "\n")
+
+
 def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: bool = False,
        with_schema_registry: bool = False) -> None:
-    STATE.mkdir(parents=True, exist_ok=True)
+    claim_state_folder()
     # Servers of someone else's are not ours to start; asked before the env below names the local ones.
     own_spark_connect, own_registry = not configured(SPARK_CONNECT_CONN), not configured(REGISTRY_CONN)
+    own_spark_cluster = CLUSTER and not configured(SPARK_SUBMIT_CONN)
     conns = connections()
     pg = postgres_params(parse_connection(PG_CONN, conns[env_name(PG_CONN)]))
     env = {
         "MICROINGEST_HOME": str(REPO),
         "MICROINGEST_STATE": str(STATE),
+        "MICROINGEST_INSTALL": str(INSTALLED),
+        "MICROINGEST_TOPOLOGY": TOPOLOGY,
         "MICROINGEST_PIPELINES_DIR": str(pipelines_dir),
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
         **conns,
@@ -140,8 +158,10 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 
     applied = migrate(postgres_params(get_connection(PG_CONN)))
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
+    if own_spark_cluster:
+        spark_cluster.start()
     selecting = selects_local_spark_connect(pipelines_dir) if own_spark_connect else []
-    if (with_spark_connect or selecting) and own_spark_connect:
+    if (with_spark_connect or selecting or CLUSTER) and own_spark_connect:
         if selecting:
             say(f"pipeline(s) {', '.join(selecting)} run on the local Spark Connect server")
         spark_connect.start()
@@ -164,6 +184,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
 def down() -> None:
     airflow.stop_all()
     spark_connect.stop_server()
+    spark_cluster.stop_all()
     schema_registry.stop_server()
     kafka.stop_broker()
     postgres.stop()
@@ -173,19 +194,27 @@ def down() -> None:
 
 
 def status(show_password: bool = True) -> None:
-    rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file()),
-            ("kafka", f"127.0.0.1:{KAFKA_PORT}", running_pid("kafka") or "-", STATE / "kafka" / "broker.log"),
-            ("spark connect", f"127.0.0.1:{SPARK_CONNECT_PORT}", running_pid(spark_connect.NAME) or "-",
-             spark_connect.log_file()),
-            ("schema registry", f"127.0.0.1:{SCHEMA_REGISTRY_PORT}", running_pid(schema_registry.NAME) or "-",
-             schema_registry.log_file())]
-    for service in airflow.SERVICES:
+    rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file())]
+    rows += [(kafka.name(n), kafka.bootstrap_servers()[n - 1], running_pid(kafka.name(n)) or "-", kafka.log_file(n))
+             for n in kafka.nodes()]
+    if SPARK_WORKERS:
+        rows.append((spark_cluster.MASTER, f"{spark_cluster.master_url()[8:]} (UI :{SPARK_MASTER_UI_PORT})",
+                     running_pid(spark_cluster.MASTER) or "-", spark_cluster.log_file(spark_cluster.MASTER)))
+        rows += [(spark_cluster.worker_name(n), f"UI :{SPARK_MASTER_UI_PORT + n}",
+                  running_pid(spark_cluster.worker_name(n)) or "-", spark_cluster.log_file(spark_cluster.worker_name(n)))
+                 for n in range(1, SPARK_WORKERS + 1)]
+    rows += [("spark connect", f"127.0.0.1:{SPARK_CONNECT_PORT}", running_pid(spark_connect.NAME) or "-",
+              spark_connect.log_file()),
+             ("schema registry", f"127.0.0.1:{SCHEMA_REGISTRY_PORT}", running_pid(schema_registry.NAME) or "-",
+              schema_registry.log_file())]
+    for service in airflow.services():
         port = f"127.0.0.1:{AIRFLOW_PORT}" if service == "api-server" else ""
         rows.append((f"airflow {service}", port, running_pid(f"airflow-{service}") or "-",
                      STATE / "airflow" / "logs" / f"{service}.log"))
-    print(f"{'service':<22} {'address':<17} {'pid':<8} log")
+    print(f"topology {TOPOLOGY}, state {STATE}")
+    print(f"{'service':<22} {'address':<24} {'pid':<8} log")
     for name, addr, pid, log in rows:
-        print(f"{name:<22} {addr:<17} {str(pid):<8} {log}")
+        print(f"{name:<22} {addr:<24} {str(pid):<8} {log}")
     print(f"Airflow UI: http://127.0.0.1:{AIRFLOW_PORT}  login: {airflow.login(show_password)}")
     print(f"Connection settings: source {ENV_FILE}")
 
@@ -200,6 +229,9 @@ def control(action: str, service: str) -> None:
     stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
                       "schema-registry": (schema_registry.stop_server, schema_registry.start),
                       "kafka": (kafka.stop_broker, kafka.start)}
+    if len(kafka.nodes()) > 1:  # one broker of the cluster
+        stop_and_start.update({kafka.name(n): (lambda n=n: kafka.stop_broker(n), lambda n=n: kafka.start(n))
+                               for n in kafka.nodes()})
     if service in stop_and_start:
         stop_service, start_service = stop_and_start[service]
         if action in ("stop", "restart"):
@@ -232,8 +264,9 @@ def main() -> None:
     for action in ("stop", "start", "restart"):
         cmd = sub.add_parser(action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop"
                                                                            else ""))
-        cmd.add_argument("service", choices=("kafka", "postgres", "spark-connect", "schema-registry") + (("airflow",) if action == "stop"
-                                                                                         else ()))
+        brokers = tuple(kafka.name(n) for n in kafka.nodes()) if len(kafka.nodes()) > 1 else ()
+        cmd.add_argument("service", choices=("kafka", *brokers, "postgres", "spark-connect", "schema-registry")
+                         + (("airflow",) if action == "stop" else ()))
     crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")
     crash.add_argument("service", choices=("postgres",))
     args = parser.parse_args()

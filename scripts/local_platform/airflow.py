@@ -14,12 +14,45 @@ import os
 import secrets
 from pathlib import Path
 
-from local_platform.config import (AIRFLOW_PORT, REPO, STATE, VENV_BIN,
-                                   private_file)
+from local_platform.config import AIRFLOW_PORT, AIRFLOW_WORKERS, CLUSTER, REPO, STATE, VENV_BIN, private_file
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 NOTES_USER = "microingest"
+EDGE_EXECUTOR = "airflow.providers.edge3.executors.EdgeExecutor"
+EDGE_WORKER_SLOTS = 4
+
+
+def services() -> tuple[str, ...]:
+    """Airflow's processes in this topology: with the Edge executor, its workers too."""
+    return SERVICES + tuple(f"edge-worker-{n}" for n in range(1, AIRFLOW_WORKERS + 1))
+
+
+def argv(service: str) -> list[str]:
+    if service.startswith("edge-worker-"):
+        return [str(VENV_BIN / "airflow"), "edge", "worker", "--edge-hostname", service,
+                "--concurrency", str(EDGE_WORKER_SLOTS), "--pid", str(STATE / "run" / f"{service}.edge.pid")]
+    return [str(VENV_BIN / "airflow"), service]
+
+
+def executor_env() -> dict[str, str]:
+    """The cluster runs tasks on Edge workers: they ask the API server for work over HTTP, so there is no broker to
+    run or lose, and a restarted scheduler adopts the jobs they still run. A task whose worker died is failed (and
+    retried) once it has sent no heartbeat for TASK_INSTANCE_HEARTBEAT_TIMEOUT."""
+    if not CLUSTER:
+        return {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+    return {
+        "AIRFLOW__CORE__EXECUTOR": EDGE_EXECUTOR,
+        "AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS": "airflow.providers.edge3.models.db.EdgeDBManager",
+        "AIRFLOW__EDGE__API_ENABLED": "True",
+        "AIRFLOW__EDGE__API_URL": f"http://127.0.0.1:{AIRFLOW_PORT}/edge_worker/v1/rpcapi",
+        "AIRFLOW__EDGE__JOB_POLL_INTERVAL": "1",
+        # A worker restarted under its name is refused until the old one missed 5 heartbeats.
+        "AIRFLOW__EDGE__HEARTBEAT_INTERVAL": "5",
+        # Long enough to ride out an API server restart (its tasks cannot report meanwhile), short enough that the
+        # task of a worker killed outright is retried within two minutes (Airflow's default: 5).
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
+    }
 
 
 def airflow_env(pg: dict) -> dict[str, str]:
@@ -47,7 +80,7 @@ def airflow_env(pg: dict) -> dict[str, str]:
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        **executor_env(),
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
@@ -100,20 +133,19 @@ def start(env: dict[str, str]) -> None:
     logs = STATE / "airflow" / "logs"
     marker = STATE / "run" / "airflow-settings.sha256"
     fingerprint = hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
-    running = [s for s in SERVICES if running_pid(f"airflow-{s}")]
+    running = [s for s in services() if running_pid(f"airflow-{s}")]
     if running and (not marker.exists() or marker.read_text() != fingerprint):
         say(f"Airflow's settings changed (pipelines folder {env['MICROINGEST_PIPELINES_DIR']}); restarting it")
         stop_all()
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(fingerprint)
-    for service in SERVICES:
-        spawn(f"airflow-{service}", [str(VENV_BIN / "airflow"), service], logs / f"{service}.log",
-              {**os.environ, **env})
+    for service in services():
+        spawn(f"airflow-{service}", argv(service), logs / f"{service}.log", {**os.environ, **env})
     wait_for("Airflow API server", api_healthy, 240, logs / "api-server.log")
 
 
 def stop_all() -> None:
-    for service in reversed(SERVICES):
+    for service in reversed(services()):
         stop(f"airflow-{service}")
 
 

@@ -1,4 +1,10 @@
-"""Where the local platform lives and which ports it takes (each overridable, so two platforms can run side by side)."""
+"""Where the local platform lives, its topology, and which ports it takes (each overridable, so two platforms can run
+side by side).
+
+Topology `single` (the default) runs one process of each service. `cluster` (`make up TOPOLOGY=cluster`) is the
+production shape on one machine: three Kafka brokers, a Spark standalone master with two workers, Airflow on the Edge
+executor with two workers. It lives in a state folder of its own and takes ports 1000 above the single one's, so both
+can run at once."""
 
 from __future__ import annotations
 
@@ -9,14 +15,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("MICROINGEST_STATE", REPO / ".state"))
 VENV_BIN = Path(sys.executable).parent
+INSTALLED = Path(os.environ.get("MICROINGEST_INSTALL", REPO / ".state"))  # what `make install` downloaded
 ENV_FILE = STATE / "platform.env"
-PG_PORT = int(os.environ.get("MICROINGEST_PG_PORT", "55432"))
-KAFKA_PORT = int(os.environ.get("MICROINGEST_KAFKA_PORT", "9092"))
-CONTROLLER_PORT = int(os.environ.get("MICROINGEST_KAFKA_CONTROLLER_PORT", "9093"))
-KAFKA_SASL_PORT = int(os.environ.get("MICROINGEST_KAFKA_SASL_PORT", "9094"))
-AIRFLOW_PORT = int(os.environ.get("MICROINGEST_AIRFLOW_PORT", "8080"))
-SPARK_CONNECT_PORT = int(os.environ.get("MICROINGEST_SPARK_CONNECT_PORT", "15002"))
-SCHEMA_REGISTRY_PORT = int(os.environ.get("MICROINGEST_SCHEMA_REGISTRY_PORT", "18081"))
+TOPOLOGIES = ("single", "cluster")
+TOPOLOGY = os.environ.get("MICROINGEST_TOPOLOGY") or "single"
+if TOPOLOGY not in TOPOLOGIES:
+    raise SystemExit(f"[platform] unknown topology {TOPOLOGY!r} (MICROINGEST_TOPOLOGY); one of {', '.join(TOPOLOGIES)}")
+CLUSTER = TOPOLOGY == "cluster"
+KAFKA_NODES = 3 if CLUSTER else 1
+SPARK_WORKERS = 2 if CLUSTER else 0
+AIRFLOW_WORKERS = 2 if CLUSTER else 0
+
+
+def _port(name: str, single: int) -> int:
+    return int(os.environ.get(f"MICROINGEST_{name}_PORT") or single + (1000 if CLUSTER else 0))
+
+
+PG_PORT = _port("PG", 55432)
+# Broker n (from 1) listens on these plus 100 * (n - 1).
+KAFKA_PORT = _port("KAFKA", 9092)
+CONTROLLER_PORT = _port("KAFKA_CONTROLLER", 9093)
+KAFKA_SASL_PORT = _port("KAFKA_SASL", 9094)
+AIRFLOW_PORT = _port("AIRFLOW", 8080)
+SPARK_CONNECT_PORT = _port("SPARK_CONNECT", 15002)
+SCHEMA_REGISTRY_PORT = _port("SCHEMA_REGISTRY", 18081)
+# The standalone master's port and web UI; worker n's web UI is the master's plus n.
+SPARK_MASTER_PORT = _port("SPARK_MASTER", 15077)
+SPARK_MASTER_UI_PORT = _port("SPARK_MASTER_UI", 15080)
 
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))

@@ -1,4 +1,6 @@
-"""The local Kafka broker (KRaft, jars from Maven Central), used when no Kafka connection is configured.
+"""The local Kafka brokers (KRaft, jars from Maven Central), used when no Kafka connection is configured: one, or
+three in the cluster topology, each broker and controller at once, with replication factor 3 and min.insync.replicas
+2 (a topic stays writable with acks=all while one broker is down).
 
 Besides its PLAINTEXT listener it has a SASL/PLAIN one, so authenticated clients are tested for real. The SASL
 password contains a double quote, a backslash and a non-ASCII letter on purpose: every place that writes it into a
@@ -15,12 +17,37 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from local_platform.config import CONTROLLER_PORT, KAFKA_PORT, KAFKA_SASL_PORT, STATE, private_file
+from local_platform.config import (CONTROLLER_PORT, INSTALLED, KAFKA_NODES, KAFKA_PORT, KAFKA_SASL_PORT, STATE,
+                                   private_file)
 from local_platform.processes import say, spawn, stop, wait_for
 
 from microingest.systems.connections import jaas_quote
 
 SASL_PASSWORD_SUFFIX = '"\\\u00e9'
+
+
+def nodes() -> list[int]:
+    return list(range(1, KAFKA_NODES + 1))
+
+
+def name(node: int) -> str:
+    return "kafka" if KAFKA_NODES == 1 else f"kafka-{node}"
+
+
+def node_dir(node: int) -> Path:
+    return STATE / "kafka" if KAFKA_NODES == 1 else STATE / "kafka" / f"node-{node}"
+
+
+def port(node: int, first: int = KAFKA_PORT) -> int:
+    return first + 100 * (node - 1)
+
+
+def log_file(node: int) -> Path:
+    return node_dir(node) / "broker.log"
+
+
+def bootstrap_servers(listener_port: int = KAFKA_PORT) -> list[str]:
+    return [f"127.0.0.1:{port(n, listener_port)}" for n in nodes()]
 
 
 def reachable(config: dict) -> bool:
@@ -44,23 +71,25 @@ def sasl_settings() -> dict:
     sasl_file = STATE / "kafka" / "sasl.json"
     sasl = json.loads(sasl_file.read_text(encoding="utf-8")) if sasl_file.exists() else {}
     if not sasl.get("password", "").endswith(SASL_PASSWORD_SUFFIX):  # new, or made before the suffix existed
-        sasl = {"bootstrap.servers": f"127.0.0.1:{KAFKA_SASL_PORT}", "username": "ingest",
+        sasl = {"bootstrap.servers": ",".join(bootstrap_servers(KAFKA_SASL_PORT)), "username": "ingest",
                 "password": secrets.token_urlsafe(18) + SASL_PASSWORD_SUFFIX}
         private_file(sasl_file, json.dumps(sasl))
     return sasl
 
 
-def server_properties(data: Path) -> str:
+def server_properties(node: int, data: Path) -> str:
     sasl = sasl_settings()
     jaas = (f"org.apache.kafka.common.security.plain.PlainLoginModule required "
             f"user_{sasl['username']}={jaas_quote(sasl['password'])};")
+    plain, controller, sasl_port = port(node), port(node, CONTROLLER_PORT), port(node, KAFKA_SASL_PORT)
+    replicas, min_isr = (3, 2) if KAFKA_NODES >= 3 else (1, 1)
     return "\n".join([
         "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.voters=1@127.0.0.1:{CONTROLLER_PORT}",
-        f"listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT},"
-        f"SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{KAFKA_PORT},SASL_PLAINTEXT://127.0.0.1:{KAFKA_SASL_PORT}",
+        f"node.id={node}",
+        "controller.quorum.voters=" + ",".join(f"{n}@127.0.0.1:{port(n, CONTROLLER_PORT)}" for n in nodes()),
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
+        f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
@@ -68,11 +97,13 @@ def server_properties(data: Path) -> str:
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={properties_value(jaas)}",
         f"log.dirs={properties_value(str(data))}",
         "num.partitions=3",
-        "offsets.topic.replication.factor=1",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
-        "share.coordinator.state.topic.replication.factor=1",
-        "share.coordinator.state.topic.min.isr=1",
+        f"default.replication.factor={replicas}",
+        f"min.insync.replicas={min_isr}",
+        f"offsets.topic.replication.factor={replicas}",
+        f"transaction.state.log.replication.factor={replicas}",
+        f"transaction.state.log.min.isr={min_isr}",
+        f"share.coordinator.state.topic.replication.factor={replicas}",
+        f"share.coordinator.state.topic.min.isr={min_isr}",
         "group.initial.rebalance.delay.ms=0",
         "log.cleaner.backoff.ms=1000",  # compacted-topic tests need the cleaner to come round quickly
         "auto.create.topics.enable=false",
@@ -88,29 +119,59 @@ LOG4J = "\n".join([
 ]) + "\n"
 
 
-def start() -> dict:
-    root = STATE / "kafka"
-    libs, data, log = root / "libs", root / "data", root / "broker.log"
+def start(only: int | None = None) -> dict:
+    """Start the brokers that are not running (or only that one); returns the client config once every broker
+    serves."""
+    libs = INSTALLED / "kafka" / "libs"
     if not any(libs.glob("kafka_2.13-*.jar")):
         raise SystemExit(f"[platform] no Kafka broker jars in {libs}; run `make install`")
+    cluster_id = next(filter(None, (_cluster_id(node_dir(n) / "data") for n in nodes())), None)
+    for node in [only] if only else nodes():
+        start_node(node, libs, cluster_id)
+        cluster_id = cluster_id or _cluster_id(node_dir(node) / "data")
+    config = {"bootstrap_servers": bootstrap_servers()}
+    wait_for(f"Kafka ({KAFKA_NODES} broker(s))", lambda: len(brokers(config)) == KAFKA_NODES, 180, log_file(1))
+    return config
+
+
+def start_node(node: int, libs: Path, cluster_id: str | None) -> None:
+    """Start one broker; a new one's storage is formatted first, with the cluster id of the others."""
+    root = node_dir(node)
+    data = root / "data"
     props = root / "server.properties"
-    private_file(props, server_properties(data))  # it holds the SASL password
+    private_file(props, server_properties(node, data))  # it holds the SASL password
     log4j = root / "log4j2.properties"
     log4j.write_text(LOG4J)
     java = [shutil.which("java") or "java", "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={log4j}",
             "-cp", f"{libs}/*"]
     if not (data / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+        cluster_id = cluster_id or base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
         say(f"formatting KRaft storage {data} (cluster {cluster_id})")
         # "--cluster-id=<id>": an id starting with "-" (1 in 64 of them) would otherwise read as an option
         subprocess.run([*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
                        check=True, stdout=subprocess.DEVNULL)
-    config = {"bootstrap_servers": [f"127.0.0.1:{KAFKA_PORT}"]}
-    if not reachable(config):
-        spawn("kafka", [*java, "kafka.Kafka", str(props)], log, dict(os.environ))
-    wait_for("Kafka", lambda: reachable(config), 120, log)
-    return config
+    spawn(name(node), [*java, "kafka.Kafka", str(props)], log_file(node), dict(os.environ))
 
 
-def stop_broker() -> None:
-    stop("kafka")
+def _cluster_id(data: Path) -> str | None:
+    meta = data / "meta.properties"
+    if not meta.exists():
+        return None
+    return next((line.split("=", 1)[1].strip() for line in meta.read_text().splitlines()
+                 if line.startswith("cluster.id=")), None)
+
+
+def brokers(config: dict) -> list[int]:
+    """The ids of the brokers the cluster's metadata names."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(**config, bootstrap_timeout_ms=3000, request_timeout_ms=5000)
+    try:
+        return [b["broker_id"] for b in admin.describe_cluster()["brokers"]]
+    finally:
+        admin.close()
+
+
+def stop_broker(only: int | None = None) -> None:
+    for node in [only] if only else reversed(nodes()):
+        stop(name(node))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import urllib.request
 
-from local_platform.config import SCHEMA_REGISTRY_PORT, STATE
+from local_platform.config import INSTALLED, SCHEMA_REGISTRY_PORT, STATE
 from local_platform.processes import say, spawn, stop, wait_for
 
 from microingest.systems.connections import ConnectionInfo, schema_registry_config
@@ -17,7 +17,7 @@ NAME = "schema-registry"
 _JVM_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 HOST = "127.0.0.1"
 API_PATH = "/apis/ccompat/v7"
-APP = STATE / "schema-registry" / "app" / "quarkus-run.jar"
+APP = INSTALLED / "schema-registry" / "app" / "quarkus-run.jar"
 
 
 def local_connection(conn_id: str) -> ConnectionInfo:

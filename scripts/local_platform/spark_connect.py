@@ -1,12 +1,14 @@
 """The local Spark Connect server: the long-lived Spark driver that pipelines with a `spark_connect` Spark connection
-run on (microingest.spark.connect). Started by `up` when a declared pipeline selects it, or with `--spark-connect`."""
+run on (microingest.spark.connect). Started by `up` when a declared pipeline selects it, or with `--spark-connect`; in
+the cluster topology, on the standalone cluster (local_platform.spark_cluster)."""
 
 from __future__ import annotations
 
 import os
 import socket
 
-from local_platform.config import SPARK_CONNECT_PORT, STATE
+from local_platform import spark_cluster
+from local_platform.config import SPARK_CONNECT_PORT, SPARK_WORKERS, STATE
 from local_platform.processes import say, spawn, stop, wait_for, without_credentials
 
 from microingest.spark import connect as spark_connect
@@ -34,7 +36,10 @@ def start() -> None:
     if not listening():
         # No credential: every job brings its own connections, the server has no authentication, and its Python
         # workers run any job's code.
-        spawn(NAME, spark_connect.server_argv(HOST, SPARK_CONNECT_PORT), log_file(), without_credentials(os.environ))
+        # In the cluster topology its executors are the standalone cluster's; otherwise it runs them itself.
+        argv = (spark_connect.server_argv(HOST, SPARK_CONNECT_PORT, spark_cluster.master_url(), spark_cluster.CONNECT_CONF)
+                if SPARK_WORKERS else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT))
+        spawn(NAME, argv, log_file(), without_credentials(os.environ))
         wait_for("Spark Connect", listening, 180, log_file())
     wait_for("Spark Connect", lambda: spark_connect.answers(local_connection("check")), 120, log_file())
     say(f"Spark Connect server answers at sc://{HOST}:{SPARK_CONNECT_PORT}")

@@ -24,13 +24,18 @@ def state_dir() -> Path:
     return Path(os.environ.get("MICROINGEST_STATE", repo_root() / ".state"))
 
 
+def install_dir() -> Path:
+    """Where `make install` puts what it downloads (broker, Spark and registry jars), shared by every topology."""
+    return Path(os.environ.get("MICROINGEST_INSTALL", repo_root() / ".state"))
+
+
 def spark_job_path() -> Path:
     return Path(os.environ.get("MICROINGEST_SPARK_JOB", repo_root() / "spark_jobs" / "ingest_job.py"))
 
 
 def spark_jars() -> list[str]:
     """Spark's Kafka source and its dependencies, resolved from Maven Central by `make install`."""
-    folder = Path(os.environ.get("MICROINGEST_SPARK_JARS_DIR", state_dir() / "spark" / "jars"))
+    folder = Path(os.environ.get("MICROINGEST_SPARK_JARS_DIR", install_dir() / "spark" / "jars"))
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not jars:
         raise FileNotFoundError(f"no Spark Kafka jars in {folder}; run `make install` (or set MICROINGEST_SPARK_JARS_DIR)")

@@ -270,7 +270,7 @@ class AvailableNow(Contender):
 
 
 def bench_jars() -> list[str]:
-    folder = settings.state_dir() / "spark" / "bench-jars"
+    folder = settings.install_dir() / "spark" / "bench-jars"
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not jars:
         raise BenchError(f"no PostgreSQL JDBC driver in {folder}; run `make bench` (it resolves it)")

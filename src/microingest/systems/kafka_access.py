@@ -143,8 +143,9 @@ def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[in
     return sorted(partitions)
 
 
-def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = 1) -> bool:
-    """Create the topic; returns False when it already existed. Grows its partition count if it has fewer."""
+def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = -1) -> bool:
+    """Create the topic, replicated as the cluster's default.replication.factor says unless `replication` is given;
+    returns False when it already existed."""
     try:
         admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
     except (KafkaError, OSError) as exc:

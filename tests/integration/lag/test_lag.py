@@ -108,7 +108,7 @@ def test_a_failing_planning_is_err_until_one_succeeds(env):
 
 def describe_group(group: str) -> dict[int, tuple[int, int, int]]:
     """`kafka-consumer-groups.sh --describe` (its class, from the broker's libs): partition -> (current, end, lag)."""
-    libs = settings.state_dir() / "kafka" / "libs"
+    libs = settings.install_dir() / "kafka" / "libs"
     bootstrap = json.loads(os.environ["AIRFLOW_CONN_MICROINGEST_KAFKA"])["extra"]["bootstrap.servers"]
     result = subprocess.run(["java", "-cp", f"{libs}/*", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
                              "--bootstrap-server", bootstrap, "--describe", "--group", group],

@@ -1,0 +1,67 @@
+"""The cluster topology's Spark: a standalone master and two workers (pyspark's own classes), on which the Spark
+Connect server and every spark-submit application run their executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+from local_platform.config import SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE, VENV_BIN
+from local_platform.processes import spawn, stop, wait_for, without_credentials
+
+HOST = "127.0.0.1"
+MASTER = "spark-master"
+WORKER_CORES, WORKER_MEMORY = 2, "4g"
+# What the Spark Connect server takes of the cluster: one core on each worker (the master spreads executors out), so
+# that spark-submit applications keep a core on each too.
+CONNECT_CONF = {"spark.executor.cores": "1", "spark.cores.max": str(SPARK_WORKERS), "spark.executor.memory": "1g"}
+
+
+def master_url() -> str:
+    return f"spark://{HOST}:{SPARK_MASTER_PORT}"
+
+
+def worker_name(n: int) -> str:
+    return f"spark-worker-{n}"
+
+
+def root():
+    return STATE / "spark-cluster"
+
+
+def log_file(name: str):
+    return root() / f"{name}.log"
+
+
+def master_state() -> dict:
+    with urllib.request.urlopen(f"http://{HOST}:{SPARK_MASTER_UI_PORT}/json", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def alive_workers() -> list[dict]:
+    return [w for w in master_state()["workers"] if w["state"] == "ALIVE"]
+
+
+def start() -> None:
+    # No credential, as the Connect server: executors run any job's code and get their connections from the job.
+    env = {**without_credentials(os.environ), "SPARK_LOG_DIR": str(root()), "SPARK_LOCAL_IP": HOST}
+    spark_class = str(VENV_BIN / "spark-class")
+    spawn(MASTER, [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST, "--port",
+                   str(SPARK_MASTER_PORT), "--webui-port", str(SPARK_MASTER_UI_PORT)], log_file(MASTER), env)
+    wait_for("Spark master", lambda: master_state()["status"] == "ALIVE", 120, log_file(MASTER))
+    for n in range(1, SPARK_WORKERS + 1):
+        work = root() / worker_name(n)
+        work.mkdir(parents=True, exist_ok=True)
+        spawn(worker_name(n), [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--cores",
+                               str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(work),
+                               "--webui-port", str(SPARK_MASTER_UI_PORT + n), master_url()],
+              log_file(worker_name(n)), env)
+    wait_for(f"{SPARK_WORKERS} Spark workers", lambda: len(alive_workers()) == SPARK_WORKERS, 120,
+             log_file(worker_name(SPARK_WORKERS)))
+
+
+def stop_all() -> None:
+    for n in range(SPARK_WORKERS, 0, -1):
+        stop(worker_name(n))
+    stop(MASTER)
