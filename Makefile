@@ -27,12 +27,12 @@ STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo test test-unit chaos bench clean
+.PHONY: help install up down status demo test test-cluster test-unit chaos bench clean clean-platforms
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
 	@echo "make test    set up and run the whole test suite (what CI runs)"
-	@echo "make up | down | status    start / stop / show the local platform"
+	@echo "make up | down | status    start / stop / show the local platform (TOPOLOGY=cluster: the production shape)"
 	@echo "make test-unit             pure-logic tests only (no services)"
 	@echo "make chaos                 the long fault-injection soak (20 kill -9s + restarts), report in .state/chaos-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
@@ -106,10 +106,20 @@ TEST_PIPELINES := $(STATE)/test-pipelines
 # saves more than peak speed would, about 4 s of 20 per job. Production jobs keep the JVM's defaults.
 TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
+# The suite runs on the single topology, then its cluster stage on the cluster topology (one platform at a time:
+# two would share two cores).
 test: install browser
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
-	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests --ignore=tests/integration/cluster
+	$(PLATFORM) down
+	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster
+
+test-cluster: install
+	rm -f $(TEST_PIPELINES)/*.yaml
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
+	$(WITH_ENV) $(BIN)/pytest -q tests/integration/cluster
+	$(PLATFORM) down
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services
@@ -128,6 +138,12 @@ bench: install
 test-unit: $(STAMP_PY)
 	$(BIN)/pytest -q tests/unit
 
-clean:
+# Stop this platform and the cluster topology's, and delete their Postgres clusters (run as root, they live outside
+# the state folder).
+clean-platforms:
 	test ! -x $(BIN)/python || $(PLATFORM) clean
+	test ! -x $(BIN)/python || ! test -d .state/cluster || \
+	  MICROINGEST_TOPOLOGY=cluster MICROINGEST_STATE=$(abspath .state/cluster) $(PLATFORM) clean
+
+clean: clean-platforms
 	rm -rf $(STATE) $(VENV)

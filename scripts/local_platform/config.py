@@ -38,6 +38,7 @@ CONTROLLER_PORT = _port("KAFKA_CONTROLLER", 9093)
 KAFKA_SASL_PORT = _port("KAFKA_SASL", 9094)
 AIRFLOW_PORT = _port("AIRFLOW", 8080)
 SPARK_CONNECT_PORT = _port("SPARK_CONNECT", 15002)
+SPARK_CONNECT_UI_PORT = _port("SPARK_CONNECT_UI", 15040)  # the cluster's Connect server's UI and REST API
 SCHEMA_REGISTRY_PORT = _port("SCHEMA_REGISTRY", 18081)
 # The standalone master's port and web UI; worker n's web UI is the master's plus n.
 SPARK_MASTER_PORT = _port("SPARK_MASTER", 15077)

@@ -7,7 +7,8 @@ import json
 import os
 import urllib.request
 
-from local_platform.config import SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE, VENV_BIN
+from local_platform.config import (SPARK_CONNECT_UI_PORT, SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE,
+                                   VENV_BIN)
 from local_platform.processes import spawn, stop, wait_for, without_credentials
 
 HOST = "127.0.0.1"
@@ -15,7 +16,10 @@ MASTER = "spark-master"
 WORKER_CORES, WORKER_MEMORY = 2, "4g"
 # What the Spark Connect server takes of the cluster: one core on each worker (the master spreads executors out), so
 # that spark-submit applications keep a core on each too.
-CONNECT_CONF = {"spark.executor.cores": "1", "spark.cores.max": str(SPARK_WORKERS), "spark.executor.memory": "1g"}
+CONNECT_CONF = {"spark.executor.cores": "1", "spark.cores.max": str(SPARK_WORKERS), "spark.executor.memory": "1g",
+                # The Kafka source prefers the executor that read a partition last (its consumer cache); a bounded
+                # read gains little from that, and waiting for it (3 s by default) can leave the other worker idle.
+                "spark.locality.wait": "0", "spark.ui.port": str(SPARK_CONNECT_UI_PORT)}
 
 
 def master_url() -> str:

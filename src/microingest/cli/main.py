@@ -165,8 +165,15 @@ def cmd_spark_connect_server(args) -> None:
 
     from microingest.spark.connect import server_argv
 
-    argv = server_argv(args.host, args.port, args.master)
+    conf = dict(item.split("=", 1) for item in args.conf)
+    argv = server_argv(args.host, args.port, args.master, conf)
     os.execvp(argv[0], argv)  # the server is this process: a supervisor or container stops it directly
+
+
+def _spark_setting(value: str) -> str:
+    if "=" not in value or not value.split("=", 1)[0].strip():
+        raise argparse.ArgumentTypeError(f"wants KEY=VALUE, not {value!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -225,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     server.add_argument("--port", type=int, default=15002, help="port (default 15002)")
     server.add_argument("--master", default="local[*]", help="where its executors run (default local[*])")
+    server.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        type=_spark_setting,
+                        help="a Spark setting of the server (repeatable), e.g. spark.cores.max=2")
     server.set_defaults(func=cmd_spark_connect_server)
     return parser
 

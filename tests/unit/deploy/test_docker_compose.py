@@ -14,13 +14,15 @@ from microingest.systems.connections import env_name, kafka_bootstrap, parse_con
 REPO = repo_root()
 TEXT = (REPO / "docker-compose.yml").read_text()
 COMPOSE = yaml.safe_load(TEXT)
-AIRFLOW_COMPONENTS = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+AIRFLOW_COMPONENTS = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+                      "airflow-edge-worker-1", "airflow-edge-worker-2")
+BROKERS = ("kafka-1", "kafka-2", "kafka-3")
 
 # Secure by default (issue 20): compose's `${VAR:?message}` refuses to start while VAR is unset or empty.
 REFERENCE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
 SECRET_NAME = re.compile(r"JWT|PASSWORD|SECRET|FERNET|TOKEN", re.I)
 SPARK_FORBIDDEN = re.compile(r"JWT|PASSWORD|SECRET|FERNET|^AIRFLOW_CONN_|SQL_ALCHEMY_CONN", re.I)
-SPARK_SERVICES = ("spark-master", "spark-worker", "spark-connect")
+SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect")
 
 # What an operator sets (docker compose would refuse to start without them).
 SET_BY_OPERATOR = {m["name"]: f"set-{m['name'].lower().replace('_', '-')}" for m in REFERENCE.finditer(TEXT)
@@ -41,18 +43,33 @@ def service_env(name):
             COMPOSE["services"][name]["environment"].items()}
 
 
-def test_names_every_service():
-    assert {"kafka", "postgres", "spark-master", "spark-worker", "spark-connect", *AIRFLOW_COMPONENTS} <= set(
-        COMPOSE["services"])
-    assert COMPOSE["services"]["kafka"]["image"].startswith("apache/kafka:4.")
-    assert COMPOSE["services"]["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+def test_names_every_service_of_the_cluster_topology():
+    """The same shape as `make up TOPOLOGY=cluster`: three brokers, a Spark master with two workers, two Edge
+    workers; and every long-running service is restarted when it dies, as the local supervisor does."""
+    assert {"postgres", *BROKERS, *SPARK_SERVICES, *AIRFLOW_COMPONENTS} <= set(COMPOSE["services"])
+    voters = set()
+    for n, broker in enumerate(BROKERS, start=1):
+        service = COMPOSE["services"][broker]
+        env = {k: str(v) for k, v in service["environment"].items()}
+        assert service["image"].startswith("apache/kafka:4.") and env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+        assert env["KAFKA_NODE_ID"] == str(n) and env["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://{broker}:9092"
+        assert env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == "3" and env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
+        voters.add(env["KAFKA_CONTROLLER_QUORUM_VOTERS"])
+    assert voters == {",".join(f"{n}@{b}:9093" for n, b in enumerate(BROKERS, start=1))}
+    for name in ("spark-connect", "spark-worker-1", "spark-worker-2"):
+        assert "spark://spark-master:7077" in COMPOSE["services"][name]["command"]
+    assert [COMPOSE["services"][f"airflow-edge-worker-{n}"]["command"][3] for n in (1, 2)] == [
+        "edge-worker-1", "edge-worker-2"]
+    for name, service in COMPOSE["services"].items():
+        assert service.get("restart") == ("no" if name == "airflow-init" else "unless-stopped"), name
 
 
 def test_airflow_components_get_every_connection_the_pipelines_use():
     services = set(COMPOSE["services"])
     for component in AIRFLOW_COMPONENTS:
         env = service_env(component)
-        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "airflow.providers.edge3.executors.EdgeExecutor"
+        assert urlsplit(env["AIRFLOW__EDGE__API_URL"]).hostname in services
         for p in load_pipelines(REPO / "pipelines"):  # the ones compose mounts
             for conn_id in (p.kafka_conn_id, p.postgres_conn_id, p.spark_conn_id):
                 assert env_name(conn_id) in env, f"{component} lacks {env_name(conn_id)}"

@@ -1,0 +1,119 @@
+"""The cluster topology (`make up TOPOLOGY=cluster`) really is one: three brokers replicating every topic, a pipeline
+DAG whose tasks run on both Airflow workers, and batches whose Spark tasks run on both Spark workers.
+
+Which idle Edge worker takes a queued task is a race, so the test decides it the way an operator would when draining a
+worker for maintenance: with one worker in maintenance the DAG's run must go to the other, and nothing stalls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from microingest.systems.kafka_access import create_topic
+from pipeline_env import SERVED_FOLDER, new_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from local_platform import config  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
+                                reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)")
+
+WORKERS = ("edge-worker-1", "edge-worker-2")
+
+
+def _json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _edge(*args: str, check: bool = True) -> str:
+    return subprocess.run(["airflow", "edge", *args], check=check, capture_output=True, text=True, timeout=120).stdout
+
+
+def _states() -> dict[str, str]:
+    return {w["worker_name"]: w["state"] for w in json.loads(_edge("list-workers", "-o", "json"))}
+
+
+def _maintenance(worker: str, on: bool, check: bool = True) -> None:
+    """Drain a worker (or bring it back), and wait until it has taken note: until then it may still fetch jobs."""
+    if on:
+        _edge("remote-edge-worker-request-maintenance", "-H", worker, "--comments", "cluster test", check=check)
+    else:
+        _edge("remote-edge-worker-exit-maintenance", "-H", worker, check=check)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = _states()[worker]
+        if (state == "maintenance mode") if on else (state in ("idle", "running")):
+            return
+        time.sleep(1)
+    raise AssertionError(f"{worker} still {state!r}")
+
+
+def _hosts(api, dag_id: str, run_id: str) -> dict[str, str]:
+    tis = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    return {ti["task_id"]: ti["hostname"] for ti in tis if ti["state"] == "success"}
+
+
+def test_topics_are_replicated_three_times_and_need_two_in_sync(kafka):
+    admin = KafkaAdminClient(**kafka)
+    topic = f"cluster-{uuid.uuid4().hex[:8]}"
+    try:
+        assert sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"]) == [1, 2, 3]
+        create_topic(kafka, topic, 3)
+        partitions = admin.describe_topics([topic])[0]["partitions"]
+        assert [sorted(p["replica_nodes"]) for p in partitions] == [[1, 2, 3]] * 3
+        config = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+        assert config["topic"][topic]["min.insync.replicas"]["value"] == "2"
+    finally:
+        admin.delete_topics([topic])
+        admin.close()
+
+
+def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spark_workers(pg, kafka, api):
+    master = _json(f"http://127.0.0.1:{config.SPARK_MASTER_UI_PORT}/json/")
+    assert sum(w["state"] == "ALIVE" for w in master["workers"]) == 2
+    connect_ui = f"http://127.0.0.1:{config.SPARK_CONNECT_UI_PORT}/api/v1/applications"
+    app = _json(connect_ui)[0]["id"]
+    # Each executor's log links name the worker (its UI port) that runs it.
+    worker_of = {e["id"]: e["executorLogs"]["stdout"].split("//", 1)[1].split("/", 1)[0]
+                 for e in _json(f"{connect_ui}/{app}/executors") if e["id"] != "driver" and e["isActive"]}
+    assert len(set(worker_of.values())) == 2, f"the Connect server's executors: {worker_of}"
+    stages_before = {s["stageId"] for s in _json(f"{connect_ui}/{app}/stages")}
+
+    suffix = uuid.uuid4().hex[:8]
+    env = new_env(pg, kafka, Path(SERVED_FOLDER), f"cluster_{suffix}", f"cluster-{suffix}")
+    api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
+    api.unpause(env.pipeline.dag_id)
+    hosts, produced = {}, []
+    try:
+        for i, (drained, serving) in enumerate((WORKERS[::-1], WORKERS)):
+            _maintenance(drained, True)
+            produced += env.produce(6000, start=6000 * i)  # 3 Spark tasks of 2,000 records
+            run_id = api.trigger(env.pipeline.dag_id)
+            run = api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
+            assert run.state == "success", run.describe()
+            hosts[serving] = _hosts(api, env.pipeline.dag_id, run_id)
+            _maintenance(drained, False)
+    finally:
+        for worker in WORKERS:
+            if _states()[worker] != "idle":
+                _maintenance(worker, False, check=False)
+
+    for serving, tasks in hosts.items():
+        assert set(tasks) == {"plan", "ingest", "announce"} and set(tasks.values()) == {serving}, hosts
+    env.assert_exactly_once(produced)
+
+    new_stages = [s for s in _json(f"{connect_ui}/{app}/stages") if s["stageId"] not in stages_before]
+    executors = {t["executorId"] for s in new_stages
+                 for t in _json(f"{connect_ui}/{app}/stages/{s['stageId']}/{s['attemptId']}/taskList")}
+    assert {worker_of[e] for e in executors} == set(worker_of.values()), (executors, worker_of)
