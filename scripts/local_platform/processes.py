@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from local_platform.config import REPO, STATE
-from local_platform.supervisor import kill_all, tag_of, tagged
+from local_platform.process_tree import (cgroup_members, kill_all, platform_cgroup, remove_cgroup, tag_of,
+                                         tagged)
 
 
 _CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
@@ -64,8 +65,11 @@ def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], grace: flo
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file(name).parent.mkdir(parents=True, exist_ok=True)
     pid_file(name).unlink(missing_ok=True)
+    run_dir = pid_file(name).parent
+    group = platform_cgroup(run_dir)
     supervisor = [sys.executable, str(Path(__file__).with_name("supervisor.py")), "--name", name,
-                  "--run-dir", str(pid_file(name).parent), "--grace", str(grace), "--", *argv]
+                  "--run-dir", str(run_dir), "--grace", str(grace),
+                  *(["--cgroup", str(group / name)] if group else []), "--", *argv]
     with open(log, "ab") as out:
         subprocess.Popen(supervisor, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                          cwd=REPO, start_new_session=True)
@@ -91,8 +95,10 @@ def stop(name: str, timeout: float = 60) -> None:
             os.kill(supervisor, signal.SIGKILL)
     elif unsupervised:  # started before services had supervisors
         os.killpg(unsupervised, signal.SIGKILL)
-    left = tagged(tag_of(pid_file(name).parent, name))
+    group = platform_cgroup(pid_file(name).parent)
+    left = sorted(set(tagged(tag_of(pid_file(name).parent, name))) | set(cgroup_members(group and group / name)))
     kill_all(left, signal.SIGKILL)
+    remove_cgroup(group and group / name)
     pid_file(name).unlink(missing_ok=True)
     supervisor_file(name).unlink(missing_ok=True)
     if supervisor or unsupervised or left:
@@ -101,8 +107,13 @@ def stop(name: str, timeout: float = 60) -> None:
 
 def sweep() -> list[int]:
     """Kill whatever is left of any service of this platform (a process started by one, whose service is gone)."""
-    left = tagged(tag_of(STATE / "run", ""), prefix=True)
+    group = platform_cgroup(STATE / "run")
+    left = sorted(set(tagged(tag_of(STATE / "run", ""), prefix=True)) | set(cgroup_members(group)))
     kill_all(left, signal.SIGKILL)
+    deadline = time.time() + 10
+    while cgroup_members(group) and time.time() < deadline:
+        time.sleep(0.1)
+    remove_cgroup(group)
     return left
 
 

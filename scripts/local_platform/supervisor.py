@@ -1,13 +1,14 @@
 """Keeps one service of the local platform running, and owns everything it starts (what systemd's Restart=always and
 KillMode=control-group do for a unit).
 
-    supervisor.py --name NAME --run-dir DIR [--grace SECONDS] -- ARGV...
+    supervisor.py --name NAME --run-dir DIR [--cgroup PATH] [--grace SECONDS] -- ARGV...
 
-The service runs in a process group of its own, with MICROINGEST_SERVICE=<run dir>::<name> in its environment, which
-every process it starts inherits, even one that leaves the group (a scheduler's LocalExecutor workers, a Spark
-worker's executors). When the service exits, however it exits, whatever is left of that tree is killed and the
-service is started again (after 1 s, doubling to 30 s while it keeps dying young). SIGTERM stops it: SIGTERM to the
-tree, SIGKILL to what is left after the grace, then the supervisor exits. Its pid is in DIR/NAME.supervisor.pid, the
+The service runs in a process group and, given --cgroup, a cgroup v2 group of its own, with
+MICROINGEST_SERVICE=<run dir>::<name> in its environment (process_tree.py: how every process it starts is found, even
+one that leaves the group, as a scheduler's LocalExecutor workers do). When the service exits, however it exits,
+whatever is left of that tree is killed and the service is started again (after 1 s, doubling to 30 s while it keeps
+dying young). SIGTERM stops it: SIGTERM to the tree, SIGKILL to what is left after the grace, then the supervisor
+exits. Its pid is in DIR/NAME.supervisor.pid, the
 service's current pid in DIR/NAME.pid.
 """
 
@@ -23,56 +24,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-TAG = "MICROINGEST_SERVICE"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from local_platform.process_tree import (TAG, cgroup_members, descendants, kill_all, living,  # noqa: E402
+                                         remove_cgroup, tag_of, tagged)
+
 _PR_SET_CHILD_SUBREAPER = 36
 _stopping = False
-
-
-def tag_of(run_dir: Path, name: str) -> str:
-    return f"{run_dir.resolve()}::{name}"
-
-
-def tagged(tag: str, prefix: bool = False) -> list[int]:
-    """Processes whose MICROINGEST_SERVICE is tag (or starts with it: '<run dir>::' for all services of a platform),
-    other than this one."""
-    found, needle = [], f"{TAG}={tag}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if any(var.startswith(needle) if prefix else var == needle for var in f.read().split(b"\0")):
-                    found.append(int(entry))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return found
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below root, however deep; with root a subreaper, that includes the orphans of its tree."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
-
-
-def kill_all(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _say(name: str, msg: str) -> None:
@@ -100,39 +58,26 @@ def _reap(child: subprocess.Popen) -> bool:
             exited = True
 
 
-def _tree(tag: str) -> list[int]:
-    """What is left of the service's tree: below this supervisor (orphans come to it), and anything else carrying the
-    service's tag (processes that rename themselves, as Airflow's do, may overwrite their environment)."""
-    return sorted(set(descendants(os.getpid())) | set(tagged(tag)) - {os.getpid()})
+def _tree(tag: str, group: Path | None) -> list[int]:
+    """What is left of the service's tree (process_tree.py)."""
+    return sorted((set(cgroup_members(group)) | set(descendants(os.getpid())) | set(tagged(tag))) - {os.getpid()})
 
 
-def _living(pids: list[int]) -> list[int]:
-    living = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    living.append(pid)
-        except OSError:
-            continue
-    return living
-
-
-def _end_tree(name: str, tag: str, grace: float) -> None:
+def _end_tree(name: str, tag: str, group: Path | None, grace: float) -> None:
     """SIGTERM to what is left of the service's tree, SIGKILL to what outlives the grace."""
-    left = _tree(tag)
+    left = _tree(tag, group)
     if not left:
         return
     kill_all(left, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _living(_tree(tag)):
+    while time.monotonic() < deadline and living(_tree(tag, group)):
         time.sleep(0.2)
         _reap_quietly()
-    left = _living(_tree(tag))
+    left = living(_tree(tag, group))
     if left:
         _say(name, f"SIGKILL to {len(left)} process(es) still alive after {grace:.0f}s: {left}")
         kill_all(left, signal.SIGKILL)
-        while _living(_tree(tag)):
+        while living(_tree(tag, group)):
             time.sleep(0.1)
             _reap_quietly()
     _reap_quietly()
@@ -150,8 +95,22 @@ def _describe(code: int) -> str:
     return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
 
 
-def supervise(name: str, run_dir: Path, grace: float, argv: list[str]) -> None:
+def _joining(group: Path | None):
+    """What the child runs before exec: join the service's cgroup, so that all it starts is in there too."""
+    if group is None:
+        return None
+    procs = str(group / "cgroup.procs")
+
+    def join() -> None:
+        with open(procs, "w") as f:
+            f.write("0")
+    return join
+
+
+def supervise(name: str, run_dir: Path, grace: float, argv: list[str], group: Path | None = None) -> None:
     tag = tag_of(run_dir, name)
+    if group is not None:
+        group.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, TAG: tag}
     pid_path, own_path = run_dir / f"{name}.pid", run_dir / f"{name}.supervisor.pid"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +122,8 @@ def supervise(name: str, run_dir: Path, grace: float, argv: list[str]) -> None:
     try:
         while not _stopping:
             started = time.monotonic()
-            child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, process_group=0)
+            child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, process_group=0,
+                                     preexec_fn=_joining(group))
             pid_path.write_text(str(child.pid))
             _say(name, f"started pid {child.pid}")
             while not _stopping and not _reap(child):
@@ -174,14 +134,15 @@ def supervise(name: str, run_dir: Path, grace: float, argv: list[str]) -> None:
             backoff = 1.0 if lived > 60 else min(backoff * 2, 30.0)
             _say(name, f"pid {child.pid} {_describe(child.returncode)} after {lived:.0f}s; ending what is left of "
                        f"its tree, restarting in {backoff:.0f}s")
-            _end_tree(name, tag, grace=5)
+            _end_tree(name, tag, group, grace=5)
             deadline = time.monotonic() + backoff
             while not _stopping and time.monotonic() < deadline:
                 time.sleep(0.2)
                 _reap_quietly()
     finally:
         _say(name, "stopping")
-        _end_tree(name, tag, grace)
+        _end_tree(name, tag, group, grace)
+        remove_cgroup(group)
         pid_path.unlink(missing_ok=True)
         own_path.unlink(missing_ok=True)
 
@@ -191,12 +152,13 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--grace", type=float, default=30)
+    parser.add_argument("--cgroup", type=Path, help="a cgroup v2 group of the service's own, made if missing")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         parser.error("no command to supervise")
-    supervise(args.name, args.run_dir, args.grace, argv)
+    supervise(args.name, args.run_dir, args.grace, argv, args.cgroup)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from local_platform.supervisor import descendants, tag_of, tagged  # noqa: E402
+from local_platform.process_tree import cgroup_members, descendants, platform_cgroup, tag_of, tagged  # noqa: E402
 
 # The second child also drops its environment, as a process renaming itself may overwrite it.
 SERVICE = """
@@ -57,12 +59,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("in_cgroup", [False, True], ids=["process-tree", "cgroup"])
+def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leaves_nothing(tmp_path, in_cgroup):
     script, run_dir = tmp_path / "service.py", tmp_path / "run"
     script.write_text(SERVICE)
+    group = platform_cgroup(run_dir) / "toy" if in_cgroup and platform_cgroup(run_dir) else None
+    if in_cgroup and group is None:
+        pytest.skip("no cgroup v2 hierarchy this user may write to")
     log = open(tmp_path / "supervisor.log", "wb")
     supervisor = subprocess.Popen([sys.executable, str(SCRIPTS / "local_platform" / "supervisor.py"), "--name", "toy",
-                                   "--run-dir", str(run_dir), "--grace", "3", "--", sys.executable, str(script)],
+                                   "--run-dir", str(run_dir), "--grace", "3",
+                                   *(["--cgroup", str(group)] if group else []), "--", sys.executable, str(script)],
                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     tag = tag_of(run_dir, "toy")
     try:
@@ -71,6 +78,8 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
                       "the service and its two children")
         assert first in tree and _pid(run_dir / "toy.supervisor.pid") == supervisor.pid
         assert len(tagged(tag)) == 2, "the child that dropped its environment should carry no tag"
+        if group:
+            assert sorted(cgroup_members(group)) == sorted(tree)
 
         os.kill(first, signal.SIGKILL)
         second = _until(lambda: (lambda p: p if p and p != first and _alive(p) else None)(_pid(run_dir / "toy.pid")),
@@ -84,11 +93,16 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
         assert supervisor.wait(timeout=60) == 0
         assert tagged(tag) == [] and not any(_alive(pid) for pid in restarted) and second in restarted
         assert not (run_dir / "toy.pid").exists() and not (run_dir / "toy.supervisor.pid").exists()
+        assert group is None or not group.exists()
     finally:
         for pid in set(tagged(tag)) | set(descendants(supervisor.pid)):
             os.kill(pid, signal.SIGKILL)
         if supervisor.poll() is None:
             supervisor.kill()
+        if group and group.exists():
+            group.rmdir()
+        if group and group.parent.exists():
+            group.parent.rmdir()
         log.close()
     text = (tmp_path / "supervisor.log").read_text()
     assert "killed by SIGKILL" in text and "SIGKILL to 2 process(es)" in text, text
