@@ -27,14 +27,15 @@ STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo test test-cluster test-unit chaos bench clean clean-platforms
+.PHONY: help install up down status demo test test-cluster test-unit chaos soak soak-cluster bench clean clean-platforms
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
 	@echo "make test    set up and run the whole test suite (what CI runs)"
 	@echo "make up | down | status    start / stop / show the local platform (TOPOLOGY=cluster: the production shape)"
 	@echo "make test-unit             pure-logic tests only (no services)"
-	@echo "make chaos                 the long fault-injection soak (20 kill -9s + restarts), report in .state/chaos-report.json"
+	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s + restarts), report in .state/chaos-report.json"
+	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) postgres-binaries
@@ -113,13 +114,31 @@ test: install browser
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests --ignore=tests/integration/cluster
 	$(PLATFORM) down
+	$(PLATFORM) leftovers
 	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster
 
+# The cluster stage: the topology's own tests and the short soak (one fault of each kind), then `down`, after which no
+# process of the platform may be left.
 test-cluster: install
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
-	$(WITH_ENV) $(BIN)/pytest -q tests/integration/cluster
+	$(WITH_ENV) $(BIN)/pytest -q -s tests/integration/cluster
 	$(PLATFORM) down
+	$(PLATFORM) leftovers
+
+# The long soak: 105 faults, one every 20 s, on the cluster topology; report in .state/cluster/soak-report.json.
+SOAK_FAULTS   ?= 105
+SOAK_INTERVAL ?= 20
+soak: install
+	$(MAKE) --no-print-directory soak-cluster TOPOLOGY=cluster
+
+soak-cluster:
+	rm -f $(TEST_PIPELINES)/*.yaml
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
+	$(WITH_ENV) MICROINGEST_SOAK_FAULTS=$(SOAK_FAULTS) MICROINGEST_SOAK_INTERVAL=$(SOAK_INTERVAL) \
+	  $(BIN)/pytest -q -s tests/integration/cluster/test_soak.py
+	$(PLATFORM) down
+	$(PLATFORM) leftovers
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services

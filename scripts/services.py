@@ -21,7 +21,7 @@ from local_platform import airflow, kafka, postgres, schema_registry, spark_clus
 from local_platform.config import (AIRFLOW_PORT, CLUSTER, ENV_FILE, INSTALLED, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
                                    SPARK_CONNECT_PORT, SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE,
                                    TOPOLOGY, VENV_BIN, private_file)
-from local_platform.processes import running_pid, say, sweep
+from local_platform.processes import leftovers, running_pid, say, sweep
 
 from microingest.spark.connect import PLATFORM_CONN_ID
 from microingest.spark.submit import SUBMIT_CONN_ID
@@ -260,6 +260,7 @@ def main() -> None:
                              "points at one)")
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where, with the Airflow login")
+    sub.add_parser("leftovers", help="list any process of the platform still alive (after `down`: exit 1 if any)")
     sub.add_parser("clean", help="stop everything and delete the local Postgres cluster (may live outside the state)")
     for action in ("stop", "start", "restart"):
         cmd = sub.add_parser(action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop"
@@ -277,6 +278,12 @@ def main() -> None:
     elif args.command == "clean":
         down()
         postgres.remove()
+    elif args.command == "leftovers":
+        left = leftovers()
+        for pid, command in left.items():
+            print(f"{pid:>8}  {command}")
+        say(f"{len(left)} process(es) of the platform alive")
+        raise SystemExit(1 if left else 0)
     elif args.command in ("stop", "start", "restart", "crash"):
         control(args.command, args.service)
     else:

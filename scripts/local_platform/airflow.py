@@ -14,7 +14,8 @@ import os
 import secrets
 from pathlib import Path
 
-from local_platform.config import AIRFLOW_PORT, AIRFLOW_WORKERS, CLUSTER, REPO, STATE, VENV_BIN, private_file
+from local_platform.config import (AIRFLOW_PORT, AIRFLOW_WORKERS, CLUSTER, REPO, SCHEDULER_HEALTH_PORT, STATE, VENV_BIN,
+                                   private_file)
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -102,6 +103,8 @@ def airflow_env(pg: dict) -> dict[str, str]:
         # the file: re-parse it often enough that a new pipeline appears within seconds (a parse takes ~0.3 s).
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(SCHEDULER_HEALTH_PORT),
         # An idle scheduler sleeps this long between loops: a triggered run waits for it before it starts, and each
         # task for the loop after its upstream finished (default 1 s, i.e. about 1 s of a small run's latency).
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",

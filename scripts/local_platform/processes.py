@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from local_platform.config import REPO, STATE
-from local_platform.process_tree import (cgroup_members, kill_all, platform_cgroup, remove_cgroup, tag_of,
+from local_platform.process_tree import (cgroup_members, kill_all, living, platform_cgroup, remove_cgroup, tag_of,
                                          tagged)
 
 
@@ -103,6 +103,35 @@ def stop(name: str, timeout: float = 60) -> None:
     supervisor_file(name).unlink(missing_ok=True)
     if supervisor or unsupervised or left:
         say(f"stopped {name}")
+
+
+def leftovers() -> dict[int, str]:
+    """Living processes of this platform (pid: command line): in its cgroup, carrying its services' tag, or naming
+    its state folder on their command line; this process and those that started it excepted."""
+    group = platform_cgroup(STATE / "run")
+    found = set(cgroup_members(group)) | set(tagged(tag_of(STATE / "run", ""), prefix=True))
+    state = str(STATE.resolve()).encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if state in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.add(int(entry))
+            except OSError:
+                continue
+    ours, pid = set(), os.getpid()
+    while pid > 1:  # ourselves and our ancestors (a make or shell whose command line names the state folder)
+        ours.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            break
+    shown = {}
+    for pid in living(sorted(found - ours)):
+        try:
+            shown[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:
+            continue
+    return shown
 
 
 def sweep() -> list[int]:

@@ -70,8 +70,10 @@ def test_topics_are_replicated_three_times_and_need_two_in_sync(kafka):
     try:
         assert sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"]) == [1, 2, 3]
         create_topic(kafka, topic, 3)
-        partitions = admin.describe_topics([topic])[0]["partitions"]
-        assert [sorted(p["replica_nodes"]) for p in partitions] == [[1, 2, 3]] * 3
+        deadline = time.monotonic() + 60
+        while len(partitions := admin.describe_topics([topic])[0]["partitions"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)  # a new topic reaches every broker's metadata a moment after it is created
+        assert sorted(sorted(p["replica_nodes"]) for p in partitions) == [[1, 2, 3]] * 3
         config = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
         assert config["topic"][topic]["min.insync.replicas"]["value"] == "2"
     finally:

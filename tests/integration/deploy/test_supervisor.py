@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,28 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
         log.close()
     text = (tmp_path / "supervisor.log").read_text()
     assert "killed by SIGKILL" in text and "SIGKILL to 2 process(es)" in text, text
+
+
+def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_comes_back():
+    """The case that needed the supervisor: a scheduler killed with kill -9 used to leave its LocalExecutor workers
+    (which ignore SIGTERM) and its log server running, and `make down` left them too."""
+    from local_platform import config
+
+    run = Path(os.environ["MICROINGEST_STATE"]) / "run"
+    scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
+    assert scheduler and supervisor, "`make test` runs the platform's scheduler under its supervisor"
+    children = [pid for pid in descendants(supervisor) if pid != scheduler]
+    assert len(children) >= 2, f"the scheduler's executor workers and log server: {children}"
+
+    os.kill(scheduler, signal.SIGKILL)
+    _until(lambda: (lambda p: p and p != scheduler and _alive(p))(_pid(run / "airflow-scheduler.pid")),
+           "the scheduler started again", timeout=120)
+    assert not any(_alive(pid) for pid in children), "the killed scheduler's processes outlived it"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health", timeout=5):
+                return True
+        except OSError:
+            return False
+    _until(healthy, "the new scheduler's health check", timeout=180)

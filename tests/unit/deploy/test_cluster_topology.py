@@ -23,7 +23,8 @@ def ask(code: str, topology: str, state) -> dict:
 PORTS = """
 import json
 from local_platform import config, kafka, spark_cluster
-print(json.dumps(sorted({config.PG_PORT, config.AIRFLOW_PORT, config.SPARK_CONNECT_PORT, config.SPARK_CONNECT_UI_PORT,
+print(json.dumps(sorted({config.PG_PORT, config.AIRFLOW_PORT, config.SCHEDULER_HEALTH_PORT, config.SPARK_CONNECT_PORT,
+                         config.SPARK_CONNECT_UI_PORT,
                          config.SCHEMA_REGISTRY_PORT, config.SCHEMA_REGISTRY_PORT + 1, config.SPARK_MASTER_PORT,
                          config.SPARK_MASTER_UI_PORT, *(config.SPARK_MASTER_UI_PORT + n for n in (1, 2)),
                          *(kafka.port(n, first) for n in kafka.nodes() for first in

@@ -1,0 +1,164 @@
+"""What the soak reads of the running cluster topology, and how it kills its parts: service pids from the platform's
+run folder, health as each service reports it, where Airflow and Spark are working right now."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import urllib.request
+from pathlib import Path
+
+from kafka import KafkaAdminClient
+
+from microingest import settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from local_platform import config, kafka as local_kafka, spark_cluster  # noqa: E402
+from local_platform.process_tree import platform_cgroup  # noqa: E402
+
+RUN = settings.state_dir() / "run"
+EDGE_WORKERS = ("edge-worker-1", "edge-worker-2")
+SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
+
+
+def pid(service: str) -> int | None:
+    try:
+        value = int((RUN / f"{service}.pid").read_text())
+        os.kill(value, 0)
+        return value
+    except (OSError, ValueError):
+        return None
+
+
+def kill9(service: str) -> int:
+    """kill -9 of the service's main process (its supervisor ends the rest of its tree and starts it again)."""
+    victim = pid(service)
+    if victim is None:
+        raise RuntimeError(f"{service} is not running")
+    os.kill(victim, signal.SIGKILL)
+    return victim
+
+
+def restarted(service: str, old_pid: int) -> bool:
+    current = pid(service)
+    return current is not None and current != old_pid
+
+
+def service_cgroup(service: str) -> Path | None:
+    group = platform_cgroup(RUN)
+    return group / service if group else None
+
+
+def _get(url: str, timeout: float = 5):
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def api_healthy() -> bool:
+    try:
+        health = _get(f"http://127.0.0.1:{config.AIRFLOW_PORT}/api/v2/monitor/health")
+    except OSError:
+        return False
+    return health.get("metadatabase", {}).get("status") == "healthy"
+
+
+def scheduler_healthy() -> bool:
+    try:
+        _get(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health")
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def edge_worker_states(api) -> dict[str, str]:
+    """Each Edge worker's state as the API server sees it (idle, running, unknown, ...)."""
+    workers = api.get("/edge_worker/ui/worker").get("workers", [])
+    return {w["worker_name"]: w["state"] for w in workers}
+
+
+def task_instances(api, state: str) -> list[dict]:
+    """Task instances in this state across every DAG, with the worker (hostname) that runs them."""
+    return api.get("/api/v2/dags/~/dagRuns/~/taskInstances", state=state, limit=100)["task_instances"]
+
+
+def alive_spark_workers() -> int:
+    try:
+        return len(spark_cluster.alive_workers())
+    except OSError:
+        return 0
+
+
+def connect_app_url() -> str | None:
+    base = f"http://127.0.0.1:{config.SPARK_CONNECT_UI_PORT}/api/v1/applications"
+    try:
+        apps = _get(base)
+    except OSError:
+        return None
+    return f"{base}/{apps[0]['id']}" if apps else None
+
+
+def active_stages() -> int:
+    """Stages running now: on the Connect server's application, and the spark-submit applications the master has."""
+    running = 0
+    app = connect_app_url()
+    if app:
+        try:
+            running += len(_get(f"{app}/stages?status=active"))
+        except OSError:
+            pass
+    try:
+        running += sum(1 for a in spark_cluster.master_state()["activeapps"] if a["name"] != "microingest-spark-connect")
+    except OSError:
+        pass
+    return running
+
+
+def spark_submit_drivers() -> list[int]:
+    """The JVMs of spark-submit applications running the ingest job (drivers in client mode, on the Edge workers)."""
+    job = str(settings.spark_job_path()).encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"org.apache.spark.deploy.SparkSubmit" in cmdline and job in cmdline:
+                found.append(int(entry))
+    return found
+
+
+def broker_service(node_id: int) -> str:
+    return local_kafka.name(node_id)
+
+
+def partition_leaders(kafka: dict, topic: str) -> dict[int, int]:
+    admin = KafkaAdminClient(**kafka)
+    try:
+        return {p["partition_index"]: p["leader_id"] for p in admin.describe_topics([topic])[0]["partitions"]}
+    finally:
+        admin.close()
+
+
+def fully_replicated(kafka: dict, topic: str) -> bool:
+    """Every partition of the topic led and with all three replicas in sync."""
+    try:
+        admin = KafkaAdminClient(**kafka, request_timeout_ms=5000)
+    except Exception:
+        return False
+    try:
+        partitions = admin.describe_topics([topic])[0]["partitions"]
+        return all(p["leader_id"] >= 0 and len(p["isr_nodes"]) == 3 for p in partitions)
+    except Exception:
+        return False
+    finally:
+        admin.close()

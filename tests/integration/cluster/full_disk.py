@@ -1,0 +1,80 @@
+"""A Postgres tablespace on a small filesystem of its own (a tmpfs the soak mounts), which the soak fills up and
+frees again: the targets' tables live there, so a commit that needs a new page fails with 'No space left on device'
+while the rest of Postgres (its WAL, the ledger, Airflow's metadata) goes on."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
+from psycopg2 import sql
+
+from microingest.systems.postgres import connection
+
+TABLESPACE = "microingest_soak_small"
+SIZE = "256m"
+
+
+def available() -> bool:
+    return os.geteuid() == 0
+
+
+class SmallTablespace:
+    def __init__(self, pg: dict, mountpoint: Path):
+        self.pg, self.mountpoint = pg, mountpoint
+        self.filler = mountpoint / "filler"
+
+    def create(self, tables: list[str]) -> None:
+        """Mount the filesystem, make the tablespace on it and move these tables there."""
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(self.mountpoint)],
+                       check=True, capture_output=True, text=True)
+        data = self.mountpoint / "pg"
+        data.mkdir()
+        postgres = pwd.getpwnam("postgres")
+        os.chown(self.mountpoint, postgres.pw_uid, postgres.pw_gid)
+        os.chown(data, postgres.pw_uid, postgres.pw_gid)
+        with connection(self.pg) as conn:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql.SQL("CREATE TABLESPACE {} LOCATION %s").format(sql.Identifier(TABLESPACE)),
+                            (str(data),))
+                for table in tables:
+                    schema, name = table.split(".", 1)
+                    cur.execute(sql.SQL("ALTER TABLE {} SET TABLESPACE {}").format(
+                        sql.Identifier(schema, name), sql.Identifier(TABLESPACE)))
+
+    def fill(self) -> int:
+        """Take every free byte of the filesystem; returns how many."""
+        free = os.statvfs(self.mountpoint)
+        size = free.f_bavail * free.f_frsize
+        with open(self.filler, "wb") as f:
+            try:
+                f.write(b"\0" * size)
+            except OSError:  # full: what was written stays
+                pass
+        return size
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def free_bytes(self) -> int:
+        stat = os.statvfs(self.mountpoint)
+        return stat.f_bavail * stat.f_frsize
+
+    def remove(self, tables: list[str]) -> None:
+        """Move the tables back to the default tablespace, drop this one, unmount."""
+        self.free()
+        try:
+            with connection(self.pg) as conn:
+                conn.autocommit = True
+                with conn.cursor() as cur:
+                    for table in tables:
+                        schema, name = table.split(".", 1)
+                        cur.execute(sql.SQL("ALTER TABLE {} SET TABLESPACE pg_default").format(
+                            sql.Identifier(schema, name)))
+                    cur.execute(sql.SQL("DROP TABLESPACE IF EXISTS {}").format(sql.Identifier(TABLESPACE)))
+        finally:
+            subprocess.run(["umount", str(self.mountpoint)], capture_output=True, text=True)

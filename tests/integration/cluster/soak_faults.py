@@ -1,0 +1,258 @@
+"""The soak's faults, one per part of the stack. Each waits (briefly) for the moment it is meant for (a task running,
+a stage running, a sensor deferred, a commit in flight), strikes, ends a deliberate outage after its time, and then
+waits for the platform to be well again: the part back and healthy, and a batch committed after the fault ended.
+
+Nothing here repairs anything: the supervisors restart what was killed, Airflow retries what failed; the soak only
+undoes what it did itself (a partition, a full disk, a stopped Postgres)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import cluster_access as cluster
+import full_disk
+import network_partition
+from local_platform import config
+from pipeline_env import platform
+
+PRECONDITION_WAIT = 30  # seconds a fault waits for its moment before striking anyway (and saying so)
+RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
+
+
+@dataclass
+class Fault:
+    kind: str
+    part: str  # what it strikes: faults on one part do not overlap
+    detail: str = ""
+    moment: str = ""  # what was going on when it struck
+    started: float = 0.0
+    outage: float = 0.0  # how long a deliberate outage lasted (a partition, a full disk, a stopped Postgres)
+    recovered_after: float | None = None  # from the end of the fault until healthy and committing again
+    error: str = ""
+    log: list[str] = field(default_factory=list)
+
+
+class Soak:
+    """What the faults need of the soak: the platform, the workload, and when a batch last committed."""
+
+    def __init__(self, api, pg, kafka, topic: str, pipelines: list[str], tablespace, rnd: random.Random):
+        self.api, self.pg, self.kafka, self.topic = api, pg, kafka, topic
+        self.pipelines, self.tablespace, self.rnd = pipelines, tablespace, rnd
+
+    def last_commit(self) -> float:
+        from microingest.systems.postgres import connection
+
+        try:
+            with connection(self.pg) as conn, conn.cursor() as cur:
+                cur.execute("SELECT extract(epoch FROM max(committed_at)) FROM microingest.batches "
+                            "WHERE pipeline = ANY(%s)", (self.pipelines,))
+                return float(cur.fetchone()[0] or 0)
+        except Exception:
+            return 0.0
+
+
+def until(check: Callable[[], object], timeout: float, poll: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception:
+            pass
+        time.sleep(poll)
+    return None
+
+
+# --- the moments faults wait for ----------------------------------------------------------------------------------
+
+def running_task_on(soak: Soak, task_id: str = "ingest") -> str | None:
+    """The Edge worker running a task of that id now, if one is."""
+    for ti in cluster.task_instances(soak.api, "running"):
+        if ti["task_id"] == task_id and ti.get("hostname") in cluster.EDGE_WORKERS:
+            return ti["hostname"]
+    return None
+
+
+def deferred_sensor(soak: Soak) -> bool:
+    return bool(cluster.task_instances(soak.api, "deferred"))
+
+
+def commit_in_flight(soak: Soak) -> bool:
+    from microingest.systems.postgres import connection
+
+    with connection(soak.pg) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND backend_xid IS NOT NULL "
+                    "AND datname = current_database() AND pid <> pg_backend_pid()")
+        return cur.fetchone()[0] > 0
+
+
+# --- the faults ---------------------------------------------------------------------------------------------------
+
+def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[Soak], object] | None = None,
+                 moment_name: str = ""):
+    def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
+        if moment:
+            fault.moment = moment_name if until(lambda: moment(soak), PRECONDITION_WAIT) \
+                else f"no {moment_name} in time: struck anyway"
+        old = cluster.kill9(service)
+        fault.detail = f"kill -9 of {service} (pid {old})"
+        return lambda: cluster.restarted(service, old) and bool(healthy())
+    return strike
+
+
+def kill_edge_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    """The worker running an ingest task (either, when none does in time)."""
+    worker = until(lambda: running_task_on(soak), PRECONDITION_WAIT)
+    fault.moment = f"ingest running on {worker}" if worker else "no ingest running in time: struck anyway"
+    worker = worker or soak.rnd.choice(cluster.EDGE_WORKERS)
+    service = f"airflow-{worker}"
+    old = cluster.kill9(service)
+    fault.detail = f"kill -9 of {service} (pid {old})"
+    return lambda: cluster.restarted(service, old) and \
+        cluster.edge_worker_states(soak.api).get(worker) in ("idle", "running")
+
+
+def kill_spark_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    fault.moment = "stage running" if until(lambda: cluster.active_stages(), PRECONDITION_WAIT) \
+        else "no stage in time: struck anyway"
+    service = soak.rnd.choice(cluster.SPARK_WORKERS)
+    old = cluster.kill9(service)
+    fault.detail = f"kill -9 of {service} (pid {old}) and so of its executors"
+    return lambda: cluster.restarted(service, old) and cluster.alive_spark_workers() == 2
+
+
+def kill_spark_submit_driver(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    drivers = until(cluster.spark_submit_drivers, PRECONDITION_WAIT * 3)
+    if not drivers:
+        fault.moment = "no spark-submit driver in time: nothing to kill"
+        return lambda: True
+    os.kill(drivers[0], signal.SIGKILL)
+    fault.moment, fault.detail = "ingest running by spark-submit", f"kill -9 of the driver JVM (pid {drivers[0]})"
+    return lambda: True  # Airflow retries the task; recovery is the next commit
+
+
+def kill_partition_leader(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    fault.moment = "stage running" if until(lambda: cluster.active_stages(), PRECONDITION_WAIT) \
+        else "no read in time: struck anyway"
+    partition = soak.rnd.randrange(3)
+    leader = cluster.partition_leaders(soak.kafka, soak.topic)[partition]
+    service = cluster.broker_service(leader)
+    old = cluster.kill9(service)
+    fault.detail = f"kill -9 of {service} (pid {old}), leader of {soak.topic}[{partition}]"
+    return lambda: cluster.restarted(service, old) and cluster.fully_replicated(soak.kafka, soak.topic)
+
+
+def restart_broker(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    node = soak.rnd.randrange(1, 4)
+    started = time.monotonic()
+    platform("restart", cluster.broker_service(node))
+    fault.outage = time.monotonic() - started
+    fault.detail = f"restart of {cluster.broker_service(node)} (a controlled shutdown, then a start)"
+    return lambda: cluster.fully_replicated(soak.kafka, soak.topic)
+
+
+def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    fault.moment = "a transaction writing" if until(lambda: commit_in_flight(soak), PRECONDITION_WAIT, poll=0.1) \
+        else "no commit in flight in time: struck anyway"
+    platform("crash", "postgres")
+    fault.detail = "pg_ctl stop -m immediate (no checkpoint, as a power cut), then start"
+    return lambda: soak.last_commit() > 0
+
+
+def stop_postgres_for_a_while(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    seconds = soak.rnd.uniform(15, 30)
+    started = time.monotonic()
+    platform("stop", "postgres")
+    time.sleep(seconds)
+    platform("start", "postgres")
+    fault.outage = time.monotonic() - started
+    fault.detail = f"Postgres stopped, refusing connections for {seconds:.0f}s"
+    return lambda: soak.last_commit() > 0
+
+
+def partition(name: str, services: list[str], ports: Callable[[], list[int]]):
+    def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
+        seconds = soak.rnd.uniform(20, 40)
+        groups = [g for g in (cluster.service_cgroup(s) for s in services) if g]
+        started = time.monotonic()
+        network_partition.cut(groups, ports())
+        time.sleep(seconds)
+        fault.detail = f"{name} partitioned for {seconds:.0f}s ({network_partition.dropped()} packets dropped)"
+        network_partition.heal()
+        fault.outage = time.monotonic() - started
+        return lambda: True
+    return strike
+
+
+def fill_tablespace(soak: Soak, fault: Fault) -> Callable[[], bool]:
+    seconds = soak.rnd.uniform(20, 30)
+    started = time.monotonic()
+    size = soak.tablespace.fill()
+    time.sleep(seconds)
+    soak.tablespace.free()
+    fault.outage = time.monotonic() - started
+    fault.detail = f"the targets' tablespace full ({size // 2**20} MiB taken) for {seconds:.0f}s"
+    return lambda: True
+
+
+SPARK_SIDE = ["spark-connect", *cluster.SPARK_WORKERS]
+DRIVERS = [f"airflow-{w}" for w in cluster.EDGE_WORKERS]  # Connect clients and spark-submit drivers run there
+
+
+def kafka_ports() -> list[int]:
+    from local_platform import kafka as local_kafka
+
+    return [local_kafka.port(n) for n in local_kafka.nodes()]
+
+
+FAULTS: dict[str, tuple[str, Callable]] = {
+    "scheduler killed": ("airflow-scheduler", kill_service("airflow-scheduler", cluster.scheduler_healthy)),
+    "Airflow worker killed mid-task": ("edge-worker", kill_edge_worker),
+    "triggerer killed, sensor deferred": ("airflow-triggerer", kill_service(
+        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred")),
+    "API server killed": ("airflow-api-server", kill_service("airflow-api-server", cluster.api_healthy)),
+    "dag-processor killed": ("airflow-dag-processor", kill_service("airflow-dag-processor", lambda: True)),
+    "Spark Connect server killed": ("spark-connect", kill_service(
+        "spark-connect", lambda: cluster.listening(config.SPARK_CONNECT_PORT) and cluster.connect_app_url())),
+    "Spark worker killed mid-stage": ("spark-worker", kill_spark_worker),
+    "spark-submit driver killed": ("spark-submit", kill_spark_submit_driver),
+    "partition leader broker killed": ("kafka", kill_partition_leader),
+    "broker restarted": ("kafka", restart_broker),
+    "Postgres crashed mid-commit": ("postgres", crash_postgres_in_commit),
+    "Postgres refusing connections": ("postgres", stop_postgres_for_a_while),
+    "Spark cut off from Postgres": ("network", partition("Spark (drivers) and Postgres", DRIVERS + SPARK_SIDE,
+                                                         lambda: [config.PG_PORT])),
+    "Spark cut off from Kafka": ("network", partition("Spark and Kafka", SPARK_SIDE, kafka_ports)),
+    "target tablespace full": ("disk", fill_tablespace),
+}
+
+
+def available_kinds() -> list[str]:
+    """The fault kinds this machine can inject (partitions need nftables, the full disk a tmpfs mount: root)."""
+    kinds = list(FAULTS)
+    if not network_partition.available():
+        kinds = [k for k in kinds if FAULTS[k][0] != "network"]
+    if not full_disk.available():
+        kinds.remove("target tablespace full")
+    return kinds
+
+
+def run_fault(soak: Soak, kind: str, fault: Fault) -> None:
+    """Strike, then wait until the part is healthy again and a batch committed after the fault ended."""
+    _, strike = FAULTS[kind]
+    fault.started = time.time()
+    try:
+        healthy = strike(soak, fault)
+    except Exception as exc:  # the fault could not be struck (its target gone meanwhile): say so, count it apart
+        fault.error = f"not struck: {exc!r}"[:300]
+        return
+    ended = time.time()
+    recovered = until(lambda: healthy() and soak.last_commit() > ended, RECOVERY_LIMIT, poll=1)
+    if recovered:
+        fault.recovered_after = time.time() - ended

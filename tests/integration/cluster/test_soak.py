@@ -1,0 +1,171 @@
+"""The soak: the cluster topology under a steady load, its parts killed, restarted, cut off and starved one after
+another, and in the end everything converged without a person: every record produced a row or a dead letter exactly
+once in every sink mode, lag 0, every DAG run succeeded or failed saying why, no staging left.
+
+Load: a producer writing 40 records a second (3% undecodable, 1% tombstones) to one topic; pipelines in every sink
+mode on it, live runs triggered back to back, aggregate's by spark-submit and the others on the Spark Connect server;
+backfill runs replacing the latest offsets of the append pipeline beside its live runs; a gated pipeline whose sensor
+waits deferred in the triggerer most of each minute.
+
+Faults: MICROINGEST_SOAK_FAULTS of them (default: one of each kind, the short form in `make test`; `make soak` asks
+for 105), one every MICROINGEST_SOAK_INTERVAL seconds, each kind in turn in a shuffled order, never two on the same
+part at once (soak_faults.py). The report: .state/soak-report.json and a table in the output."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import full_disk
+import soak_faults
+import soak_report
+import soak_workload
+from exactly_once import Producer, verify
+from microingest import settings
+from pipeline_env import SERVED_FOLDER, read_to_end
+
+pytestmark = pytest.mark.skipif(os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
+                                reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)")
+
+SEED = int(os.environ.get("MICROINGEST_SOAK_SEED", str(int(time.time()))))
+INTERVAL = float(os.environ.get("MICROINGEST_SOAK_INTERVAL", "15"))
+MAX_INJECTING = 40 * 60  # the faults are injected within 40 minutes, however many are asked for
+CONVERGE_LIMIT = 15 * 60
+
+
+def test_soak(pg, kafka, api):
+    rnd = random.Random(SEED)
+    kinds = soak_faults.available_kinds()
+    wanted = int(os.environ.get("MICROINGEST_SOAK_FAULTS", str(len(kinds))))
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"soak-{suffix}"
+    sinks, gated = soak_workload.declare(pg, kafka, Path(SERVED_FOLDER), suffix, topic)
+    envs = [*sinks.all(), gated]
+    for env in envs:
+        api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
+        api.unpause(env.pipeline.dag_id)
+    tablespace = None
+    if full_disk.available():
+        tablespace = full_disk.SmallTablespace(pg, settings.state_dir() / "soak-tablespace")
+        tablespace.create([e.pipeline.target_table for e in envs])
+    soak = soak_faults.Soak(api, pg, kafka, topic, [e.pipeline.name for e in envs], tablespace, rnd)
+    producer = Producer(kafka, topic, SEED)
+    driver = soak_workload.Driver(api, sinks.all(), backfilled=sinks.append)
+    faults: list[soak_faults.Fault] = []
+    report: dict = {"seed": SEED, "faults_wanted": wanted, "interval_s": INTERVAL, "topic": topic}
+    started = time.monotonic()
+    try:
+        producer.start()
+        driver.start()
+        time.sleep(INTERVAL)
+        threads = inject(soak, kinds, wanted, rnd, faults)
+        report["injecting_s"] = round(time.monotonic() - started, 1)
+        for thread in threads:
+            thread.join(timeout=soak_faults.RECOVERY_LIMIT + 120)
+    finally:
+        soak_faults.network_partition.heal()
+        if tablespace:
+            tablespace.free()
+        producer.stopping.set()
+        producer.join(timeout=120)
+
+    converging = time.monotonic()
+    truth = read_to_end(kafka, topic, isolation_level="read_committed")
+    end = {p: o + 1 for p, o in _last_offsets(truth).items()}
+    report["caught_up_s"] = round(soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT), 1)
+    driver.stopping.set()
+    driver.join(timeout=60)
+    settled = soak_faults.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id) for e in envs),
+                                CONVERGE_LIMIT, poll=5)
+    report["converged_s"] = round(time.monotonic() - converging, 1)
+    report["runs"] = audit_runs(api, envs)
+    report["driver"] = dict(driver.counts)
+    report["producer"] = {"sent": producer.sent, "send_errors": producer.errors}
+    report["temporary_tables_left"] = _temporary_tables(sinks.append)
+    try:
+        report["exactly_once"] = verify(sinks, truth, more_appends=(gated,))
+    except AssertionError as exc:
+        report["exactly_once"] = {"failed": str(exc)[:2000]}
+    finally:
+        if tablespace:
+            tablespace.remove([e.pipeline.target_table for e in envs])
+    kinds_report = soak_report.by_kind(faults)
+    report.update({"faults": kinds_report, "faults_injected": sum(r["injected"] for r in kinds_report.values()),
+                   "not_survived_without_a_person": soak_report.unsurvived(faults),
+                   "fault_log": [f.__dict__ for f in faults]})
+    (settings.state_dir() / "soak-report.json").write_text(json.dumps(report, indent=2, default=str))
+    print("\n" + soak_report.table(kinds_report), flush=True)
+    print(json.dumps({k: v for k, v in report.items() if k not in ("fault_log", "faults")}, default=str), flush=True)
+
+    assert settled, "runs still active after the soak converged"
+    assert report["exactly_once"].get("lost") == 0 and report["exactly_once"].get("duplicated") == 0, \
+        report["exactly_once"]
+    assert report["faults_injected"] >= wanted, f"only {report['faults_injected']} of {wanted} faults struck"
+    assert not report["not_survived_without_a_person"], report["not_survived_without_a_person"]
+    assert not report["runs"]["failed_without_reason"], report["runs"]
+    assert report["temporary_tables_left"] == 0
+
+
+def inject(soak, kinds: list[str], wanted: int, rnd: random.Random, faults: list) -> list[threading.Thread]:
+    """One fault every INTERVAL seconds, kinds in turn (shuffled each round), skipping a kind whose part is still
+    recovering from the last fault on it; each fault's recovery watched in a thread of its own."""
+    order: list[str] = []
+    threads: list[threading.Thread] = []
+    busy: dict[str, threading.Thread] = {}
+    deadline = time.monotonic() + MAX_INJECTING
+    while len(faults) < wanted and time.monotonic() < deadline:
+        if not order:
+            order = rnd.sample(kinds, len(kinds))
+        kind = next((k for k in order if not _busy(busy, soak_faults.FAULTS[k][0])), None)
+        if kind is None:
+            time.sleep(1)
+            continue
+        order.remove(kind)
+        fault = soak_faults.Fault(kind, soak_faults.FAULTS[kind][0])
+        faults.append(fault)
+        thread = threading.Thread(target=soak_faults.run_fault, args=(soak, kind, fault), daemon=True)
+        thread.start()
+        threads.append(thread)
+        busy[fault.part] = thread
+        print(f"[soak] fault {len(faults)}/{wanted}: {kind}", flush=True)
+        time.sleep(INTERVAL)
+    return threads
+
+
+def _busy(busy: dict, part: str) -> bool:
+    thread = busy.get(part)
+    return thread is not None and thread.is_alive()
+
+
+def _last_offsets(truth) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for p, o, *_ in truth:
+        last[p] = max(o, last.get(p, -1))
+    return last
+
+
+def audit_runs(api, envs) -> dict:
+    """Every DAG run of the soak's pipelines: how many ended how, and the failed ones that do not say why (their note,
+    which `announce` writes, names what failed)."""
+    states: dict[str, int] = {}
+    failed_without_reason = []
+    for env in envs:
+        runs = api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns", limit=1000)["dag_runs"]
+        for run in runs:
+            states[run["state"]] = states.get(run["state"], 0) + 1
+            if run["state"] == "failed" and not (run.get("note") or "").strip():
+                failed_without_reason.append(f"{env.pipeline.dag_id} {run['dag_run_id']}")
+    return {"by_state": states, "failed_without_reason": failed_without_reason}
+
+
+def _temporary_tables(env) -> int:
+    """Temporary tables (the commits' staging) of other sessions still there once everything finished."""
+    return env.query("SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relnamespace <> "
+                     "pg_my_temp_schema()")[0][0]
