@@ -137,6 +137,12 @@ def spark_submit_drivers() -> list[int]:
     return found
 
 
+def postmaster_pid() -> int:
+    from local_platform import postgres
+
+    return int((postgres.data_dir() / "postmaster.pid").read_text().split()[0])
+
+
 def broker_service(node_id: int) -> str:
     return local_kafka.name(node_id)
 

@@ -83,22 +83,22 @@ def deferred_sensor(soak: Soak) -> bool:
     return bool(cluster.task_instances(soak.api, "deferred"))
 
 
-def commit_in_flight(soak: Soak) -> bool:
-    from microingest.systems.postgres import connection
-
-    with connection(soak.pg) as conn, conn.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND backend_xid IS NOT NULL "
-                    "AND datname = current_database() AND pid <> pg_backend_pid()")
-        return cur.fetchone()[0] > 0
+def commit_in_flight(cur) -> bool:
+    """A transaction of the pipelines' database that has written (a batch's COPY, its inserts, the ledger) and not
+    yet committed."""
+    cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction') "
+                "AND query ~* '^\\s*(copy|insert|update|delete|with)'")
+    return cur.fetchone()[0] > 0
 
 
 # --- the faults ---------------------------------------------------------------------------------------------------
 
 def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[Soak], object] | None = None,
-                 moment_name: str = ""):
+                 moment_name: str = "", wait: float = PRECONDITION_WAIT):
     def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
         if moment:
-            fault.moment = moment_name if until(lambda: moment(soak), PRECONDITION_WAIT) \
+            fault.moment = moment_name if until(lambda: moment(soak), wait) \
                 else f"no {moment_name} in time: struck anyway"
         old = cluster.kill9(service)
         fault.detail = f"kill -9 of {service} (pid {old})"
@@ -158,10 +158,20 @@ def restart_broker(soak: Soak, fault: Fault) -> Callable[[], bool]:
 
 
 def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    fault.moment = "a transaction writing" if until(lambda: commit_in_flight(soak), PRECONDITION_WAIT, poll=0.1) \
-        else "no commit in flight in time: struck anyway"
-    platform("crash", "postgres")
-    fault.detail = "pg_ctl stop -m immediate (no checkpoint, as a power cut), then start"
+    from microingest.systems.postgres import connection
+
+    postmaster = cluster.postmaster_pid()
+    with connection(soak.pg) as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            caught = until(lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT, poll=0.02)
+            # SIGQUIT is Postgres' immediate shutdown (no checkpoint, as a power cut); sent from here at once, so the
+            # transaction seen is still open.
+            os.kill(postmaster, signal.SIGQUIT)
+    fault.moment = "a transaction writing" if caught else "no commit in flight in time: struck anyway"
+    until(lambda: not cluster.listening(config.PG_PORT), 60, poll=0.2)
+    platform("start", "postgres")
+    fault.detail = "immediate shutdown (SIGQUIT to the postmaster), then a start (crash recovery)"
     return lambda: soak.last_commit() > 0
 
 
@@ -215,7 +225,7 @@ FAULTS: dict[str, tuple[str, Callable]] = {
     "scheduler killed": ("airflow-scheduler", kill_service("airflow-scheduler", cluster.scheduler_healthy)),
     "Airflow worker killed mid-task": ("edge-worker", kill_edge_worker),
     "triggerer killed, sensor deferred": ("airflow-triggerer", kill_service(
-        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred")),
+        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred", wait=75)),  # one a minute
     "API server killed": ("airflow-api-server", kill_service("airflow-api-server", cluster.api_healthy)),
     "dag-processor killed": ("airflow-dag-processor", kill_service("airflow-dag-processor", lambda: True)),
     "Spark Connect server killed": ("spark-connect", kill_service(

@@ -25,7 +25,7 @@ def declare(pg, kafka, folder: Path, suffix: str, topic: str) -> tuple[SinkPipel
                                    per_role={"agg": {"spark_conn_id": SUBMIT_CONN_ID},
                                              "append": {"max_active_runs": 2}})
     gated = new_env(pg, kafka, folder, f"soak_{suffix}_gated", topic, schedule="* * * * *", **common,
-                    lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 40, "wait_seconds": 600,
+                    lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 40, "wait_seconds": 90,
                                   "poke_seconds": 10}})
     return sinks, gated
 

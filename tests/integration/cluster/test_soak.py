@@ -82,6 +82,8 @@ def test_soak(pg, kafka, api):
     report["caught_up_s"] = round(soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT), 1)
     driver.stopping.set()
     driver.join(timeout=60)
+    for env in envs:  # no new runs (the gated one's schedule) while the last ones finish
+        api.patch(f"/api/v2/dags/{env.pipeline.dag_id}", {"is_paused": True})
     settled = soak_faults.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id) for e in envs),
                                 CONVERGE_LIMIT, poll=5)
     report["converged_s"] = round(time.monotonic() - converging, 1)
