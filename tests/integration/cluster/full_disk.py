@@ -9,6 +9,7 @@ import pwd
 import subprocess
 from pathlib import Path
 
+import psycopg2
 from psycopg2 import sql
 
 from microingest.systems.postgres import connection
@@ -27,7 +28,9 @@ class SmallTablespace:
         self.filler = mountpoint / "filler"
 
     def create(self, tables: list[str]) -> None:
-        """Mount the filesystem, make the tablespace on it and move these tables there."""
+        """Mount the filesystem, make the tablespace on it and move these tables there (after removing what an
+        interrupted soak may have left)."""
+        self.remove()
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(self.mountpoint)],
                        check=True, capture_output=True, text=True)
@@ -58,23 +61,32 @@ class SmallTablespace:
         return size
 
     def free(self) -> None:
-        self.filler.unlink(missing_ok=True)
+        if os.path.ismount(self.mountpoint):
+            self.filler.unlink(missing_ok=True)
 
     def free_bytes(self) -> int:
         stat = os.statvfs(self.mountpoint)
         return stat.f_bavail * stat.f_frsize
 
-    def remove(self, tables: list[str]) -> None:
-        """Move the tables back to the default tablespace, drop this one, unmount."""
+    def remove(self) -> None:
+        """Move every table in the tablespace back to the default one, drop it, unmount."""
         self.free()
         try:
             with connection(self.pg) as conn:
                 conn.autocommit = True
                 with conn.cursor() as cur:
-                    for table in tables:
-                        schema, name = table.split(".", 1)
-                        cur.execute(sql.SQL("ALTER TABLE {} SET TABLESPACE pg_default").format(
-                            sql.Identifier(schema, name)))
-                    cur.execute(sql.SQL("DROP TABLESPACE IF EXISTS {}").format(sql.Identifier(TABLESPACE)))
+                    cur.execute("SELECT 1 FROM pg_tablespace WHERE spcname = %s", (TABLESPACE,))
+                    if cur.fetchone():
+                        try:
+                            cur.execute(sql.SQL("ALTER TABLE ALL IN TABLESPACE {} SET TABLESPACE pg_default").format(
+                                sql.Identifier(TABLESPACE)))
+                        except psycopg2.Error:  # its filesystem went away (an interrupted soak): the data is gone
+                            cur.execute("SELECT c.oid::regclass::text FROM pg_class c JOIN pg_tablespace t ON "
+                                        "t.oid = c.reltablespace WHERE t.spcname = %s AND c.relkind = 'r'",
+                                        (TABLESPACE,))
+                            for (table,) in cur.fetchall():
+                                cur.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+                        cur.execute(sql.SQL("DROP TABLESPACE {}").format(sql.Identifier(TABLESPACE)))
         finally:
-            subprocess.run(["umount", str(self.mountpoint)], capture_output=True, text=True)
+            if os.path.ismount(self.mountpoint):
+                subprocess.run(["umount", str(self.mountpoint)], check=True, capture_output=True, text=True)

@@ -97,7 +97,7 @@ def test_soak(pg, kafka, api):
         report["exactly_once"] = {"failed": str(exc)[:2000]}
     finally:
         if tablespace:
-            tablespace.remove([e.pipeline.target_table for e in envs])
+            tablespace.remove()
     kinds_report = soak_report.by_kind(faults)
     report.update({"faults": kinds_report, "faults_injected": sum(r["injected"] for r in kinds_report.values()),
                    "not_survived_without_a_person": soak_report.unsurvived(faults),
