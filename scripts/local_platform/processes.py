@@ -106,27 +106,12 @@ def stop(name: str, timeout: float = 60) -> None:
 
 
 def leftovers() -> dict[int, str]:
-    """Living processes of this platform (pid: command line): in its cgroup, carrying its services' tag, or naming
-    its state folder on their command line; this process and those that started it excepted."""
+    """Living processes of this platform (pid: command line): in its cgroup or carrying its services' tag (not by
+    their command lines: the cluster topology's name the single one's state folder, where the downloads are)."""
     group = platform_cgroup(STATE / "run")
     found = set(cgroup_members(group)) | set(tagged(tag_of(STATE / "run", ""), prefix=True))
-    state = str(STATE.resolve()).encode()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if state in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.add(int(entry))
-            except OSError:
-                continue
-    ours, pid = set(), os.getpid()
-    while pid > 1:  # ourselves and our ancestors (a make or shell whose command line names the state folder)
-        ours.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            break
     shown = {}
-    for pid in living(sorted(found - ours)):
+    for pid in living(sorted(found)):
         try:
             shown[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
         except OSError:
