@@ -33,6 +33,7 @@ class Fault:
     started: float = 0.0
     outage: float = 0.0  # how long a deliberate outage lasted (a partition, a full disk, a stopped Postgres)
     recovered_after: float | None = None  # from the end of the fault until healthy and committing again
+    not_recovered: str = ""  # why, when it did not recover within RECOVERY_LIMIT
     error: str = ""
     log: list[str] = field(default_factory=list)
 
@@ -266,3 +267,7 @@ def run_fault(soak: Soak, kind: str, fault: Fault) -> None:
     recovered = until(lambda: healthy() and soak.last_commit() > ended, RECOVERY_LIMIT, poll=1)
     if recovered:
         fault.recovered_after = time.time() - ended
+    elif not until(healthy, 1):
+        fault.not_recovered = f"{fault.part} not back and healthy after {RECOVERY_LIMIT}s"
+    else:
+        fault.not_recovered = f"{fault.part} healthy, but no batch committed in the {RECOVERY_LIMIT}s after the fault"

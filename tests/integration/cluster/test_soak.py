@@ -51,68 +51,85 @@ def test_soak(pg, kafka, api):
     for env in envs:
         api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
         api.unpause(env.pipeline.dag_id)
-    tablespace = None
-    if full_disk.available():
-        tablespace = full_disk.SmallTablespace(pg, settings.state_dir() / "soak-tablespace")
-        tablespace.create([e.pipeline.target_table for e in envs])
-    soak = soak_faults.Soak(api, pg, kafka, topic, [e.pipeline.name for e in envs], tablespace, rnd)
-    producer = Producer(kafka, topic, SEED)
-    driver = soak_workload.Driver(api, sinks.all(), backfilled=sinks.append)
-    faults: list[soak_faults.Fault] = []
+    tablespace = full_disk.SmallTablespace(pg, settings.state_dir() / "soak-tablespace") \
+        if full_disk.available() else None
     report: dict = {"seed": SEED, "faults_wanted": wanted, "interval_s": INTERVAL, "topic": topic}
-    started = time.monotonic()
+    faults: list[soak_faults.Fault] = []
     try:
-        producer.start()
-        driver.start()
-        time.sleep(INTERVAL)
-        threads = inject(soak, kinds, wanted, rnd, faults)
-        report["injecting_s"] = round(time.monotonic() - started, 1)
-        for thread in threads:
-            thread.join(timeout=soak_faults.RECOVERY_LIMIT + 120)
-    finally:
-        soak_faults.network_partition.heal()
         if tablespace:
-            tablespace.free()
-        producer.stopping.set()
-        producer.join(timeout=120)
-
-    converging = time.monotonic()
-    truth = read_to_end(kafka, topic, isolation_level="read_committed")
-    end = {p: o + 1 for p, o in _last_offsets(truth).items()}
-    report["caught_up_s"] = round(soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT), 1)
-    driver.stopping.set()
-    driver.join(timeout=60)
-    # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
-    # starting a run a minute whose sensor waits for records that no longer come, by design.
-    settled = soak_faults.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id)
-                                            for e in sinks.all()), CONVERGE_LIMIT, poll=5)
-    report["converged_s"] = round(time.monotonic() - converging, 1)
-    report["runs"] = audit_runs(api, envs)
-    report["driver"] = dict(driver.counts)
-    report["producer"] = {"sent": producer.sent, "send_errors": producer.errors}
-    report["temporary_tables_left"] = _temporary_tables(sinks.append)
-    try:
-        report["exactly_once"] = verify(sinks, truth, more_appends=(gated,))
-    except AssertionError as exc:
-        report["exactly_once"] = {"failed": str(exc)[:2000]}
+            tablespace.create([e.pipeline.target_table for e in envs])
+        soak = soak_faults.Soak(api, pg, kafka, topic, [e.pipeline.name for e in envs], tablespace, rnd)
+        producer = Producer(kafka, topic, SEED)
+        driver = soak_workload.Driver(api, sinks.all(), backfilled=sinks.append)
+        break_it(soak, kinds, wanted, producer, driver, faults, report)
+        truth = converge(api, kafka, topic, sinks, gated, driver, report)
+        report["producer"] = {"sent": producer.sent, "send_errors": producer.errors}
+        try:
+            report["exactly_once"] = verify(sinks, truth, more_appends=(gated,))
+        except AssertionError as exc:
+            report["exactly_once"] = {"failed": str(exc)[:2000]}
     finally:
         if tablespace:
             tablespace.remove()
-    kinds_report = soak_report.by_kind(faults)
-    report.update({"faults": kinds_report, "faults_injected": sum(r["injected"] for r in kinds_report.values()),
-                   "not_survived_without_a_person": soak_report.unsurvived(faults),
-                   "fault_log": [f.__dict__ for f in faults]})
-    (settings.state_dir() / "soak-report.json").write_text(json.dumps(report, indent=2, default=str))
-    print("\n" + soak_report.table(kinds_report), flush=True)
-    print(json.dumps({k: v for k, v in report.items() if k not in ("fault_log", "faults")}, default=str), flush=True)
+    write_report(report, faults)
 
-    assert settled, "runs still active after the soak converged"
+    assert report["settled"], "runs still active after the soak converged"
     assert report["exactly_once"].get("lost") == 0 and report["exactly_once"].get("duplicated") == 0, \
         report["exactly_once"]
     assert report["faults_injected"] >= wanted, f"only {report['faults_injected']} of {wanted} faults struck"
     assert not report["not_survived_without_a_person"], report["not_survived_without_a_person"]
     assert not report["runs"]["failed_without_reason"], report["runs"]
     assert report["temporary_tables_left"] == 0
+
+
+def break_it(soak, kinds: list[str], wanted: int, producer, driver, faults: list, report: dict) -> None:
+    """The load running, the faults injected, every one of them watched until it recovered (or the limit)."""
+    started = time.monotonic()
+    try:
+        producer.start()
+        driver.start()
+        time.sleep(INTERVAL)
+        threads = inject(soak, kinds, wanted, soak.rnd, faults)
+        report["injecting_s"] = round(time.monotonic() - started, 1)
+        for thread in threads:
+            thread.join(timeout=soak_faults.RECOVERY_LIMIT + 120)
+    finally:
+        soak_faults.network_partition.heal()
+        if soak.tablespace:
+            soak.tablespace.free()
+        producer.stopping.set()
+        producer.join(timeout=120)
+
+
+def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list:
+    """Without faults or new records: until every pipeline is caught up and the last runs finished; the topic read
+    back in full."""
+    started = time.monotonic()
+    truth = read_to_end(kafka, topic, isolation_level="read_committed")
+    end = {p: o + 1 for p, o in _last_offsets(truth).items()}
+    envs = [*sinks.all(), gated]
+    report["caught_up_s"] = round(soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT), 1)
+    driver.stopping.set()
+    driver.join(timeout=60)
+    # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
+    # starting a run a minute whose sensor waits for records that no longer come, by design.
+    report["settled"] = bool(soak_faults.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id)
+                                                           for e in sinks.all()), CONVERGE_LIMIT, poll=5))
+    report["converged_s"] = round(time.monotonic() - started, 1)
+    report["runs"] = audit_runs(api, envs)
+    report["driver"] = dict(driver.counts)
+    report["temporary_tables_left"] = _temporary_tables(sinks.append)
+    return truth
+
+
+def write_report(report: dict, faults: list) -> None:
+    kinds = soak_report.by_kind(faults)
+    report.update({"faults": kinds, "faults_injected": sum(r["injected"] for r in kinds.values()),
+                   "not_survived_without_a_person": soak_report.unsurvived(faults),
+                   "fault_log": [f.__dict__ for f in faults]})
+    (settings.state_dir() / "soak-report.json").write_text(json.dumps(report, indent=2, default=str))
+    print("\n" + soak_report.table(kinds), flush=True)
+    print(json.dumps({k: v for k, v in report.items() if k not in ("fault_log", "faults")}, default=str), flush=True)
 
 
 def inject(soak, kinds: list[str], wanted: int, rnd: random.Random, faults: list) -> list[threading.Thread]:
