@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-from pathlib import Path
 
 import psycopg2
 from psycopg2 import sql
@@ -19,13 +18,20 @@ SIZE = "256m"
 
 
 def available() -> bool:
-    return os.geteuid() == 0
+    """Mounting takes root; the tablespace goes beside the data of a Postgres cluster of this platform."""
+    from local_platform import postgres
+
+    return os.geteuid() == 0 and postgres.is_local_cluster()
 
 
 class SmallTablespace:
-    def __init__(self, pg: dict, mountpoint: Path):
-        self.pg, self.mountpoint = pg, mountpoint
-        self.filler = mountpoint / "filler"
+    def __init__(self, pg: dict):
+        # Beside the local Postgres cluster's data, where its user can reach (the state folder may be in a folder
+        # only root may enter, as mktemp's are).
+        from local_platform import postgres
+
+        self.pg, self.mountpoint = pg, postgres.cluster_root() / "soak-tablespace"
+        self.filler = self.mountpoint / "filler"
 
     def create(self, tables: list[str]) -> None:
         """Mount the filesystem, make the tablespace on it and move these tables there (after removing what an

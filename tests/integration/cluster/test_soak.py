@@ -51,8 +51,7 @@ def test_soak(pg, kafka, api):
     for env in envs:
         api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
         api.unpause(env.pipeline.dag_id)
-    tablespace = full_disk.SmallTablespace(pg, settings.state_dir() / "soak-tablespace") \
-        if full_disk.available() else None
+    tablespace = full_disk.SmallTablespace(pg) if full_disk.available() else None
     report: dict = {"seed": SEED, "faults_wanted": wanted, "interval_s": INTERVAL, "topic": topic}
     faults: list[soak_faults.Fault] = []
     try:
