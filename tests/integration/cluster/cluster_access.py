@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -33,11 +34,14 @@ def pid(service: str) -> int | None:
         return None
 
 
-def kill9(service: str) -> int:
-    """kill -9 of the service's main process (its supervisor ends the rest of its tree and starts it again)."""
-    victim = pid(service)
+def kill9(service: str, wait: float = 180) -> int:
+    """kill -9 of the service's main process (its supervisor ends the rest of its tree and starts it again); when
+    it is being restarted after an earlier fault, once it runs again."""
+    deadline = time.monotonic() + wait
+    while (victim := pid(service)) is None and time.monotonic() < deadline:
+        time.sleep(1)
     if victim is None:
-        raise RuntimeError(f"{service} is not running")
+        raise RuntimeError(f"{service} not running for {wait:.0f}s")
     os.kill(victim, signal.SIGKILL)
     return victim
 
