@@ -80,6 +80,14 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# The soak cuts the network between services with nftables rules (tests/integration/cluster/network_partition.py).
+.PHONY: nftables
+nftables:
+	@if ! command -v nft >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's nftables (the soak's network partitions)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; \
+	fi
+
 .PHONY: postgres-binaries
 postgres-binaries:
 	@if [ -z "$$AIRFLOW_CONN_MICROINGEST_POSTGRES" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -119,7 +127,7 @@ test: install browser
 
 # The cluster stage: the topology's own tests and the short soak (one fault of each kind), then `down`, after which no
 # process of the platform may be left.
-test-cluster: install
+test-cluster: install nftables
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
 	$(WITH_ENV) $(BIN)/pytest -q -s tests/integration/cluster
@@ -129,7 +137,7 @@ test-cluster: install
 # The long soak: 105 faults, one every 20 s, on the cluster topology; report in .state/cluster/soak-report.json.
 SOAK_FAULTS   ?= 105
 SOAK_INTERVAL ?= 20
-soak: install
+soak: install nftables
 	$(MAKE) --no-print-directory soak-cluster TOPOLOGY=cluster
 
 soak-cluster:
