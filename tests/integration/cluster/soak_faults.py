@@ -19,8 +19,8 @@ import full_disk
 import network_partition
 from local_platform import config
 from pipeline_env import platform
+from soak_moments import PRECONDITION_WAIT, commit_in_flight, deferred_sensor, running_task_on, until
 
-PRECONDITION_WAIT = 30  # seconds a fault waits for its moment before striking anyway (and saying so)
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
 
 
@@ -57,49 +57,13 @@ class Soak:
             return 0.0
 
 
-def until(check: Callable[[], object], timeout: float, poll: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception:
-            pass
-        time.sleep(poll)
-    return None
-
-
-# --- the moments faults wait for ----------------------------------------------------------------------------------
-
-def running_task_on(soak: Soak, task_id: str = "ingest") -> str | None:
-    """The Edge worker running a task of that id now, if one is."""
-    for ti in cluster.task_instances(soak.api, "running"):
-        if ti["task_id"] == task_id and ti.get("hostname") in cluster.EDGE_WORKERS:
-            return ti["hostname"]
-    return None
-
-
-def deferred_sensor(soak: Soak) -> bool:
-    return bool(cluster.task_instances(soak.api, "deferred"))
-
-
-def commit_in_flight(cur) -> bool:
-    """A transaction of the pipelines' database that has written (a batch's COPY, its inserts, the ledger) and not
-    yet committed."""
-    cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction') "
-                "AND query ~* '^\\s*(copy|insert|update|delete|with)'")
-    return cur.fetchone()[0] > 0
-
-
 # --- the faults ---------------------------------------------------------------------------------------------------
 
-def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[Soak], object] | None = None,
+def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[object], object] | None = None,
                  moment_name: str = "", wait: float = PRECONDITION_WAIT):
     def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
         if moment:
-            fault.moment = moment_name if until(lambda: moment(soak), wait) \
+            fault.moment = moment_name if until(lambda: moment(soak.api), wait) \
                 else f"no {moment_name} in time: struck anyway"
         old = cluster.kill9(service)
         fault.detail = f"kill -9 of {service} (pid {old})"
@@ -109,7 +73,7 @@ def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[
 
 def kill_edge_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
     """The worker running an ingest task (either, when none does in time)."""
-    worker = until(lambda: running_task_on(soak), PRECONDITION_WAIT)
+    worker = until(lambda: running_task_on(soak.api), PRECONDITION_WAIT)
     fault.moment = f"ingest running on {worker}" if worker else "no ingest running in time: struck anyway"
     worker = worker or soak.rnd.choice(cluster.EDGE_WORKERS)
     service = f"airflow-{worker}"

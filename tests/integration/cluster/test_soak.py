@@ -25,6 +25,7 @@ import pytest
 
 import full_disk
 import soak_faults
+import soak_moments
 import soak_report
 import soak_workload
 from exactly_once import Producer, verify
@@ -112,7 +113,7 @@ def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list
     driver.join(timeout=60)
     # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
     # starting a run a minute whose sensor waits for records that no longer come, by design.
-    report["settled"] = bool(soak_faults.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id)
+    report["settled"] = bool(soak_moments.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id)
                                                            for e in sinks.all()), CONVERGE_LIMIT, poll=5))
     report["converged_s"] = round(time.monotonic() - started, 1)
     report["runs"] = audit_runs(api, envs)

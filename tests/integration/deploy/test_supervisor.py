@@ -15,7 +15,9 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from local_platform.process_tree import cgroup_members, descendants, platform_cgroup, tag_of, tagged  # noqa: E402
+from local_platform.process_tree import (  # noqa: E402
+    cgroup_members, descendants, living, platform_cgroup, tag_of, tagged,
+)
 
 # The second child also drops its environment, as a process renaming itself may overwrite it.
 SERVICE = """
@@ -53,11 +55,7 @@ def _pid(path: Path) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
+    return bool(living([pid]))
 
 
 @pytest.mark.parametrize("in_cgroup", [False, True], ids=["process-tree", "cgroup"])
