@@ -71,6 +71,11 @@ def start() -> dict:
     root, data, log = cluster_root(), data_dir(), log_file()
     password_file = STATE / "postgres" / "password"
     if not password_file.exists():
+        if (data / "PG_VERSION").exists():
+            # The state folder was deleted without `make clean`: its cluster, kept outside it (see the module doc),
+            # holds the data of a platform that is gone, behind a password nobody has any more.
+            say(f"the state folder has no Postgres password: removing the cluster it left in {root}")
+            remove()
         private_file(password_file, secrets.token_urlsafe(18))
     password = password_file.read_text().strip()
     params = {"host": "127.0.0.1", "port": PG_PORT, "user": "microingest", "password": password, "dbname": "microingest"}
