@@ -19,7 +19,7 @@ import full_disk
 import network_partition
 from local_platform import config
 from pipeline_env import platform
-from soak_moments import PRECONDITION_WAIT, commit_in_flight, deferred_sensor, running_task_on, until
+from soak_moments import PRECONDITION_WAIT, await_moment, commit_in_flight, deferred_sensor, running_task_on, until
 
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
 
@@ -30,6 +30,7 @@ class Fault:
     part: str  # what it strikes: faults on one part do not overlap
     detail: str = ""
     moment: str = ""  # what was going on when it struck
+    at_moment: bool | None = None  # whether it struck at the moment it waits for (None: it waits for none)
     started: float = 0.0
     outage: float = 0.0  # how long a deliberate outage lasted (a partition, a full disk, a stopped Postgres)
     recovered_after: float | None = None  # from the end of the fault until healthy and committing again
@@ -63,8 +64,7 @@ def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[
                  moment_name: str = "", wait: float = PRECONDITION_WAIT):
     def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
         if moment:
-            fault.moment = moment_name if until(lambda: moment(soak.api), wait) \
-                else f"no {moment_name} in time: struck anyway"
+            await_moment(fault, moment_name, lambda: moment(soak.api), wait)
         old = cluster.kill9(service)
         fault.detail = f"kill -9 of {service} (pid {old})"
         return lambda: cluster.restarted(service, old) and bool(healthy())
@@ -73,8 +73,9 @@ def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[
 
 def kill_edge_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
     """The worker running an ingest task (either, when none does in time)."""
-    worker = until(lambda: running_task_on(soak.api), PRECONDITION_WAIT)
-    fault.moment = f"ingest running on {worker}" if worker else "no ingest running in time: struck anyway"
+    worker = await_moment(fault, "ingest running", lambda: running_task_on(soak.api))
+    if worker:
+        fault.moment = f"ingest running on {worker}"
     worker = worker or soak.rnd.choice(cluster.EDGE_WORKERS)
     service = f"airflow-{worker}"
     old = cluster.kill9(service)
@@ -84,8 +85,7 @@ def kill_edge_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
 
 
 def kill_spark_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    fault.moment = "stage running" if until(lambda: cluster.active_stages(), PRECONDITION_WAIT) \
-        else "no stage in time: struck anyway"
+    await_moment(fault, "stage running", cluster.active_stages)
     service = soak.rnd.choice(cluster.SPARK_WORKERS)
     old = cluster.kill9(service)
     fault.detail = f"kill -9 of {service} (pid {old}) and so of its executors"
@@ -93,18 +93,17 @@ def kill_spark_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
 
 
 def kill_spark_submit_driver(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    drivers = until(cluster.spark_submit_drivers, PRECONDITION_WAIT * 3)
+    drivers = await_moment(fault, "ingest running by spark-submit", cluster.spark_submit_drivers, PRECONDITION_WAIT * 3)
     if not drivers:
         fault.moment = "no spark-submit driver in time: nothing to kill"
         return lambda: True
     os.kill(drivers[0], signal.SIGKILL)
-    fault.moment, fault.detail = "ingest running by spark-submit", f"kill -9 of the driver JVM (pid {drivers[0]})"
+    fault.detail = f"kill -9 of the driver JVM (pid {drivers[0]})"
     return lambda: True  # Airflow retries the task; recovery is the next commit
 
 
 def kill_partition_leader(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    fault.moment = "stage running" if until(lambda: cluster.active_stages(), PRECONDITION_WAIT) \
-        else "no read in time: struck anyway"
+    await_moment(fault, "stage running", cluster.active_stages)
     partition = soak.rnd.randrange(3)
     leader = cluster.partition_leaders(soak.kafka, soak.topic)[partition]
     service = cluster.broker_service(leader)
@@ -129,11 +128,10 @@ def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
     with connection(soak.pg) as conn:
         conn.autocommit = True
         with conn.cursor() as cur:
-            caught = until(lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT, poll=0.02)
+            await_moment(fault, "a transaction writing", lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT, 0.02)
             # SIGQUIT is Postgres' immediate shutdown (no checkpoint, as a power cut); sent from here at once, so the
             # transaction seen is still open.
             os.kill(postmaster, signal.SIGQUIT)
-    fault.moment = "a transaction writing" if caught else "no commit in flight in time: struck anyway"
     until(lambda: not cluster.listening(config.PG_PORT), 60, poll=0.2)
     platform("start", "postgres")
     fault.detail = "immediate shutdown (SIGQUIT to the postmaster), then a start (crash recovery)"
@@ -190,7 +188,7 @@ FAULTS: dict[str, tuple[str, Callable]] = {
     "scheduler killed": ("airflow-scheduler", kill_service("airflow-scheduler", cluster.scheduler_healthy)),
     "Airflow worker killed mid-task": ("edge-worker", kill_edge_worker),
     "triggerer killed, sensor deferred": ("airflow-triggerer", kill_service(
-        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred", wait=75)),  # one a minute
+        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred", wait=150)),  # see the gated pipeline
     "API server killed": ("airflow-api-server", kill_service("airflow-api-server", cluster.api_healthy)),
     "dag-processor killed": ("airflow-dag-processor", kill_service("airflow-dag-processor", lambda: True)),
     "Spark Connect server killed": ("spark-connect", kill_service(

@@ -24,6 +24,15 @@ def until(check: Callable[[], object], timeout: float, poll: float = 0.5):
     return None
 
 
+def await_moment(fault, name: str, check: Callable[[], object], wait: float = PRECONDITION_WAIT, poll: float = 0.5):
+    """Wait (up to `wait` seconds) for the fault's moment; note on the fault whether it came. Returns what `check`
+    found, or None."""
+    found = until(check, wait, poll)
+    fault.at_moment = bool(found)
+    fault.moment = name if found else f"no {name} in time: struck anyway"
+    return found
+
+
 def running_task_on(api, task_id: str = "ingest") -> str | None:
     """The Edge worker running a task of that id now, if one is."""
     for ti in cluster.task_instances(api, "running"):

@@ -24,8 +24,10 @@ def declare(pg, kafka, folder: Path, suffix: str, topic: str) -> tuple[SinkPipel
     sinks = declare_sink_pipelines(pg, kafka, folder, f"soak_{suffix}", topic, common,
                                    per_role={"agg": {"spark_conn_id": SUBMIT_CONN_ID},
                                              "append": {"max_active_runs": 2}})
+    # Its gate opens only once the oldest unread record is 120 s old, so a run that starts a minute after the last
+    # one read waits deferred for about a minute (the triggerer's fault waits for that), then reads.
     gated = new_env(pg, kafka, folder, f"soak_{suffix}_gated", topic, schedule="* * * * *", **common,
-                    lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 40, "wait_seconds": 90,
+                    lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 120, "wait_seconds": 180,
                                   "poke_seconds": 10}})
     return sinks, gated
 

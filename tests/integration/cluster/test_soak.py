@@ -9,7 +9,7 @@ waits deferred in the triggerer most of each minute.
 
 Faults: MICROINGEST_SOAK_FAULTS of them (default: one of each kind, the short form in `make test`; `make soak` asks
 for 105), one every MICROINGEST_SOAK_INTERVAL seconds, each kind in turn in a shuffled order, never two on the same
-part at once (soak_faults.py). The report: .state/soak-report.json and a table in the output."""
+part at once (soak_faults.py). The report: .state/cluster/soak-report.json and a table in the output."""
 
 from __future__ import annotations
 
