@@ -77,6 +77,7 @@ SERVED_DECLARATIONS = {
     # A bad record in its second batch of 100 fails the run after the first batch committed.
     "announced": {"dead_letter": {"max_records": 0}, "max_records_per_batch": 100},
     "metrics": {"max_records_per_batch": 100},
+    "replay": {"max_records_per_batch": 40},
     "avro": {"value_format": "avro"},
     "protobuf": {"value_format": "protobuf"},
 }

@@ -19,6 +19,7 @@ from typing import Sequence
 from psycopg2 import sql
 
 from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
+from microingest.commit.overlap import Settled
 from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
 from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
@@ -89,17 +90,18 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 written = copy_chunks(cur, sink.target, sink.target_columns(), decoded.rows, csv=True)
             dead = copy_chunks(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, csv=False)
             _check_copied(batch_id, counts, StagedCounts(written, dead))
-            kept = counts
+            settled = Settled(counts, 0)
         else:
             sink.create_staging(cur)
             copied = StagedCounts(copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, csv=True),
                                   copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, csv=False))
             _check_copied(batch_id, counts, copied)
-            written, kept = publish_staged(cur, sink, batch, batch_id, counts)
+            written, settled = publish_staged(cur, sink, batch, batch_id, counts)
+        kept = settled.kept
         # Last before COMMIT, so the history's committed_at is when the publish really ended.
         record_batch(cur, pipeline, batch_id, batch.ranges, run,
                      BatchRecord(batch.kind, counts.records, written, kept.dead, decoded.started_at, decoded.decoded_at,
-                                 batch.number))
+                                 batch.number, settled.note()))
     return CommitResult(batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records)
 
 

@@ -22,10 +22,12 @@ class RunInfo:
     dag_id: str | None = None
     run_id: str | None = None
     task_try: int | None = None
+    clear_number: int = 0  # how often the DAG run was cleared (Airflow's dag_run.clear_number)
     spark_app_id: str | None = field(default=None, kw_only=True)  # set by the job once its session is up
 
     def to_dict(self) -> dict:
-        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try}
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try,
+                "clear_number": self.clear_number}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "RunInfo":
@@ -43,18 +45,18 @@ class BatchRecord:
     started_at: datetime
     staged_at: datetime | None = None  # when the driver held the whole batch decoded (named before it was)
     run_batch: int | None = None  # 1, 2, ... within its DAG run
-    note: str | None = None  # who made an operator's batch (a skip) and why
+    note: str | None = None  # who made an operator's batch (a skip) and why; what a backfill resolved
 
 
 def record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange], run: RunInfo,
                  record: BatchRecord) -> None:
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
-        "gaps, started_at, staged_at, dag_id, run_id, task_try, spark_app_id, run_batch, note, committed_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        "gaps, started_at, staged_at, dag_id, run_id, task_try, clear_number, spark_app_id, run_batch, note, "
+        "committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (batch_id, pipeline, record.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
          record.rows_written, record.dead_letters, _gaps_json(ranges), record.started_at, record.staged_at,
-         run.dag_id, run.run_id, run.task_try, run.spark_app_id, record.run_batch, record.note))
+         run.dag_id, run.run_id, run.task_try, run.clear_number, run.spark_app_id, record.run_batch, record.note))
 
 
 def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
@@ -110,12 +112,17 @@ class RunOutcome:
 
 
 def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome:
-    """The batches of `kind` that earlier tries of this DAG run committed."""
+    """The batches of `kind` that earlier tries of this DAG run committed.
+
+    A backfill's earlier tries are those since the run was last cleared: an operator clears a finished backfill run
+    to replay it (after fixing a transform, with overlap replace, say), so the batches of an earlier clearing are
+    history, not progress. A live run's batches count whenever they were made: its plan starts at the ledger, and a
+    cleared live run has nothing of its own to read twice."""
     outcome = RunOutcome()
     with conn.cursor() as cur:
         cur.execute("SELECT batch_id::text, rows_written, records_read, dead_letters, ranges FROM microingest.batches "
-                    "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s",
-                    (pipeline, run.dag_id, run.run_id, kind))
+                    "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s AND (kind <> 'backfill' OR "
+                    "clear_number = %s)", (pipeline, run.dag_id, run.run_id, kind, run.clear_number))
         for batch_id, written, read, dead, ranges in cur.fetchall():
             outcome.add(CommitResult(batch_id, written, read, dead, tuple(map(OffsetRange.from_dict, ranges))))
     return outcome

@@ -14,16 +14,21 @@ Under replace a key's row goes only when the batch replays the row's own positio
 replayed record: that same record decoded again, or, should it now be a dead letter, the newest one that decodes.
 Aggregate targets keep no positions and add up, so for them the batch history decides: a position some committed
 batch already counted is refused whatever the policy, as counting it again would double it.
+
+A position an operator skipped was never ingested: its dead letter (error_class `skipped`) is no overlap under any
+policy or sink. A backfill that reads it again resolves it: the skipped dead letter goes, in the same transaction,
+and the record lands as a row or as a dead letter of today's reason; the skip batch stays in the history.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from psycopg2 import sql
 
 from microingest.commit.ledger import LedgerError
-from microingest.commit.sinks import Sink, StagedCounts
+from microingest.commit.sinks import SKIPPED, Sink, StagedCounts
 from microingest.plan.offsets import OffsetRange
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
@@ -55,8 +60,9 @@ def _present(sink: Sink) -> sql.Composable:
         "SELECT t.source_topic AS topic, t.source_partition AS part, t.source_offset AS o FROM {target} t JOIN r "
         "ON t.source_topic = r.topic AND t.source_partition = r.part AND t.source_offset >= r.lo AND t.source_offset < r.hi "
         "UNION SELECT d.topic, d.partition, d.\"offset\" FROM microingest.dead_letters d JOIN r ON d.pipeline = %s "
-        "AND d.topic = r.topic AND d.partition = r.part AND d.\"offset\" >= r.lo AND d.\"offset\" < r.hi"
-    ).format(target=sink.target)
+        "AND d.topic = r.topic AND d.partition = r.part AND d.\"offset\" >= r.lo AND d.\"offset\" < r.hi "
+        "AND d.error_class <> {skipped}"
+    ).format(target=sink.target, skipped=sql.Literal(SKIPPED))
 
 
 _COUNTED = sql.SQL(
@@ -124,6 +130,15 @@ def _staged_positions(sink: Sink) -> sql.Composable:
         sink.staging, sink.staged_dead)
 
 
+def _dead_letters_at_staged(sink: Sink, only: str | None = None) -> sql.Composable:
+    """DELETE the pipeline's dead letters (of error_class `only`, or all) at the positions the batch staged; takes
+    the batch id twice, then the pipeline's name."""
+    of_class = sql.SQL("") if only is None else sql.SQL(" AND d.error_class = {}").format(sql.Literal(only))
+    return sql.SQL("WITH s AS ({}) DELETE FROM microingest.dead_letters d USING s WHERE d.pipeline = %s AND "
+                   "d.topic = s.topic AND d.partition = s.part AND d.\"offset\" = s.o{}").format(
+        _staged_positions(sink), of_class)
+
+
 def _replace(cur, sink: Sink, batch_id: str) -> None:
     """Delete what the target and the dead letters hold at the positions the batch replays, and nothing else: a
     position of its ranges the read did not bring (compaction removed it) keeps its row or dead letter. A position
@@ -132,9 +147,7 @@ def _replace(cur, sink: Sink, batch_id: str) -> None:
     cur.execute(sql.SQL("WITH s AS ({}) DELETE FROM {} t USING s WHERE t.source_topic = s.topic AND "
                         "t.source_partition = s.part AND t.source_offset = s.o").format(staged, sink.target),
                 (batch_id, batch_id))
-    cur.execute(sql.SQL("WITH s AS ({}) DELETE FROM microingest.dead_letters d USING s WHERE d.pipeline = %s AND "
-                        "d.topic = s.topic AND d.partition = s.part AND d.\"offset\" = s.o").format(staged),
-                (batch_id, batch_id, sink.pipeline.name))
+    cur.execute(_dead_letters_at_staged(sink), (batch_id, batch_id, sink.pipeline.name))
 
 
 def _skip_existing(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]) -> None:
@@ -149,16 +162,30 @@ def _skip_existing(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]
                 (*args, sink.pipeline.name, batch_id))
 
 
-def settle_overlap(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange], policy: str) -> StagedCounts:
-    """Inside a backfill batch's transaction, before publishing: apply the policy; returns what stays staged."""
+@dataclass(frozen=True)
+class Settled:
+    """What a backfill batch publishes once its overlap is settled, and how many skipped positions it resolves."""
+
+    kept: StagedCounts
+    resolved_skips: int
+
+    def note(self) -> str | None:
+        return f"resolved {self.resolved_skips} skipped position(s)" if self.resolved_skips else None
+
+
+def settle_overlap(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange], policy: str) -> Settled:
+    """Inside a backfill batch's transaction, before publishing: apply the policy, then resolve the skipped dead
+    letters at the positions that stay staged (each becomes that row or dead letter)."""
     check_overlap(cur, sink, ranges, policy)
     # An aggregate's ranges passed check_overlap only if never counted: nothing of them to replace or skip.
     if policy == "replace" and sink.mode != "aggregate":
         _replace(cur, sink, batch_id)
     elif policy == "skip_existing" and sink.mode != "aggregate":
         _skip_existing(cur, sink, batch_id, ranges)
+    cur.execute(_dead_letters_at_staged(sink, only=SKIPPED), (batch_id, batch_id, sink.pipeline.name))
+    resolved = cur.rowcount
     counts = []
     for table in (sink.staging, sink.staged_dead):
         cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (batch_id,))
         counts.append(cur.fetchone()[0])
-    return StagedCounts(*counts)
+    return Settled(StagedCounts(*counts), resolved)

@@ -32,6 +32,8 @@ DEAD_LETTER_TYPES = {"batch_id": "uuid", "topic": "text", "partition": "integer"
                      "kafka_timestamp": "timestamptz", "record_key": "bytea", "record_value": "bytea",
                      "headers": "jsonb", "error_class": "text", "error_message": "text"}
 DEAD_LETTER_COLUMNS = tuple(DEAD_LETTER_TYPES)
+# error_class of the dead letters an operator's skip writes: records never ingested, which a backfill may resolve.
+SKIPPED = "skipped"
 STAGED_ROWS, STAGED_DEAD = sql.Identifier("microingest_staged_rows"), sql.Identifier("microingest_staged_dead")
 
 

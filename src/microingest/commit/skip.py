@@ -5,6 +5,7 @@ target constraint its rows violate), `skip` moves one partition's ledger from it
 transaction under the pipeline lock. Nothing vanishes: every skipped record is kept whole (key, value, headers,
 timestamp) in microingest.dead_letters with error_class `skipped` and the operator's reason, and the history holds a
 batch of kind `skip` saying who skipped what and why. A live run planned before the skip is fenced at its commit.
+A later backfill over skipped positions resolves them (`overlap`): each becomes a row or a dead letter of its own.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from psycopg2 import sql
 
 from microingest.commit.history import BatchRecord, RunInfo, record_batch
 from microingest.commit.ledger import fence_and_advance, lock_pipeline
+from microingest.commit.sinks import SKIPPED
 from microingest.declare.identifiers import identifier_list
 from microingest.declare.pipeline import Pipeline
-from microingest.decode import storable
+from microingest.decode import storable, timestamps
 from microingest.decode.codec import copy_text_row
 from microingest.decode.staged_rows import stored_headers
 from microingest.plan.offsets import OffsetRange, RequestError
@@ -28,7 +30,6 @@ from microingest.plan.request import SkipRequest
 from microingest.systems.kafka_access import partition_bounds, read_range
 from microingest.systems.pipeline_systems import PipelineSystems
 
-SKIPPED = "skipped"  # error_class of the dead letters a skip writes
 _COLUMNS = ("pipeline", "batch_id", "topic", "partition", "offset", "kafka_timestamp", "record_key", "record_value",
             "headers", "error_class", "error_message")
 
@@ -131,7 +132,7 @@ def _keep_as_dead_letters(cur, pipeline: Pipeline, kafka: dict, skipped: OffsetR
 def _kafka_time(ms: int | None) -> datetime | None:
     # None for a record without a timestamp (-1), or one stamped beyond what Python and Postgres hold.
     try:
-        return None if ms is None or ms < 0 else storable.epoch_millis(ms)
+        return None if ms is None or ms < 0 else timestamps.from_epoch_millis(ms)
     except storable.Unstorable:
         return None
 

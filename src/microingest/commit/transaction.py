@@ -19,7 +19,7 @@ from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
 from microingest.commit.ledger import fence_and_advance, fence_below
-from microingest.commit.overlap import settle_overlap
+from microingest.commit.overlap import Settled, settle_overlap
 from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
@@ -91,10 +91,10 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
             conn.autocommit = True
 
 
-def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts) -> tuple[int, StagedCounts]:
+def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts) -> tuple[int, Settled]:
     """Inside the commit: settle a backfill's overlap, then move the batch's staged rows into the target and its staged
     dead letters into microingest.dead_letters; returns the target rows written and what was kept."""
-    kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap) if batch.is_backfill else staged
+    kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap) if batch.is_backfill else Settled(staged, 0)
     with target_refusal(sink, batch, batch_id):
         written = sink.publish(cur, batch_id)
     columns = identifier_list(DEAD_LETTER_COLUMNS)

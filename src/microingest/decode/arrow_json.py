@@ -14,8 +14,8 @@ speed, so the checks below are conservative:
 - Arrow converted every declared field to its declared type without error (it refuses what Python refuses: a number
   for a string, 1.0 for an integer, integers beyond 64 bits, duplicate names, bad escapes and encodings) and no
   value breaks a rule Arrow does not check: required fields present, strings without NUL, finite doubles;
-- timestamps only as integer epoch milliseconds within ±4e12 (years 1843 to 2096), where Python's
-  `fromtimestamp(ms / 1000)` lands on the exact microsecond; ISO-8601 text goes to the reference.
+- timestamps only as integer epoch milliseconds of the years 1 to 9999, which the reference converts by integer
+  arithmetic too; ISO-8601 text goes to the reference.
 
 tests/unit/decode/test_arrow_json.py checks this against the reference on generated and mutated records.
 """

@@ -5,7 +5,6 @@ when required), a field the declaration does not name is left out, int and float
 
 from __future__ import annotations
 
-import decimal
 import io
 import json
 import uuid
@@ -60,10 +59,8 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
 
 
 def plain(value: Any) -> Any:
-    """Logical types fastavro returns as Python objects, as the declared types take them: uuid as text, decimal as
-    a number (a declared double)."""
+    """Logical types fastavro returns as Python objects, as the declared types take them: uuid as text; a decimal
+    stays exact, for the declared type to take (an integer only when it is one)."""
     if isinstance(value, uuid.UUID):
         return str(value)
-    if isinstance(value, decimal.Decimal):
-        return float(value)
     return value

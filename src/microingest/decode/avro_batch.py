@@ -19,7 +19,7 @@ batch to the reference. It takes it when:
   through the reference, whose `plain` and typing decide;
 - every value decodes and ends where its datum ends;
 - no declared column breaks a rule Arrow does not check (`batch_columns.checked`): a null in a required field, NUL in
-  a string, a double that is not finite, a timestamp beyond ±4e12 ms.
+  a string, a double that is not finite, a timestamp outside the years 1 to 9999.
 
 tests/integration/decode/test_avro_batch.py checks this against the reference on generated and mutated records,
 under schemas registered in a real registry.

@@ -15,9 +15,6 @@ from microingest.decode import storable
 ARROW_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
                "timestamp": pa.timestamp("us", tz="UTC")}
 READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # a number of ms (or µs), converted by `checked`
-# Within ±4e12 epoch ms (the years 1843 to 2096) Python's `fromtimestamp(ms / 1000)`, which the reference uses for
-# plain numbers, lands on the exact microsecond.
-MAX_TIMESTAMP_MS = 4 * 10**12
 MICROS_PER_MS = 1000
 
 
@@ -49,7 +46,8 @@ def utf8(array: pa.Array) -> pa.Array | None:
 def checked(field: Field, column: pa.Array, micros_per_unit: int = MICROS_PER_MS) -> pa.Array | None:
     """The column (read as READ_TYPES, timestamps as numbers of `micros_per_unit` µs) as the reference would type
     it, or None when some value needs the reference's verdict: a null in a required field, NUL in a string, a
-    double that is not finite, a timestamp beyond ±MAX_TIMESTAMP_MS."""
+    double that is not finite, a timestamp outside the years 1 to 9999 (`storable.MIN_EPOCH_MICROS` and MAX_).
+    Within them a whole number of ms or µs is the reference's instant exactly: it converts by integer arithmetic."""
     if field.required and column.null_count:
         return None
     if field.type == "string" and pc.any(pc.match_substring(column, "\x00")).as_py():
@@ -57,9 +55,9 @@ def checked(field: Field, column: pa.Array, micros_per_unit: int = MICROS_PER_MS
     if field.type == "double" and not pc.all(pc.or_kleene(pc.is_finite(column), pc.is_null(column))).as_py():
         return None
     if field.type == "timestamp":
-        limit = MAX_TIMESTAMP_MS * MICROS_PER_MS // micros_per_unit
+        low, high = -(-storable.MIN_EPOCH_MICROS // micros_per_unit), storable.MAX_EPOCH_MICROS // micros_per_unit
         bounds = pc.min_max(column)
-        if column.null_count < len(column) and not -limit < bounds["min"].as_py() <= bounds["max"].as_py() < limit:
+        if column.null_count < len(column) and not low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
             return None
         return pc.multiply(column, micros_per_unit).cast(ARROW_TYPES["timestamp"])
     return column

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Sequence
 
 from microingest.declare.pipeline import Field
-from microingest.decode import storable
+from microingest.decode import storable, timestamps
 
 
 class DecodeError(ValueError):
@@ -31,7 +32,7 @@ def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]
     except UnicodeDecodeError as exc:
         raise DecodeError("invalid_utf8", f"value is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_float=Decimal, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise DecodeError("invalid_json", f"value is not valid JSON: {exc.msg} at line {exc.lineno} column "
                                           f"{exc.colno}") from None
@@ -70,16 +71,30 @@ def _string(v: Any) -> str:
     return storable.text(v)
 
 
+def _json_int(token: str) -> int | float:
+    # JSON's -0 is negative zero, as Arrow's reader and Postgres' float8 read it; Python's int() would drop the sign.
+    return -0.0 if token == "-0" else int(token)
+
+
 def _integer(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    """Exactly the number's value, or refused: 9007199254740993.0 is that integer, 12345678901234567.89 none."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
         raise TypeError(f"expected an integer, got {type(v).__name__}")
-    if isinstance(v, float) and not v.is_integer():
+    if isinstance(v, int):
+        return storable.integer(v)
+    exact = Decimal(v)  # a float's own value, exactly
+    if not exact.is_finite():
         raise ValueError(f"expected an integer, got {v}")
-    return storable.integer(int(v))
+    if not exact.is_zero() and exact.adjusted() > 100:  # before int(): 1e999999999 would take gigabytes
+        raise storable.Unstorable(f"{v} does not fit in 64 bits")
+    if exact != exact.to_integral_value():
+        raise ValueError(f"expected an integer, got {v}")
+    return storable.integer(int(exact))
 
 
 def _double(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    """The nearest double (a JSON number's text, or an exact decimal, rounded once)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
         raise TypeError(f"expected a number, got {type(v).__name__}")
     return storable.double(float(v))
 
@@ -97,11 +112,11 @@ def _timestamp(v: Any) -> datetime:
         return storable.timestamp(v)
     if isinstance(v, bool):
         raise TypeError("expected an ISO-8601 string or epoch milliseconds, got bool")
-    if isinstance(v, (int, float)):
-        return storable.epoch_millis(v)
+    if isinstance(v, (int, float, Decimal)):
+        return timestamps.from_epoch_millis(v)
     if not isinstance(v, str):
         raise TypeError(f"expected an ISO-8601 string or epoch milliseconds, got {type(v).__name__}")
-    return storable.timestamp(datetime.fromisoformat(v))
+    return timestamps.from_iso(v)
 
 
 _CONVERTERS = {"string": _string, "integer": _integer, "double": _double, "boolean": _boolean, "timestamp": _timestamp}
@@ -130,6 +145,8 @@ def _copy_text(v: Any) -> str:
         return v.isoformat()
     if isinstance(v, float):
         return repr(v)
+    if isinstance(v, Decimal):
+        return str(v)
     if isinstance(v, (bytes, bytearray, memoryview)):
         return "\\\\x" + bytes(v).hex()
     return _escaped(json.dumps(v) if isinstance(v, (dict, list)) else str(v))

@@ -17,6 +17,8 @@ import math
 from datetime import datetime, timezone
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# The storable instants as microseconds since the epoch: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
+MIN_EPOCH_MICROS, MAX_EPOCH_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
 # The record key's escaped form: Postgres' own bytea hex notation, so `decode(substr(record_key, 3), 'hex')` gives
 # the key's bytes back.
 KEY_HEX_PREFIX = "\\x"
@@ -59,13 +61,6 @@ def timestamp(value: datetime) -> datetime:
         return value.astimezone(timezone.utc)
     except OverflowError:
         raise Unstorable(f"{value.isoformat()} is outside the years 1 to 9999 in UTC") from None
-
-
-def epoch_millis(value: int | float) -> datetime:
-    try:
-        return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise Unstorable(f"epoch milliseconds {value} are not a time between the years 1 and 9999") from None
 
 
 def key_text(key: bytes) -> str:

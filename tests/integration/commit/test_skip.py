@@ -5,10 +5,16 @@ import json
 import os
 import subprocess
 
+import pytest
 from kafka import KafkaAdminClient, TopicPartition
+from psycopg2 import sql
 
+from microingest.commit.history import RunInfo
 from microingest.errors import REFUSED_EXIT
+from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run, plan_next_batch
+from microingest.plan.request import parse_request
+from pipeline_env import UPSERT_TARGET
 
 
 def cli(*args):
@@ -111,3 +117,57 @@ def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_record
     [(gaps,)] = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
                           (env.pipeline.name,))
     assert gaps == [{"topic": env.pipeline.topic, "partition": 0, "from": 5, "until": 8}]
+
+
+AGGREGATE_TARGET = ("user_id text NOT NULL, events bigint NOT NULL, amount_total double precision NOT NULL, "
+                    "PRIMARY KEY (user_id)")
+
+
+@pytest.mark.parametrize("sink_mode,overlap", [("append", "refuse"), ("upsert_latest", "skip_existing"),
+                                               ("aggregate", "replace")])
+def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink_mode, overlap):
+    """An operator skips records a transform refused, fixes the transform and backfills them: each skipped position
+    ends as exactly one target row (counted once by an aggregate) or one dead letter of today's reason, whatever the
+    sink and the overlap policy; the skip stays in the history."""
+    if sink_mode == "upsert_latest":
+        env.replace_target(UPSERT_TARGET)
+    elif sink_mode == "aggregate":
+        env.replace_target(AGGREGATE_TARGET)
+    aggregate = {"group_by": ["user_id"], "measures": {"events": "count", "amount_total": {"sum": "amount"}}}
+    env.redeclare(sink_mode=sink_mode, max_records_per_batch=5, dead_letter={"max_records": 0},
+                  transform="microingest.transforms:require_positive_amount",
+                  schema={"event_id": {"type": "string", "required": True},
+                          "user_id": {"type": "string", "required": True}, "amount": "double"},
+                  **({"aggregate": aggregate} if sink_mode == "aggregate" else {}))
+
+    def record(i, amount):
+        return (f"k{i}".encode(), json.dumps({"event_id": f"ev-{i}", "user_id": "u", "amount": amount}).encode())
+
+    # Offsets 5 and 6 fail the transform only; 7 and 8 are no JSON at all, whatever the transform.
+    records = [record(i, 1.0) for i in range(5)] + [record(5, -1.0), record(6, -2.0)] + \
+              [(b"k7", b"not json"), (b"k8", b"{")] + [record(i, 1.0) for i in range(9, 14)]
+    env.send_to(0, records)
+    refused = env.spark_job(plan_live_run(env.pipeline))
+    assert refused.returncode == REFUSED_EXIT and env.ledger() == {0: 5}
+    assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "9", "--reason", "bad amounts").returncode == 0
+    env.ingest_all()
+    assert env.ledger() == {0: 14}
+
+    env.redeclare(transform=None, dead_letter={"max_fraction": 1.0})  # the transform fixed; two stay bad
+    plan = plan_backfill(env.pipeline, parse_request({"backfill_ranges": {"0": [5, 9]}, "overlap": overlap}, "manual"))
+    result = env.spark_job(plan, run=RunInfo("microingest_test", "manual__after_skip"))
+    assert result.returncode == 0, result.stdout[-3000:]
+
+    dead = {o: cls for _, o, cls, *_ in env.dead_letters()}
+    assert set(dead) == {7, 8} and "skipped" not in dead.values()
+    if sink_mode == "aggregate":
+        [(events, total)] = env.query(sql.SQL("SELECT events, amount_total FROM {}").format(env.table))
+        assert (events, total) == (12, 10 * 1.0 - 3.0)  # every record that decodes, counted once
+    else:
+        landed = [o for _, o, _ in env.landed_once()]
+        assert sorted(landed) == [0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13]
+    kinds = [kind for _, kind, *_ in env.batches()]
+    assert "skip" in kinds and kinds[-1] == "backfill"
+    [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill'",
+                          (env.pipeline.name,))
+    assert note == "resolved 4 skipped position(s)"

@@ -50,7 +50,8 @@ def random_value(rng: random.Random) -> bytes:
                      "double": lambda: rng.choice([rng.uniform(-1e9, 1e9), rng.random(), float(rng.randrange(10**6)),
                                                    -0.0, 5e-324, 1.7976931348623157e308]),
                      "boolean": lambda: rng.random() < 0.5,
-                     "timestamp": lambda: rng.randrange(-MAX_MS, MAX_MS)}[kind]()
+                     "timestamp": lambda: rng.randrange(-MAX_MS, MAX_MS) if rng.random() < 0.3 else
+                     rng.randrange(-4 * 10**12, 4 * 10**12)}[kind]()
     text = json.dumps(doc, ensure_ascii=rng.random() < 0.5)
     if rng.random() < 0.3:  # a raw JSON token Python's json.dumps would not write
         name = rng.choice(list(SCHEMA) + ["extra"])
@@ -59,7 +60,7 @@ def random_value(rng: random.Random) -> bytes:
     return mutate(rng, value) if rng.random() < 0.3 else value
 
 
-MAX_MS = 4 * 10**12 + 5
+MAX_MS = 253_402_300_800_005  # a little beyond the last storable millisecond, 9999-12-31T23:59:59.999Z
 
 
 def mutate(rng: random.Random, value: bytes) -> bytes:
@@ -113,3 +114,42 @@ def test_a_transform_or_a_key_upsert_cannot_use_keeps_the_batch_with_the_referen
     assert decoded_or_none(pipeline(), [(b"\xff", value)]) is None  # escaped by the reference (storable.key_text)
     assert decoded_or_none(pipeline(), [(b"\\x41", value)]) is None  # text that looks escaped: escaped too
     assert decoded_or_none(pipeline(max_value_bytes=5), [(b"k", value)]) is None
+
+
+NUMBER_SPELLINGS = ["0", "-0", "0.0", "-0.0", "-0.0e0", "0e5", "-0e-5", "1E2", "1e2", "1E+2", "1.0e-0", "1.5E+3",
+                    "100", "1e400", "-1e400", "1e-400", "-1e-400", "2.4e-324", "2.5e-324", "4.9e-324",
+                    "1.7976931348623157e308", "1.7976931348623159e308", "9007199254740993", "9007199254740993.0",
+                    "12345678901234567.89", "123456789012345678901234567890", "9223372036854775807",
+                    "-9223372036854775808", "9223372036854775808", "0.1", "0.30000000000000004",
+                    "253402300799999", "-62135596800000", "253402300800000", "4000000000001", "1e99999",
+                    "1" * 400, "0." + "0" * 300 + "1"]
+STRING_SPELLINGS = [f'"\\u{c:04x}"' for c in range(0x20)] + [f'"\\u{c:04X}x"' for c in range(0x20)] + [
+    '"\\b\\f\\n\\r\\t\\"\\\\\\/"', '"\\ud83d\\ude00"', '"\\uD83D\\uDE00"', '"\U0001F600"', '"\\ud800"', '"\\udc00"',
+    '"\\ude00\\ud83d"', '"\\ud83d"', '"\\u007f"', '"\x7f"', '"\\u00e9"', '"\u00e9"', '"\\uffff"', '"\\ufeff"',
+    '"\U0010FFFF"', '"\\udbff\\udfff"', '"\\u2028\\u2029"', '"\u2028"']
+
+
+@pytest.mark.parametrize("field", ["n", "amount", "at"])
+def test_every_spelling_of_a_number_decodes_as_the_reference_does(field):
+    """Each spelling alone in a batch of ordinary records: taken, it must match the reference bit for bit (the sign
+    of zero too); and the ordinary spellings must be taken."""
+    p = pipeline()
+    taken = []
+    for token in NUMBER_SPELLINGS:
+        value = f'{{"id": "a", "{field}": {token}}}'.encode()
+        if decoded_or_none(p, [(b"k", b'{"id": "b"}'), (b"k", value)]) is not None:
+            taken.append(token)
+    assert {"0", "-0", "100"} <= set(taken)
+
+
+def test_every_escape_of_a_control_or_astral_character_decodes_as_the_reference_does():
+    p = pipeline()
+    taken = [s for s in STRING_SPELLINGS
+             if decoded_or_none(p, [(b"k", f'{{"id": "a", "note": {s}}}'.encode())]) is not None]
+    assert '"\\ud83d\\ude00"' in taken and '"\\u0001"' in taken
+
+
+def test_negative_zero_is_negative_zero_on_both_paths():
+    p = pipeline()
+    [row] = decoded_or_none(p, [(b"k", b'{"id": "a", "amount": -0}')])
+    assert str(row[4]) == "-0.0"

@@ -142,7 +142,7 @@ def test_each_listed_hostile_input_alone():
 
 
 @pytest.mark.parametrize("value, error_class, names", [
-    (b'{"id": "a", "at": 1e20}', "unstorable", "field 'at' (timestamp): epoch milliseconds 1e+20"),
+    (b'{"id": "a", "at": 1e20}', "unstorable", "field 'at' (timestamp): epoch milliseconds 1E+20"),
     (b'{"id": "a", "at": "0001-01-01T00:30:00+01:00"}', "unstorable", "field 'at' (timestamp)"),
     (b'{"id": "\\ud800"}', "unstorable", "field 'id' (string): contains a lone surrogate (U+D800"),
     (b'{"id": "a", "note": "x\\u0000"}', "unstorable", "field 'note' (string): contains a NUL"),
