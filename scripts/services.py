@@ -154,9 +154,13 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
     write_env(env)
     os.environ.update(env)
 
+    from microingest.errors import Refused
     from microingest.systems.migrations import migrate
 
-    applied = migrate(postgres_params(get_connection(PG_CONN)))
+    try:
+        applied = migrate(postgres_params(get_connection(PG_CONN)))
+    except Refused as exc:  # a database the platform cannot use (not UTF8): say so, no traceback
+        raise SystemExit(f"[platform] {exc}") from None
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
     if own_spark_cluster:
         spark_cluster.start()

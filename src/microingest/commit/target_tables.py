@@ -16,9 +16,8 @@ from microingest.commit.table_shape import (Column, Comparison, Difference, Exis
                                             create_statements, declared_shape)
 from microingest.declare.identifiers import split_table_name
 from microingest.declare.pipeline import Pipeline
-from microingest.decode import storable
 from microingest.errors import MicroingestError, Refused
-from microingest.systems.postgres import advisory_lock
+from microingest.systems.postgres import advisory_lock, require_utf8
 
 
 class TargetError(Refused):
@@ -101,12 +100,7 @@ def _audit(cur, pipeline: Pipeline, change: str, columns: tuple[Column, ...], ch
 
 def check_target(cur, pipeline: Pipeline) -> Comparison:
     """Refuse, before anything is read, a database or target that cannot take the pipeline's rows; changes nothing."""
-    cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
-                "WHERE datname = current_database()")
-    database, encoding = cur.fetchone()
-    if encoding not in storable.SERVER_ENCODINGS:
-        raise TargetError(f"database {database} uses encoding {encoding}; microingest stages text as UTF-8, "
-                          "which it can store only in a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')")
+    require_utf8(cur)
     found = existing_table(cur, pipeline.target_table)
     if found is None:
         raise TargetError(f"target table {pipeline.target_table} does not exist; `microingest migrate` creates it "

@@ -3,7 +3,7 @@
 A value that breaks them would fail the COPY, and with it the whole batch on every retry (a poison record). The
 decoder (`codec`) holds every field to these rules and makes a record that breaks one a dead letter naming the
 field; the texts of the dead letter itself (its reason, its headers) and the record key are made storable here
-without losing anything. The rules are those of a UTF8 (or SQL_ASCII) database, which `sinks` requires:
+without losing anything. The rules are those of a UTF8 database, the only kind the platform takes:
 
 - text: no NUL (Postgres text cannot hold one) and no lone surrogate (Python can hold one, UTF-8 cannot);
 - integer: 64 bits (bigint); double: finite (the declared columns have no room for NaN or infinities);
@@ -22,7 +22,6 @@ MIN_EPOCH_MICROS, MAX_EPOCH_MICROS = -62_135_596_800_000_000, 253_402_300_799_99
 # The record key's escaped form: Postgres' own bytea hex notation, so `decode(substr(record_key, 3), 'hex')` gives
 # the key's bytes back.
 KEY_HEX_PREFIX = "\\x"
-SERVER_ENCODINGS = ("UTF8", "SQL_ASCII")
 
 
 class Unstorable(ValueError):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from microingest import settings
-from microingest.systems.postgres import advisory_lock, connection
+from microingest.systems.postgres import advisory_lock, connection, require_utf8
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
@@ -24,10 +24,12 @@ def migration_files(folder: Path | None = None) -> list[Path]:
 
 
 def migrate(params: dict[str, Any], folder: Path | None = None) -> list[str]:
-    """Returns the names of the migrations applied now (empty when already up to date)."""
+    """Returns the names of the migrations applied now (empty when already up to date); DatabaseEncodingError, with
+    nothing applied, for a database that is not UTF8."""
     applied_now = []
     with connection(params) as conn:
         with conn, conn.cursor() as cur:
+            require_utf8(cur)
             advisory_lock(cur, "microingest:migrations")
             cur.execute("CREATE SCHEMA IF NOT EXISTS microingest")
             cur.execute("CREATE TABLE IF NOT EXISTS microingest.schema_migrations "

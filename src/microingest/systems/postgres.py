@@ -7,16 +7,22 @@ from typing import Any, Iterator
 
 import psycopg2
 
-from microingest.errors import Transient
+from microingest.errors import Refused, Transient
 
 
 class PostgresUnavailableError(Transient):
     pass
 
 
+class DatabaseEncodingError(Refused):
+    """The database cannot hold every text a record may carry: only a UTF8 database can."""
+
+
 def connect(params: dict[str, Any]):
+    """A connection that speaks UTF-8 whatever PGCLIENTENCODING, the role's or the database's settings say: the
+    platform sends UTF-8 (COPY data above all), which any other client encoding would silently re-read."""
     try:
-        return psycopg2.connect(**params)
+        return psycopg2.connect(**{**params, "client_encoding": "UTF8"})
     except psycopg2.OperationalError as exc:
         where = f"{params.get('host')}:{params.get('port')}/{params.get('dbname')}"
         # psycopg2's message can include the DSN; keep only its first line, which never holds the password.
@@ -53,3 +59,16 @@ def try_advisory_lock(cur, key: str) -> bool:
 
 def advisory_unlock(cur, key: str) -> None:
     cur.execute(f"SELECT pg_advisory_unlock({_LOCK_ID})", (key,))
+
+
+def require_utf8(cur) -> None:
+    """Refuse a database whose encoding is not UTF8. SQL_ASCII stores bytes unchecked, but its jsonb refuses `\\u`
+    escapes above 007F: a dead letter with one non-ASCII header would fail its batch on every retry, and its skip."""
+    cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
+                "WHERE datname = current_database()")
+    database, encoding = cur.fetchone()
+    if encoding != "UTF8":
+        raise DatabaseEncodingError(
+            f"database {database} uses encoding {encoding}; microingest stores text, keys and headers as UTF-8, "
+            "which only a UTF8 database holds whole: use one made with CREATE DATABASE ... ENCODING 'UTF8' "
+            "TEMPLATE template0")
