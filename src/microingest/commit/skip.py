@@ -71,8 +71,8 @@ def skip(pipeline: Pipeline, request: SkipRequest, who: str, run: RunInfo | None
     with systems.db() as conn:
         with conn, conn.cursor() as cur:
             lock_pipeline(cur, pipeline.name)
-            ledger = _ledger_position(cur, pipeline, partition)
-            skipped = _checked(pipeline, partition, ledger, until, earliest, latest)
+            positions = _ledger_positions(cur, pipeline)
+            skipped = _checked(pipeline, partition, positions, until, earliest, latest)
             if dry_run:
                 return SkipResult(batch_id, skipped, skipped.size, note)
             count = _keep_as_dead_letters(cur, pipeline, kafka, skipped, batch_id, note)
@@ -82,24 +82,24 @@ def skip(pipeline: Pipeline, request: SkipRequest, who: str, run: RunInfo | None
     return SkipResult(batch_id, skipped, count, note)
 
 
-def _ledger_position(cur, pipeline: Pipeline, partition: int) -> int | None:
-    cur.execute("SELECT next_offset FROM microingest.ledger WHERE pipeline = %s AND topic = %s AND partition = %s",
-                (pipeline.name, pipeline.topic, partition))
-    row = cur.fetchone()
-    return None if row is None else row[0]
+def _ledger_positions(cur, pipeline: Pipeline) -> dict[int, int]:
+    cur.execute("SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s AND topic = %s",
+                (pipeline.name, pipeline.topic))
+    return dict(cur.fetchall())
 
 
-def _checked(pipeline: Pipeline, partition: int, ledger: int | None, until: int, earliest: dict[int, int],
+def _checked(pipeline: Pipeline, partition: int, positions: dict[int, int], until: int, earliest: dict[int, int],
              latest: dict[int, int]) -> OffsetRange:
     """The range to skip: from the live position to `until`. For a partition whose first batch never committed, the
-    live position is where the pipeline would start: its earliest offset (start_from earliest). Offsets retention
-    already deleted are no record to keep: the range starts at the earliest offset still there, and its gap
-    [ledger, earliest) goes into the history as any retention gap does."""
+    live position is where the pipeline would start: its earliest offset (start_from earliest, or a partition added
+    after the pipeline started). Offsets retention already deleted are no record to keep: the range starts at the
+    earliest offset still there, and its gap [ledger, earliest) goes into the history as any retention gap does."""
     where = f"{pipeline.topic}[{partition}]"
     if partition not in latest:
         raise RequestError("partition", f"partition {partition} does not exist in topic {pipeline.topic} "
                                         f"(partitions: {', '.join(map(str, sorted(latest)))})")
-    if ledger is None and pipeline.start_from != "earliest":
+    ledger = positions.get(partition)
+    if ledger is None and pipeline.start_from != "earliest" and not positions:
         raise RequestError("partition", f"{where} has no live position yet: with start_from latest, the first "
                                         "run records it; run the pipeline once")
     position = earliest[partition] if ledger is None else ledger

@@ -108,9 +108,12 @@ def plan_ranges(
 ) -> Plan:
     """Plan the next batch for one topic.
 
-    Partitions are discovered from `latest` (every partition Kafka reports), so partitions added since the last
-    run are picked up and start at `start_from`. The cap is shared fairly: partitions with little pending data get
-    all of it, the rest split what is left evenly.
+    Partitions are discovered from `latest` (every partition Kafka reports). `start_from` says where the partitions
+    a pipeline starts with begin: `latest` pins them at their end without reading. A partition added after the
+    pipeline started (the ledger knows others of the topic) holds nothing older than the pipeline, so it is read
+    from its earliest offset whatever `start_from` says (as Flink's Kafka source does): pinning it at the end the
+    plan first sees would drop what producers wrote to it in between. The cap is shared fairly: partitions with
+    little pending data get all of it, the rest split what is left evenly.
 
     A retention gap (ledger below the earliest offset) raises RetentionGapError, or with on_retention_gap="skip"
     starts at the earliest offset; the range then keeps the old ledger value, so [ledger, from) is the gap the
@@ -131,7 +134,7 @@ def plan_ranges(
         low, high = earliest[partition], latest[partition]
         committed = ledger.get(partition)
         if committed is None:
-            if start_from == "latest":
+            if start_from == "latest" and not ledger:
                 pins.append(OffsetRange(topic, partition, high, high, None))
                 continue
             start = low

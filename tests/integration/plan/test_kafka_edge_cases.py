@@ -113,3 +113,21 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
     _, end = partition_bounds(env.kafka, env.pipeline.topic)
     assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
 
+
+
+def test_partitions_added_after_a_latest_pipeline_started_lose_nothing_written_before_the_next_run(env):
+    """start_from latest pins the partitions a pipeline starts with; one added later is read from its start, even
+    what producers wrote to it before any run saw it."""
+    env.redeclare(start_from="latest")
+    env.produce(100)  # history the pipeline never reads
+    assert env.ingest_all() == [] and len(env.ledger()) == 3
+    admin = KafkaAdminClient(**env.kafka)
+    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=5)})
+    admin.close()
+    after = env.produce(400, start=100)
+    assert {p for p, _, _ in after} >= {3, 4}, "the producer wrote onto the new partitions before any run saw them"
+
+    env.ingest_all()
+
+    env.assert_exactly_once(after)
+    assert set(env.ledger()) == {0, 1, 2, 3, 4}

@@ -63,10 +63,17 @@ def test_new_partition_is_discovered_and_starts_at_earliest():
     assert ranges(plan) == [(1, 4, 6, None)]
 
 
-def test_new_partition_with_start_from_latest_is_pinned_not_read():
+def test_a_new_pipeline_with_start_from_latest_pins_its_partitions_at_their_end():
+    plan = plan_ranges("t", Positions({}, {0: 0, 1: 0}, {0: 5, 1: 9}), max_records=100, start_from="latest")
+    assert ranges(plan) == []
+    assert [(r.partition, r.from_offset, r.until_offset) for r in plan.pins] == [(0, 5, 5), (1, 9, 9)]
+
+
+def test_a_partition_added_after_a_latest_pipeline_started_is_read_from_its_earliest_offset():
+    """Everything in it was written after the pipeline started: pinning it at its end would drop those records."""
     plan = plan_ranges("t", Positions({0: 3}, {0: 0, 1: 0}, {0: 5, 1: 9}), max_records=100, start_from="latest")
-    assert ranges(plan) == [(0, 3, 5, 3)]
-    assert [(r.partition, r.from_offset, r.until_offset) for r in plan.pins] == [(1, 9, 9)]
+    assert ranges(plan) == [(0, 3, 5, 3), (1, 0, 9, None)]
+    assert plan.pins == ()
 
 
 def test_retention_gap_names_topic_partition_and_missing_range():
