@@ -18,7 +18,7 @@ from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowSkipException
 
 from microingest.cli.remote_run import PLAN_SUMMARY_KEY
-from microingest.commit.history import batches_of_run
+from microingest.commit.history import batches_of_run, restarts_of_run
 from microingest.declare.pipeline import Pipeline
 from microingest.observe.announcements import announced_batch_ids, announcement, unannounced
 from microingest.observe.run_notes import run_note
@@ -34,12 +34,14 @@ def announce(pipeline: Pipeline, asset: Asset, context: dict[str, Any]) -> None:
     ti, dag_run = context["ti"], context["dag_run"]
     with PipelineSystems.of(pipeline).db() as conn:
         batches = batches_of_run(conn, pipeline.name, ti.dag_id, ti.run_id)
+        restarts = restarts_of_run(conn, pipeline.name, ti.dag_id, ti.run_id)
     states = ti.get_task_states(dag_id=ti.dag_id, task_ids=["plan", "ingest"], run_ids=[ti.run_id]).get(ti.run_id, {})
     outcome = ti.xcom_pull(task_ids="ingest") or {}
     started = dag_run.start_date or datetime.now(timezone.utc)
     note = run_note(batches, (datetime.now(timezone.utc) - started).total_seconds(), plan_state=states.get("plan"),
                     ingest_state=states.get("ingest"), plan_summary=ti.xcom_pull(task_ids="plan", key=PLAN_SUMMARY_KEY),
-                    dry_run=bool(context["params"].get("dry_run")), remaining=outcome.get("remaining") or 0)
+                    dry_run=bool(context["params"].get("dry_run")), remaining=outcome.get("remaining") or 0,
+                    restarts=restarts)
     log.info("run note: %s", note)
     write_note(ti.dag_id, ti.run_id, note)
 

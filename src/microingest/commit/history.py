@@ -38,7 +38,7 @@ class RunInfo:
 class BatchRecord:
     """What one batch did, as the history keeps it."""
 
-    kind: str  # ingest | backfill (a run's batches, from its plan) | pin | skip
+    kind: str  # ingest | backfill (a run's batches, from its plan) | pin | skip | restart (a recreated topic)
     records_read: int
     rows_written: int
     dead_letters: int
@@ -141,6 +141,14 @@ class CommittedBatch:
     dead_letters: int
     started_at: datetime
     committed_at: datetime
+
+
+def restarts_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[str]:
+    """The notes of the topic restarts (a topic deleted and created again) that one DAG run's planning recorded."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT note FROM microingest.batches WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND "
+                    "kind = 'restart' ORDER BY committed_at", (pipeline, dag_id, run_id))
+        return [note for (note,) in cur.fetchall()]
 
 
 def batches_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[CommittedBatch]:

@@ -19,6 +19,7 @@ REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # Confluent-framed: magi
 KEY_FORMATS = ("string",) + REGISTRY_FORMATS
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
+RECREATED_TOPIC_POLICIES = ("fail", "restart")
 MEASURES = ("count", "sum")
 # The staging table's own columns (sinks.STAGING_PREFIX), with what each holds; the declared value columns are
 # appended to them, so a value field of the same name would make every run fail creating the table.
@@ -111,6 +112,7 @@ class Pipeline:
     dead_letter: DeadLetterPolicy = DeadLetterPolicy()
     aggregate: Aggregate | None = None
     on_retention_gap: str = "fail"
+    on_topic_recreated: str = "fail"  # the topic's Kafka id changed: refuse, or start it again from start_from
     retries: int = 3
     retry_delay_seconds: int = 30
     max_active_runs: int = 1

@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
-from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, KEY_FORMATS, SINK_MODES, STAGING_COLUMN_USES,
+from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, KEY_FORMATS, RECREATED_TOPIC_POLICIES, SINK_MODES, STAGING_COLUMN_USES,
                                           START_POSITIONS, VALUE_FORMATS, Aggregate, DeadLetterPolicy, DeclarationError,
                                           Field, Measure, Pipeline)
 from microingest.lag.policy import PolicyError, parse_lag_policy
@@ -90,6 +90,8 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
         fields["description"] = text("description")
     if "on_retention_gap" in raw:
         fields["on_retention_gap"] = choice("on_retention_gap", GAP_POLICIES)
+    if "on_topic_recreated" in raw:
+        fields["on_topic_recreated"] = choice("on_topic_recreated", RECREATED_TOPIC_POLICIES)
     for key, minimum in (("max_value_bytes", 1), ("retries", 0), ("retry_delay_seconds", 0), ("max_active_runs", 1)):
         if key in raw:
             fields[key] = _integer(source, key, raw[key], minimum)

@@ -11,8 +11,16 @@ FAILED = ("failed", "upstream_failed")
 
 
 def run_note(batches: Sequence[CommittedBatch], elapsed_seconds: float, *, plan_state: str | None,
-             ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int = 0) -> str:
-    """`batches` are what the run committed over all its tries; the states are its plan and ingest tasks' ones."""
+             ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int = 0,
+             restarts: Sequence[str] = ()) -> str:
+    """`batches` are what the run committed over all its tries; the states are its plan and ingest tasks' ones;
+    `restarts` the notes of the topic restarts its planning made, which come first."""
+    note = _what_it_did(batches, elapsed_seconds, plan_state, ingest_state, plan_summary, dry_run, remaining)
+    return "; ".join([*restarts, note])
+
+
+def _what_it_did(batches: Sequence[CommittedBatch], elapsed_seconds: float, plan_state: str | None,
+                 ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int) -> str:
     if batches:
         note = (f"{_count(len(batches), 'batch', 'batches')}, {sum(b.records_read for b in batches):,} records, "
                 f"{sum(b.rows_written for b in batches):,} rows, "

@@ -10,7 +10,7 @@ from datetime import datetime
 from microingest.commit.overlap import check_overlap
 from microingest.commit.sinks import sink_for
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.live import observe
+from microingest.plan.live import checked_topic_id, observe
 from microingest.plan.offsets import OffsetRange, RunPlan, backfill_ranges
 from microingest.plan.request import RunRequest
 from microingest.systems.kafka_access import offsets_at
@@ -42,6 +42,7 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     """The backfill's run plan; fails (RequestError, OverlapError) before anything is written."""
     systems = PipelineSystems.of(pipeline)
     positions = observe(pipeline, systems)
+    topic = checked_topic_id(pipeline, systems, positions)  # a recreated topic: the live run's to restart, first
     if request.window is not None:
         requested = window_offsets(pipeline, systems, request.window, positions.latest)
         window_ranges = (OffsetRange(pipeline.topic, p, lo, hi, None) for p, (lo, hi) in sorted(requested.items()))
@@ -57,7 +58,7 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     # filter left out could never be counted afterwards. Their windows replay the whole span, as they always did.
     filtered = request.window is not None and pipeline.sink_mode != "aggregate"
     window_ms = tuple(epoch_ms(t) for t in request.window) if filtered else None
-    plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms)
+    plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms, topic)
     if ranges:
         # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.
         with systems.db() as conn, conn.cursor() as cur:

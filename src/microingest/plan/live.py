@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 
 from microingest.commit.history import RunInfo
-from microingest.commit.ledger import pin_positions, read_ledger
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, read_ledger, restart_topic
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
-from microingest.plan.offsets import Plan, PlanningError, Positions, RunPlan, plan_ranges
-from microingest.systems.kafka_access import KafkaAccessError, partition_bounds
+from microingest.plan.offsets import Plan, PlanningError, Positions, RunPlan, TopicRecreatedError, plan_ranges
+from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, topic_id
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import PostgresUnavailableError
 
@@ -28,17 +28,29 @@ def observe(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
     return Positions(ledger, earliest, latest)
 
 
+def checked_topic_id(pipeline: Pipeline, systems: PipelineSystems, positions: Positions) -> str | None:
+    """Kafka's id of the pipeline's topic; TopicRecreatedError when the ledger's positions were committed under
+    another id (the topic was deleted and created again under its name)."""
+    current = topic_id(systems.kafka_client, pipeline.topic)
+    with systems.db() as conn:
+        committed = ledger_topic_ids(conn, pipeline.name, pipeline.topic)
+    old = sorted(committed - {current}) if current is not None else []
+    if old:
+        raise TopicRecreatedError(pipeline.name, pipeline.topic, ", ".join(old), str(current), positions.ledger)
+    return current
+
+
 def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins: bool = True) -> Plan:
     """Plan the next batch (at most max_records_per_batch records)."""
-    return _plan(pipeline, pipeline.max_records_per_batch, run, record_pins)
+    return _plan(pipeline, pipeline.max_records_per_batch, run, record_pins)[0]
 
 
 def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None,
                   record_pins: bool = True) -> RunPlan:
     """Plan a live run: everything up to the last stable offsets, at most `max_records` (default: the pipeline's
     max_records_per_run), in batches of max_records_per_batch, within max_run_seconds."""
-    plan = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
-    return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds)
+    plan, topic = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
+    return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds, topic_id=topic)
 
 
 def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: Exception) -> None:
@@ -50,12 +62,31 @@ def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: 
         log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
 
 
-def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> Plan:
+def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None,
+                   writes: bool) -> tuple[Positions, str | None]:
+    """The positions and Kafka's topic id. A topic made again since the last commit is refused, or with
+    on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the plan
+    may write, else only planned as if forgotten."""
+    positions = observe(pipeline, systems)
+    try:
+        return positions, checked_topic_id(pipeline, systems, positions)
+    except TopicRecreatedError as exc:
+        if pipeline.on_topic_recreated != "restart":
+            raise
+        if not writes:
+            return Positions({}, positions.earliest, positions.latest), exc.new_id
+        restart_topic(systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from,
+                      run or RunInfo())
+        return observe(pipeline, systems), exc.new_id
+
+
+def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
+                     record_pins: bool) -> tuple[Plan, str | None]:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
-    now (that is a write); without, the plan is only computed."""
+    now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
     try:
-        positions = observe(pipeline, systems)
+        positions, topic = _observe_topic(pipeline, systems, run, record_pins)
         plan = plan_ranges(pipeline.topic, positions, max_records, pipeline.start_from, pipeline.on_retention_gap)
     except (KafkaAccessError, PlanningError) as exc:
         if record_pins:
@@ -66,7 +97,7 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
             lag_history.record(conn, pipeline.name, positions.ledger, positions.latest, "plan")
             lag_history.record_planning(conn, pipeline.name, None)
     if plan.pins and record_pins:
-        pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo())
+        pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), topic)
         log.info("recorded start positions (latest) of new partitions: %s",
                  ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins))
     for r in plan.ranges:
@@ -76,4 +107,4 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
         log.info("planned %s[%d] [%d, %d): %d records", r.topic, r.partition, r.from_offset, r.until_offset, r.size)
     if not plan.ranges:
         log.info("nothing new on %s for pipeline %s", pipeline.topic, pipeline.name)
-    return plan
+    return plan, topic

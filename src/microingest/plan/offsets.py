@@ -38,6 +38,22 @@ class RetentionGapError(PlanningError):
         )
 
 
+class TopicRecreatedError(PlanningError):
+    """The topic the ledger's positions belong to was deleted and created again under its name (a new Kafka topic
+    id): its offsets start over, so reading on from those positions would silently leave records out."""
+
+    def __init__(self, pipeline: str, topic: str, old_id: str, new_id: str, positions: Mapping[int, int]):
+        self.old_id, self.new_id = old_id, new_id
+        at = ", ".join(f"[{p}] {o}" for p, o in sorted(positions.items()))
+        super().__init__(
+            f"topic {topic} was deleted and created again since pipeline '{pipeline}' last committed (Kafka topic id "
+            f"{old_id}, now {new_id}): the live positions ({at}) belong to the old topic, whose records past them "
+            "went with it, and the new topic's offsets start over. Nothing was read. To read the new topic from "
+            "start_from, set on_topic_recreated: restart in the declaration (the restart is recorded in the batch "
+            "history); a target keyed on the source position, and the dead letters, still hold the old topic's "
+            "positions, which the new topic's offsets repeat: move those rows aside first")
+
+
 @dataclass(frozen=True)
 class OffsetRange:
     topic: str
@@ -193,6 +209,7 @@ class RunPlan:
     # Backfills by time: [from, until) in epoch ms. The ranges span the window's offsets, but producers' clocks are not
     # monotonic: only the records timestamped inside it are staged.
     time_window_ms: tuple[int, int] | None = None
+    topic_id: str | None = None  # Kafka's id of the topic planned from: the commit refuses a topic made again since
 
     def __post_init__(self):
         if self.kind not in RUN_KINDS:
@@ -219,8 +236,8 @@ class RunPlan:
                 batch.append(replace(r, until_offset=r.from_offset + take))
             if take < r.size:
                 rest.append(self._from(r, r.from_offset + take) if take else r)
-        return (Batch(self.kind, tuple(sorted(batch, key=_position)), number, self.overlap, self.time_window_ms),
-                replace(self, ranges=tuple(sorted(rest, key=_position))))
+        return (Batch(self.kind, tuple(sorted(batch, key=_position)), number, self.overlap, self.time_window_ms,
+                      self.topic_id), replace(self, ranges=tuple(sorted(rest, key=_position))))
 
     def without(self, committed: Sequence[OffsetRange]) -> "RunPlan":
         """This plan minus ranges that batches of the same run already committed (a retried or resumed run).
@@ -249,14 +266,14 @@ class RunPlan:
         return {"kind": self.kind, "ranges": [r.to_dict() for r in self.ranges], "batch_cap": self.batch_cap,
                 "time_budget_seconds": self.time_budget_seconds, "overlap": self.overlap,
                 "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
-                "records": self.total_records}
+                "topic_id": self.topic_id, "records": self.total_records}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "RunPlan":
         window = d.get("time_window_ms")
         return cls(str(d["kind"]), tuple(OffsetRange.from_dict(r) for r in d["ranges"]), int(d["batch_cap"]),
                    d.get("time_budget_seconds"), str(d.get("overlap", "refuse")),
-                   None if window is None else (int(window[0]), int(window[1])))
+                   None if window is None else (int(window[0]), int(window[1])), d.get("topic_id"))
 
 
 @dataclass(frozen=True)
@@ -268,6 +285,7 @@ class Batch:
     number: int | None = None  # 1, 2, ... within its DAG run, counting the batches of earlier tries
     overlap: str = "refuse"
     time_window_ms: tuple[int, int] | None = None
+    topic_id: str | None = None
 
     @property
     def is_backfill(self) -> bool:

@@ -143,6 +143,26 @@ def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[in
     return sorted(partitions)
 
 
+def topic_id(config: dict[str, Any], topic: str) -> str | None:
+    """The id Kafka gave the topic when it was created (a topic deleted and made again under its name gets a new
+    one); None from a broker too old to have topic ids."""
+    try:
+        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
+    except (KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    try:
+        [described] = admin.describe_topics([topic])
+    except KafkaError as exc:
+        raise KafkaAccessError(f"could not describe topic '{topic}': {exc!r}") from exc
+    finally:
+        admin.close()
+    found = described.get("topic_id")
+    return None if found is None or str(found) == _NO_TOPIC_ID else str(found)
+
+
+_NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
+
+
 def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = -1) -> bool:
     """Create the topic, replicated as the cluster's default.replication.factor says unless `replication` is given;
     returns False when it already existed."""

@@ -1,15 +1,18 @@
 """Kafka's awkward corners: partitions added between runs, transactional producers, retention gaps."""
 
 import json
+import subprocess
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions
+from psycopg2 import sql
 
-from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import RetentionGapError
-from microingest.systems.kafka_access import partition_bounds
+from microingest.errors import REFUSED_EXIT
+from microingest.plan.live import plan_live_run, plan_next_batch
+from microingest.plan.offsets import RetentionGapError, TopicRecreatedError
+from microingest.systems.kafka_access import KafkaAccessError, create_topic, partition_bounds
 from pipeline_env import UPSERT_TARGET, read_to_end
 
 
@@ -131,3 +134,65 @@ def test_partitions_added_after_a_latest_pipeline_started_lose_nothing_written_b
 
     env.assert_exactly_once(after)
     assert set(env.ledger()) == {0, 1, 2, 3, 4}
+
+
+def recreate_topic(env, partitions: int) -> None:
+    """Delete the pipeline's topic and create it again under its name, as an operator's script might."""
+    admin = KafkaAdminClient(**env.kafka)
+    admin.delete_topics([env.pipeline.topic])
+    admin.close()
+    deadline = time.monotonic() + 60
+    while True:  # the broker finishes a deletion in the background; the name is free once it has
+        try:
+            if create_topic(env.kafka, env.pipeline.topic, partitions):
+                return
+        except KafkaAccessError:
+            pass
+        assert time.monotonic() < deadline, "the topic was not created again within 60 s"
+        time.sleep(1)
+
+
+def test_a_topic_deleted_and_created_again_is_refused_then_restarted_with_nothing_lost(env):
+    """The new user's case: 900 records ingested, the topic recreated, 3,000 new records. Reading on from the old
+    positions would leave the new topic's first offsets unread; the plan tells the topics apart by Kafka's id."""
+    env.produce(900)
+    env.ingest_all()
+    old = env.ledger()
+    recreate_topic(env, 3)
+    new = env.produce(3000, start=900)
+    assert all(max(o for q, o, _ in new if q == p) >= old[p] for p in old), "the new topic grew past the old positions"
+
+    with pytest.raises(TopicRecreatedError, match="deleted and created again") as refused:
+        plan_live_run(env.pipeline)
+    assert "on_topic_recreated: restart" in str(refused.value)
+    lag = subprocess.run(["microingest", "lag", env.pipeline.name], capture_output=True, text=True, timeout=120)
+    assert "ERR" in lag.stdout and "deleted and created again" in lag.stdout
+    assert env.ledger() == old, "nothing moved"
+
+    # The operator moves the old topic's rows aside, as the error says, and lets the pipeline restart the topic.
+    env.query_commit(sql.SQL("DELETE FROM {}").format(env.table))
+    env.redeclare(on_topic_recreated="restart")
+    env.ingest_all()
+
+    env.assert_exactly_once(new)
+    [(ranges, note)] = env.query("SELECT ranges, note FROM microingest.batches WHERE pipeline = %s AND kind = "
+                                 "'restart'", (env.pipeline.name,))
+    assert {r["partition"]: r["from"] for r in ranges} == old and "deleted and created again" in note
+    lag = subprocess.run(["microingest", "lag", env.pipeline.name], capture_output=True, text=True, timeout=120)
+    assert " restart " in lag.stdout and "ERR" not in lag.stdout
+
+
+def test_a_batch_planned_on_the_old_topic_is_fenced_after_the_restart(env):
+    env.produce(50)
+    env.ingest_all()
+    env.produce(30, start=50)
+    stale = plan_live_run(env.pipeline)
+    recreate_topic(env, 3)
+    fresh = env.produce(300, start=80)
+    env.redeclare(on_topic_recreated="restart")
+    env.query_commit(sql.SQL("DELETE FROM {}").format(env.table))
+    env.ingest_all()
+
+    late = env.spark_job(stale)  # its offsets exist on the new topic too: only the topic id tells them apart
+    assert late.returncode == REFUSED_EXIT and "the topic was deleted and created again" in late.stdout
+    env.assert_exactly_once(fresh)

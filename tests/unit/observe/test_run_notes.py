@@ -43,3 +43,8 @@ def test_runs_that_wrote_nothing_say_why():
 def test_durations_read_as_people_say_them():
     assert [duration(s) for s in (0.4, 59, 60, 3599, 3600, 7322)] == \
         ["0 s", "59 s", "1 min 0 s", "59 min 59 s", "1 h 0 min", "2 h 2 min"]
+
+
+def test_a_run_that_restarted_a_recreated_topic_says_so_first():
+    restart = "topic t was deleted and created again (Kafka topic id a -> b): ..."
+    assert note(batches(1, 10, 10, 0), restarts=[restart]) == f"{restart}; 1 batch, 10 records, 10 rows, 0 dead letters, 42 s"
