@@ -35,7 +35,8 @@ class Fault:
     outage: float = 0.0  # how long a deliberate outage lasted (a partition, a full disk, a stopped Postgres)
     recovered_after: float | None = None  # from the end of the fault until healthy and committing again
     not_recovered: str = ""  # why, when it did not recover within RECOVERY_LIMIT
-    error: str = ""
+    error: str = ""  # why it could not be struck (it then does not count, and its kind is tried again)
+    retried: bool = False
     log: list[str] = field(default_factory=list)
 
 
@@ -122,16 +123,26 @@ def restart_broker(soak: Soak, fault: Fault) -> Callable[[], bool]:
 
 
 def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    from microingest.systems.postgres import connection
+    from microingest.systems.postgres import connect
 
     postmaster = cluster.postmaster_pid()
-    with connection(soak.pg) as conn:
+    # Postgres may still be coming back from an earlier fault: wait for a session to watch from, then for the moment;
+    # without one in time it strikes anyway, as every fault does, and says so.
+    conn = until(lambda: connect(soak.pg), 2 * PRECONDITION_WAIT, poll=1)
+    if conn is None:
+        await_moment(fault, "a transaction writing", lambda: False, 0)
+        os.kill(postmaster, signal.SIGQUIT)
+    else:
         conn.autocommit = True
-        with conn.cursor() as cur:
-            await_moment(fault, "a transaction writing", lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT, 0.02)
-            # SIGQUIT is Postgres' immediate shutdown (no checkpoint, as a power cut); sent from here at once, so the
-            # transaction seen is still open.
-            os.kill(postmaster, signal.SIGQUIT)
+        try:
+            with conn.cursor() as cur:
+                await_moment(fault, "a transaction writing", lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT,
+                             0.02)
+                # SIGQUIT is Postgres' immediate shutdown (no checkpoint, as a power cut); sent from here at once, so
+                # the transaction seen is still open.
+                os.kill(postmaster, signal.SIGQUIT)
+        finally:
+            conn.close()
     until(lambda: not cluster.listening(config.PG_PORT), 60, poll=0.2)
     platform("start", "postgres")
     fault.detail = "immediate shutdown (SIGQUIT to the postmaster), then a start (crash recovery)"
