@@ -138,3 +138,18 @@ def test_a_pipeline_that_never_committed_is_judged_from_when_it_was_last_caught_
     at = ARRIVED + timedelta(minutes=40)
     verdict = evaluate_partition([*history, Observation(at, 500, 501)], at, RULES, None)
     assert verdict.state is LagState.STOP and "45min ago and the pipeline has never committed" in verdict.reason
+
+
+def test_where_burrow_says_ok_for_a_zero_lag_in_the_window_microingest_judges_what_came_after_it():
+    """Burrow's rule 1: any zero lag among the window's observations makes the partition OK. Here a zero lag only
+    starts the trend afresh (docs/lag.md, "Where the rules differ from Burrow's"): the window spans several runs, so
+    a zero there can be 25 minutes old while the partition falls behind or stands still ever since."""
+    falling_behind = [(30, 500, 500), (20, 550, 600), (15, 600, 700), (10, 650, 800), (5, 700, 900)]
+    assert any(lag == 0 for _, lag in ((m, e - p) for m, p, e in falling_behind))  # Burrow: OK
+    verdict = judge(falling_behind)
+    assert verdict.state is LagState.WARN and "50 → 200" in verdict.reason
+    standing_still = [(30, 500, 500), (20, 500, 600), (15, 500, 700), (10, 500, 800)]
+    assert judge(standing_still, last_commit_minutes_ago=2).state is LagState.STALL  # Burrow: OK as well
+    # Where they agree: a zero lag followed by a lag that shrinks, or one observation of lag too few to call a trend.
+    assert judge([(30, 500, 500), (20, 550, 700), (15, 650, 750), (5, 760, 800)]).state is LagState.OK
+    assert judge([(30, 500, 500), (5, 500, 600)]).state is LagState.OK
