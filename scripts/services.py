@@ -36,8 +36,31 @@ REGISTRY_CONN = "microingest_schema_registry"
 
 
 def configured(conn_id: str):
+    """The connection set in the environment for a server of someone else's; None when unset, or when it is the one
+    this platform wrote into platform.env for its own server (a shell that sourced the file names our servers)."""
     value = os.environ.get(env_name(conn_id))
-    return parse_connection(conn_id, value) if value else None
+    if not value or value == written_env().get(env_name(conn_id)):
+        return None
+    return parse_connection(conn_id, value)
+
+
+def written_env() -> dict[str, str]:
+    """The settings the last `up` wrote into platform.env."""
+    if not ENV_FILE.exists():
+        return {}
+    found = {}
+    for line in ENV_FILE.read_text().splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export "):].partition("=")
+            found[name] = shlex.split(value)[0] if value else ""
+    return found
+
+
+def venv_path() -> str:
+    """PATH with the virtualenv first, once: a shell that sourced platform.env has it there already, and Airflow's
+    settings (whose change restarts it) must not differ by that."""
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != str(VENV_BIN)]
+    return os.pathsep.join([str(VENV_BIN), *rest])
 
 
 def unreachable(what: str, conn_id: str, where: str) -> SystemExit:
@@ -147,7 +170,7 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
         "MICROINGEST_INSTALL": str(INSTALLED),
         "MICROINGEST_TOPOLOGY": TOPOLOGY,
         "MICROINGEST_PIPELINES_DIR": str(pipelines_dir),
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        "PATH": venv_path(),
         **conns,
         **airflow.airflow_env(pg),
     }

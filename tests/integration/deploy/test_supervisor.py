@@ -54,6 +54,16 @@ def _pid(path: Path) -> int | None:
         return None
 
 
+def _scheduler_healthy() -> bool:
+    from local_platform import config
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health", timeout=5):
+            return True
+    except OSError:
+        return False
+
+
 def _alive(pid: int) -> bool:
     return bool(living([pid]))
 
@@ -110,8 +120,6 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
 def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_comes_back():
     """The case that needed the supervisor: a scheduler killed with kill -9 used to leave its LocalExecutor workers
     (which ignore SIGTERM) and its log server running, and `make down` left them too."""
-    from local_platform import config
-
     run = Path(os.environ["MICROINGEST_STATE"]) / "run"
     scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
     assert scheduler and supervisor, "`make test` runs the platform's scheduler under its supervisor"
@@ -122,11 +130,30 @@ def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_co
     _until(lambda: (lambda p: p and p != scheduler and _alive(p))(_pid(run / "airflow-scheduler.pid")),
            "the scheduler started again", timeout=120)
     assert not any(_alive(pid) for pid in children), "the killed scheduler's processes outlived it"
+    _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
 
-    def healthy() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health", timeout=5):
-                return True
-        except OSError:
-            return False
-    _until(healthy, "the new scheduler's health check", timeout=180)
+
+def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_missing():
+    """The scheduler and its supervisor killed by name, as an OOM kill or a careless operator would; `make up` from a
+    shell that sourced .state/platform.env (as the suite's is) takes the connections there for the platform's own,
+    starts the scheduler again and leaves every running service alone."""
+    run = Path(os.environ["MICROINGEST_STATE"]) / "run"
+    assert os.environ.get("AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY"), "the suite's environment sourced platform.env"
+    others = {name: _pid(run / f"{name}.pid") for name in
+              ("airflow-api-server", "airflow-dag-processor", "airflow-triggerer", "kafka", "spark-connect",
+               "schema-registry")}
+    assert all(others.values()), others
+    scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
+    os.kill(supervisor, signal.SIGKILL)
+    os.kill(scheduler, signal.SIGKILL)
+    _until(lambda: not _alive(scheduler) and not _alive(supervisor), "the scheduler and its supervisor gone")
+
+    up = subprocess.run([sys.executable, str(SCRIPTS / "services.py"), "up", "--pipelines-dir",
+                         os.environ["MICROINGEST_PIPELINES_DIR"], "--spark-connect", "--schema-registry"],
+                        capture_output=True, text=True, timeout=600, env=os.environ)
+    assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+    assert "is unreachable" not in up.stdout + up.stderr and "restarting it" not in up.stdout
+    restarted = _pid(run / "airflow-scheduler.pid")
+    assert restarted and restarted != scheduler and _alive(restarted)
+    assert {name: _pid(run / f"{name}.pid") for name in others} == others, "running services were left alone"
+    _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
