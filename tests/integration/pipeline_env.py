@@ -85,6 +85,19 @@ SERVED_DECLARATIONS = {
 NO_TABLE_MADE = ("avro", "protobuf")
 
 
+class RawHeaderName(str):
+    """A header name of any bytes: kafka-python's producer writes `name.encode("utf-8")`, which this gives as they
+    are (Kafka's record format allows any bytes there; Java's producer API would not write these)."""
+
+    def __new__(cls, raw: bytes):
+        name = str.__new__(cls, raw.decode("latin-1"))
+        name.raw = raw
+        return name
+
+    def encode(self, *args, **kwargs) -> bytes:
+        return self.raw
+
+
 @dataclass
 class Env:
     """One test's pipeline: its declaration, topic and target table, plus helpers to drive and inspect it."""

@@ -14,15 +14,19 @@ from typing import Any, Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import CorruptRecordError, KafkaError, TopicAlreadyExistsError
 
-from microingest.errors import Transient
+from microingest.errors import Refused, Transient
 
 log = logging.getLogger(__name__)
 
 
 class KafkaAccessError(Transient):
     pass
+
+
+class UnreadableRecordError(Refused):
+    """kafka-python cannot read a record Kafka holds (a header name that is not UTF-8): every retry meets it again."""
 
 
 def _unreachable(config: dict[str, Any], exc: Exception) -> KafkaAccessError:
@@ -123,11 +127,14 @@ def read_range(config: dict[str, Any], topic: str, partition: int, from_offset: 
             elif time.monotonic() > deadline:
                 raise KafkaAccessError(f"{topic}[{partition}] stopped moving at offset {position} of [{from_offset}, "
                                        f"{until_offset})")
+    except CorruptRecordError as exc:  # e.g. a header name that is not UTF-8: kafka-python decodes names strictly
+        raise UnreadableRecordError(
+            f"kafka-python cannot read a record of {topic}[{partition}] near offset {position} ({exc}); every try "
+            "meets it again. The skip cannot pass such a record: fix what refuses the batch (the dead-letter guard's "
+            "limit, the target's constraint) and let the live pipeline, which reads it, take it (a dead letter if it "
+            "does not decode)") from None
     except KafkaError as exc:
         raise KafkaAccessError(f"could not read records of {topic}[{partition}]: {exc!r}") from exc
-    except UnicodeDecodeError as exc:  # kafka-python decodes header names strictly (Java's client replaces)
-        raise KafkaAccessError(f"kafka-python cannot read a record of {topic}[{partition}] near offset {position}: "
-                               f"a header name is not UTF-8 ({exc.reason})") from None
     finally:
         consumer.close()
 

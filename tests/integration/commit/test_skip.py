@@ -14,7 +14,7 @@ from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.plan.request import parse_request
-from pipeline_env import UPSERT_TARGET
+from pipeline_env import UPSERT_TARGET, RawHeaderName
 
 
 def cli(*args):
@@ -171,3 +171,16 @@ def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink
     [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill'",
                           (env.pipeline.name,))
     assert note == "resolved 4 skipped position(s)"
+
+
+def test_a_skip_over_a_header_name_kafka_python_cannot_read_is_refused_at_once(env):
+    """Not a transient error retried for ever: the skip says it cannot pass the record, and what to do instead."""
+    from microingest.commit.skip import skip
+    from microingest.plan.request import SkipRequest
+    from microingest.systems.kafka_access import UnreadableRecordError
+
+    env.send_to(0, [(b"k", event(0)), (b"k", b"x", [(RawHeaderName(b"\xff"), b"v")]), (b"k", event(2))])
+    with pytest.raises(UnreadableRecordError, match="UnicodeDecodeError") as refused:
+        skip(env.pipeline, SkipRequest(0, 3, "test"), "on-call")
+    assert not refused.value.retryable
+    assert env.ledger() == {} and env.dead_letters() == []

@@ -5,6 +5,7 @@ import struct
 
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
+from pipeline_env import RawHeaderName
 
 
 def good(i, amount=1.0):
@@ -105,3 +106,15 @@ def test_a_run_through_airflow_with_poison_records_among_good_ones_reaches_the_l
     by_position = dict(zip(positions, records))
     expected = {positions[records.index(r[:3])]: r[3] for r in POISON if r[3]}
     assert dead == expected, {pos: by_position[pos] for pos in set(dead) ^ set(expected)}
+
+
+def test_a_header_name_that_is_not_utf8_is_kept_as_kafkas_java_client_reads_it(env):
+    """Spark's Kafka source hands header names over as Java strings, decoded by Kafka's client with each malformed
+    byte replaced by U+FFFD before microingest sees them: what the dead letter keeps of such a name (its value's
+    bytes are kept whole), as docs/exactly-once.md says."""
+    env.redeclare(dead_letter={"max_fraction": None})
+    env.send_to(0, [(b"k", b"not json", [(RawHeaderName(b"n\xff\xfeame"), b"\xff"), ("ok", b"v")])])
+    env.ingest_all()
+    [(_, _, cls, _, key, value, headers)] = env.dead_letters()
+    assert (cls, bytes(key), bytes(value)) == ("invalid_json", b"k", b"not json")
+    assert headers == [{"key": "n\ufffd\ufffdame", "value_base64": "/w=="}, {"key": "ok", "value": "v"}]
