@@ -81,7 +81,7 @@ def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | 
 
 
 def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
-                     record_pins: bool) -> tuple[Plan, str | None]:
+          record_pins: bool) -> tuple[Plan, str | None]:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
