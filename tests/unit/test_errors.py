@@ -14,7 +14,7 @@ OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers
 REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
            "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "ReadMismatchError",
            "DeadLetterLimitError", "BatchTooLargeError", "TargetError", "TargetShapeError", "UsageError",
-           "DatabaseEncodingError", "TopicRecreatedError", "UnreadableRecordError",
+           "DatabaseEncodingError", "TopicRecreatedError",
            "UnreadableSchemaError"}
 TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "CommitTimeoutError",
              "BatchFailedError", "SchemaRegistryUnavailableError"}

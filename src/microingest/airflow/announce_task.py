@@ -50,7 +50,8 @@ def announce(pipeline: Pipeline, asset: Asset, context: dict[str, Any]) -> None:
                if e.source_dag_id == ti.dag_id and e.source_run_id == ti.run_id]
     new = unannounced(batches, announced_batch_ids(earlier))
     if not new:
-        raise AirflowSkipException(f"nothing to announce: this run committed {len(batches)} batch(es), all announced"
+        raise AirflowSkipException(f"nothing to announce: this run's {len(batches)} batch(es) are announced "
+                                   "already, or a skip's (which leaves the target alone)"
                                    if batches else "nothing to announce: this run committed no batch")
     extra = announcement(pipeline.name, ti.dag_id, ti.run_id, new)
     context["outlet_events"][asset].extra = extra

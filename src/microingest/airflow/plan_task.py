@@ -1,5 +1,5 @@
-"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run or a backfill, hand the plan
-to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
+"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run, a backfill or a skip, hand the
+plan to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from microingest.cli.remote_run import PLAN_SUMMARY_KEY
 from microingest.commit.history import RunInfo
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
-from microingest.plan.offsets import RunPlan
+from microingest.plan.offsets import RequestError, RunPlan
 from microingest.plan.request import RunRequest, parse_request
 
 log = logging.getLogger(__name__)
@@ -20,28 +20,19 @@ log = logging.getLogger(__name__)
 
 def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     """The run plan as XCom, or None to skip `ingest`."""
-    from microingest.plan.backfill import plan_backfill
-    from microingest.plan.live import plan_live_run
-
     ti, dag_run = context["ti"], context["dag_run"]
     run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
     interval = (context.get("data_interval_start"), context.get("data_interval_end"))
     try:
         request = parse_request(context["params"], run_type, interval)
         log.info("%s run %s: %s%s", run_type, ti.run_id, request.describe(), " (dry run)" if request.dry_run else "")
-        if request.skip is not None:
-            return _skip(pipeline, request, ti, dag_run)
-        if not request.dry_run:
-            _prepare_target(pipeline, ti)
-        if request.is_backfill:
-            plan = plan_backfill(pipeline, request)
-        else:
-            plan = plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
-                                 record_pins=not request.dry_run)
+        plan = _plan(pipeline, request, ti, dag_run)
     except MicroingestError as exc:
         if exc.retryable:
             raise  # Kafka or Postgres away for now: Airflow retries the task
         raise AirflowFailException(str(exc)) from None  # the same request would fail the same way: no retries
+    if plan is None:
+        return None
     log.info(summary(plan))
     ti.xcom_push(key=PLAN_SUMMARY_KEY, value=summary(plan) + (" (dry run: nothing written)" if request.dry_run else ""))
     if request.dry_run:
@@ -54,6 +45,20 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     return plan.to_dict()
 
 
+def _plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | None:
+    from microingest.plan.backfill import plan_backfill
+    from microingest.plan.live import plan_live_run
+
+    if request.skip is not None:  # the target is no skip's business
+        return _skip_plan(pipeline, request, ti, dag_run)
+    if not request.dry_run:
+        _prepare_target(pipeline, ti)
+    if request.is_backfill:
+        return plan_backfill(pipeline, request)
+    return plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
+                         record_pins=not request.dry_run)
+
+
 def _prepare_target(pipeline: Pipeline, ti) -> None:
     """Create the target, or add a newly declared field's column, before anything is planned into it."""
     from microingest.commit.target_tables import prepare_target
@@ -64,31 +69,34 @@ def _prepare_target(pipeline: Pipeline, ti) -> None:
     log.info(prepared.summary())
 
 
-def _skip(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> None:
-    """A skip is the whole run: done here, in one transaction, and `ingest` is skipped."""
+def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | None:
+    """The skip's plan, or None when an earlier try of this run committed it already (not to be done twice).
+    `ingest` runs it on Spark like any batch: the records read as every live batch reads them."""
     from microingest.commit.history import committed_by_run
-    from microingest.commit.skip import skip
+    from microingest.plan.skip import plan_skip
     from microingest.systems.pipeline_systems import PipelineSystems
 
-    systems = PipelineSystems.of(pipeline)
-    if request.dry_run:
-        checked = skip(pipeline, request.skip, "dry run", dry_run=True, systems=systems)
-        log.info(checked.dry_run_summary())
-        ti.xcom_push(key=PLAN_SUMMARY_KEY, value=checked.dry_run_summary())
-        return None
-    with systems.db() as conn:
-        earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
-    if earlier.batches:  # a retry of a task whose skip committed: done, and not to be done twice
-        log.info("this run's skip was committed by an earlier try (%d records)", earlier.records_read)
-        return None
+    assert request.skip is not None
     who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
-    result = skip(pipeline, request.skip, who, RunInfo(ti.dag_id, ti.run_id, ti.try_number), systems=systems)
-    log.info(result.summary())
-    ti.xcom_push(key=PLAN_SUMMARY_KEY, value=result.summary())
+    try:
+        return plan_skip(pipeline, request.skip, who)
+    except RequestError:
+        if request.dry_run:
+            raise
+        with PipelineSystems.of(pipeline).db() as conn:
+            earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
+        if not earlier.batches:
+            raise
+    log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip",
+             earlier.records_read)
     return None
 
 
 def summary(plan: RunPlan) -> str:
+    if plan.kind == "skip":
+        from microingest.plan.skip import skip_summary
+
+        return skip_summary(plan)
     ranges = ", ".join(map(str, plan.ranges)) or "none"
     return (f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
             f"{plan.batch_cap:,}; ranges: {ranges}")

@@ -5,7 +5,8 @@
   microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
   microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
   microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
-                                  move a stuck partition's live position, keeping the skipped records as dead letters
+                                  move a stuck partition's live position through Airflow, keeping the skipped
+                                  records as dead letters
   microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
   microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
                                   declared pipeline's target table (audited in microingest.schema_changes)
@@ -115,15 +116,25 @@ def cmd_backfill(args) -> int:
     return 0 if run.state == "success" else 1
 
 
-def cmd_skip(args) -> None:
-    import getpass
+def cmd_skip(args) -> int:
+    from microingest.cli.remote_run import run_and_report
+    from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
+    from microingest.plan.skip import plan_skip, skip_summary
+    from microingest.systems.airflow_api import AirflowClient, credentials
 
-    from microingest.commit.skip import skip
-    from microingest.plan.request import SkipRequest
-
-    result = skip(get_pipeline(args.pipeline), SkipRequest(args.partition, args.until, args.reason),
-                  args.by or getpass.getuser(), dry_run=args.dry_run)
-    print(result.dry_run_summary() if args.dry_run else result.summary())
+    pipeline = get_pipeline(args.pipeline)
+    conf = {SKIP_PARTITION: args.partition, SKIP_UNTIL: args.until, SKIP_REASON: args.reason}
+    request = parse_request(conf).skip
+    assert request is not None
+    # Checked here first for an answer at once (the run's plan checks again). Who skips is the Airflow user the run
+    # is triggered as, as in the UI.
+    checked = plan_skip(pipeline, request, credentials()[0])
+    if args.dry_run:
+        print(f"would {skip_summary(checked)}; dry run: nothing written")
+        return 0
+    run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
+                         note="microingest skip", timeout=args.timeout)
+    return 0 if run.state == "success" else 1
 
 
 def cmd_migrate(args) -> int:
@@ -196,18 +207,20 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--subject", help="the registry subject (default: <topic>-value, the serializers' default)")
     schema.add_argument("--version", default="latest", help="a version number or latest (the default)")
     schema.set_defaults(func=cmd_schema)
-    skipping = sub.add_parser("skip", help="move a stuck partition's live position forward",
-                              description="Move PIPELINE's live position on one partition to --until, in one "
-                              "transaction under the pipeline lock, when a batch is refused for a reason no retry "
-                              "cures. The skipped records are kept whole as dead letters (error_class skipped) with "
-                              "the reason, and the history records who skipped what. To replay records the target "
-                              "already holds, backfill instead.")
+    skipping = sub.add_parser("skip", help="move a stuck partition's live position forward, through Airflow",
+                              description="Move PIPELINE's live position on one partition to --until, when a batch "
+                              "is refused for a reason no retry cures: checked here, then run as a DAG run of "
+                              "PIPELINE triggered through Airflow's REST API (as `backfill` is), whose outcome is "
+                              "printed. The skipped records are kept whole as dead letters (error_class skipped) "
+                              "with the reason, in the transaction that moves the position, and the history "
+                              "records who (the Airflow user) skipped what. To replay records the target already "
+                              "holds, backfill instead.")
     skipping.add_argument("pipeline")
     skipping.add_argument("--partition", type=int, required=True)
     skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
     skipping.add_argument("--reason", required=True, help="why: kept with the records and in the history")
-    skipping.add_argument("--by", help="who skips (default: the user running the command)")
     skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
+    skipping.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     skipping.set_defaults(func=cmd_skip)
     backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
                               description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "

@@ -101,7 +101,7 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
         # Last before COMMIT, so the history's committed_at is when the publish really ended.
         record_batch(cur, pipeline, batch_id, batch.ranges, run,
                      BatchRecord(batch.kind, counts.records, written, kept.dead, decoded.started_at, decoded.decoded_at,
-                                 batch.number, settled.note()))
+                                 batch.number, batch.note if batch.is_skip else settled.note()))
     return CommitResult(batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records)
 
 

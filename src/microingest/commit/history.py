@@ -152,11 +152,11 @@ def restarts_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[str]:
 
 
 def batches_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[CommittedBatch]:
-    """The ingest and backfill batches one DAG run committed over all its tries, in commit order."""
+    """The ingest, backfill and skip batches one DAG run committed over all its tries, in commit order."""
     with conn.cursor() as cur:
         cur.execute("SELECT batch_id::text, kind, run_batch, ranges, records_read, rows_written, dead_letters, "
                     "started_at, committed_at FROM microingest.batches WHERE pipeline = %s AND dag_id = %s "
-                    "AND run_id = %s AND kind IN ('ingest', 'backfill') ORDER BY committed_at, run_batch",
+                    "AND run_id = %s AND kind IN ('ingest', 'backfill', 'skip') ORDER BY committed_at, run_batch",
                     (pipeline, dag_id, run_id))
         return [CommittedBatch(batch_id, kind, run_batch, tuple(map(OffsetRange.from_dict, ranges)), read, written,
                                dead, started, committed)

@@ -48,15 +48,26 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
         try:
             staged.append(processor.process(key, value))
         except BadRecord as exc:
-            ts = _kafka_time(ts_micros)
-            dead.append(copy_text_row((*lead, topic, partition, offset, ts, key, value, headers_json(headers),
-                                       exc.error_class, storable.message(str(exc)))))
+            dead.append(_dead_letter(lead, (topic, partition, offset, ts_micros, key, value, headers),
+                                     exc.error_class, str(exc)))
             continue
         kept.append(i)
     types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in processor.pipeline.schema]
     columns = list(zip(*staged)) or [()] * len(types)
     decoded = [pa.array(values, type) for values, type in zip(columns, types)]
     return StagedBatch(_rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded), dead)
+
+
+def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str,
+                 message: str) -> list[str]:
+    """Every record of the batch as a dead letter of one class and message (a skip's)."""
+    return [_dead_letter(dead_letter_lead, record, error_class, message) for record in _records(batch)]
+
+
+def _dead_letter(lead: tuple[str, ...], record: tuple, error_class: str, message: str) -> str:
+    topic, partition, offset, ts_micros, key, value, headers = record
+    return copy_text_row((*lead, topic, partition, offset, _kafka_time(ts_micros), key, value, headers_json(headers),
+                          error_class, storable.message(message)))
 
 
 def whole_batch(batch: pa.RecordBatch, processor: RecordProcessor) -> list[pa.Array] | None:

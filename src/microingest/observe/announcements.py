@@ -26,7 +26,8 @@ def announced_batch_ids(extras: Iterable[Mapping | None]) -> set[str]:
 
 
 def unannounced(batches: Sequence[CommittedBatch], announced: set[str]) -> list[CommittedBatch]:
-    return [b for b in batches if b.batch_id not in announced]
+    """The batches to announce: not yet announced, and not a skip's (it changes nothing in the target)."""
+    return [b for b in batches if b.batch_id not in announced and b.kind != "skip"]
 
 
 def announcement(pipeline: str, dag_id: str, run_id: str, batches: Sequence[CommittedBatch]) -> dict:

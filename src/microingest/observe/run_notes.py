@@ -26,8 +26,8 @@ def _what_it_did(batches: Sequence[CommittedBatch], elapsed_seconds: float, plan
                 f"{sum(b.rows_written for b in batches):,} rows, "
                 f"{_count(sum(b.dead_letters for b in batches), 'dead letter', 'dead letters')}, "
                 f"{duration(elapsed_seconds)}")
-        if batches[0].kind == "backfill":
-            note = f"backfill: {note}"
+        if batches[0].kind != "ingest":
+            note = f"{batches[0].kind}: {note}"  # backfill, or an operator's skip (its records are the dead letters)
         if remaining:
             note += f"; {remaining:,} records left to the next run (time budget spent)"
         if ingest_state in FAILED:
@@ -41,8 +41,6 @@ def _what_it_did(batches: Sequence[CommittedBatch], elapsed_seconds: float, plan
         return "skipped before planning: too few records waited (lag gate)"
     if dry_run:
         return f"dry run: {(plan_summary or 'nothing planned').removesuffix(DRY_RUN_SUFFIX)}"
-    if plan_summary and not plan_summary.startswith("plan ("):
-        return plan_summary  # an operator's skip: what it skipped and kept
     return "nothing to backfill" if (plan_summary or "").startswith("plan (backfill)") else "nothing new"
 
 

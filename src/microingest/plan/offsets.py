@@ -188,7 +188,9 @@ def fair_shares(available: Sequence[int], budget: int) -> list[int]:
     return takes
 
 
-RUN_KINDS = ("ingest", "backfill")
+# ingest: a live run; backfill: a replay below the live position; skip: an operator moving a stuck partition's live
+# position forward, every record on the way kept as a dead letter.
+RUN_KINDS = ("ingest", "backfill", "skip")
 
 
 @dataclass(frozen=True)
@@ -196,9 +198,10 @@ class RunPlan:
     """What one DAG run ingests: ranges up to a bounded end, committed in batches of at most `batch_cap` records,
     each batch its own transaction.
 
-    Live runs (kind ingest) advance the ledger batch by batch, so every range after the first batch of a partition
-    expects the ledger at its own start. Backfills (kind backfill) never touch the ledger; their ranges carry no
-    ledger value. A live run stops starting batches once `time_budget_seconds` is spent; the next run goes on.
+    Live runs (kind ingest) and skips advance the ledger batch by batch, so every range after the first batch of a
+    partition expects the ledger at its own start. Backfills (kind backfill) never touch the ledger; their ranges
+    carry no ledger value. A live run stops starting batches once `time_budget_seconds` is spent; the next run goes
+    on.
     """
 
     kind: str
@@ -210,6 +213,7 @@ class RunPlan:
     # monotonic: only the records timestamped inside it are staged.
     time_window_ms: tuple[int, int] | None = None
     topic_id: str | None = None  # Kafka's id of the topic planned from: the commit refuses a topic made again since
+    note: str | None = None  # skips: who skipped and why, kept with every skipped record and in the history
 
     def __post_init__(self):
         if self.kind not in RUN_KINDS:
@@ -237,7 +241,7 @@ class RunPlan:
             if take < r.size:
                 rest.append(self._from(r, r.from_offset + take) if take else r)
         return (Batch(self.kind, tuple(sorted(batch, key=_position)), number, self.overlap, self.time_window_ms,
-                      self.topic_id), replace(self, ranges=tuple(sorted(rest, key=_position))))
+                      self.topic_id, self.note), replace(self, ranges=tuple(sorted(rest, key=_position))))
 
     def without(self, committed: Sequence[OffsetRange]) -> "RunPlan":
         """This plan minus ranges that batches of the same run already committed (a retried or resumed run).
@@ -260,36 +264,43 @@ class RunPlan:
         return replace(self, ranges=tuple(rest))
 
     def _from(self, r: OffsetRange, start: int) -> OffsetRange:
-        return OffsetRange(r.topic, r.partition, start, r.until_offset, start if self.kind == "ingest" else None)
+        return OffsetRange(r.topic, r.partition, start, r.until_offset, None if self.kind == "backfill" else start)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "ranges": [r.to_dict() for r in self.ranges], "batch_cap": self.batch_cap,
                 "time_budget_seconds": self.time_budget_seconds, "overlap": self.overlap,
                 "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
-                "topic_id": self.topic_id, "records": self.total_records}
+                "topic_id": self.topic_id, "note": self.note, "records": self.total_records}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "RunPlan":
         window = d.get("time_window_ms")
         return cls(str(d["kind"]), tuple(OffsetRange.from_dict(r) for r in d["ranges"]), int(d["batch_cap"]),
                    d.get("time_budget_seconds"), str(d.get("overlap", "refuse")),
-                   None if window is None else (int(window[0]), int(window[1])), d.get("topic_id"))
+                   None if window is None else (int(window[0]), int(window[1])), d.get("topic_id"), d.get("note"))
 
 
 @dataclass(frozen=True)
 class Batch:
     """One batch of a run, as its plan made it: the ranges one transaction commits and how the commit treats them."""
 
-    kind: str  # ingest: fence on the ledger and advance it; backfill: fence below it, settle overlap
+    # ingest: fence on the ledger and advance it; backfill: fence below it, settle overlap; skip: fence and advance,
+    # every record a dead letter
+    kind: str
     ranges: tuple[OffsetRange, ...]
     number: int | None = None  # 1, 2, ... within its DAG run, counting the batches of earlier tries
     overlap: str = "refuse"
     time_window_ms: tuple[int, int] | None = None
     topic_id: str | None = None
+    note: str | None = None
 
     @property
     def is_backfill(self) -> bool:
         return self.kind == "backfill"
+
+    @property
+    def is_skip(self) -> bool:
+        return self.kind == "skip"
 
     @property
     def offsets(self) -> int:
@@ -343,3 +354,28 @@ def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], positi
         if hi > lo:
             ranges.append(OffsetRange(topic, partition, lo, hi, None))
     return tuple(ranges), notes
+
+
+def skip_range(topic: str, partition: int, until: int, positions: Positions, start_from: str) -> OffsetRange:
+    """The range a skip of `partition` to `until` passes: from the live position to `until`.
+
+    For a partition whose first batch never committed, the live position is where the pipeline would start: its
+    earliest offset (start_from earliest, or a partition added after the pipeline started). Offsets retention already
+    deleted are no record to keep: the range starts at the earliest offset still there and keeps the ledger value,
+    so [ledger, earliest) goes into the history as any retention gap does."""
+    ledger, earliest, latest = positions
+    where = f"{topic}[{partition}]"
+    if partition not in latest:
+        raise RequestError("partition", f"partition {partition} does not exist in topic {topic} "
+                                        f"(partitions: {', '.join(map(str, sorted(latest)))})")
+    committed = ledger.get(partition)
+    if committed is None and start_from != "earliest" and not ledger:
+        raise RequestError("partition", f"{where} has no live position yet: with start_from latest, the first "
+                                        "run records it; run the pipeline once")
+    position = earliest[partition] if committed is None else committed
+    if until <= position:
+        raise RequestError("until", f"until {until} is not beyond the live position {position} of {where}")
+    if until > latest[partition]:
+        raise RequestError("until", f"until {until} is beyond the log end of {where} (latest offset "
+                                    f"{latest[partition]})")
+    return OffsetRange(topic, partition, max(position, earliest[partition]), until, committed)

@@ -22,7 +22,7 @@ SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON = "skip_partition", "skip_until_offset",
 
 @dataclass(frozen=True)
 class SkipRequest:
-    """Move one partition's live position to `until`, the records on the way kept as dead letters (skip.skip)."""
+    """Move one partition's live position to `until`, the records on the way kept as dead letters (plan.skip)."""
 
     partition: int
     until: int
@@ -108,7 +108,17 @@ def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
     reason = given[SKIP_REASON]
     if not isinstance(reason, str) or not reason.strip():
         raise RequestError(SKIP_REASON, "a skip needs a reason: it is kept with the skipped records and in the history")
+    if "\x00" in reason or not _storable(reason):
+        raise RequestError(SKIP_REASON, "must be text Postgres can keep (no NUL character, no lone surrogate)")
     return SkipRequest(given[SKIP_PARTITION], given[SKIP_UNTIL], reason.strip())
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _offsets(raw: Any) -> dict[int, tuple[int, int]]:

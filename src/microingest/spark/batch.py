@@ -73,17 +73,21 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
         raise ValueError("run_batch needs at least one offset range")
     pipeline, sink = job.pipeline, sink_for(job.pipeline)
     batch_id, started_at = str(uuid.uuid4()), datetime.now(timezone.utc)
-    into_target = sink.mode == "append" and not batch.is_backfill
+    # A skip writes dead letters only, straight into their table, whatever the target (which it leaves alone).
+    into_target = batch.is_skip or (sink.mode == "append" and not batch.is_backfill)
     with job.systems.db() as conn:
         conn.autocommit = True
-        with conn.cursor() as cur:
-            check_target(cur, pipeline)
+        if not batch.is_skip:
+            with conn.cursor() as cur:
+                check_target(cur, pipeline)
         faults.crash_point("after_open")
-        log.info("batch %s of pipeline %s: reading %s", batch_id, pipeline.name, ", ".join(map(str, batch.ranges)))
-        decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target)
+        log.info("batch %s of pipeline %s: %s %s", batch_id, pipeline.name,
+                 "skipping" if batch.is_skip else "reading", ", ".join(map(str, batch.ranges)))
+        decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
         decoded = collected(_collect(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
         log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
-        _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
+        if not batch.is_skip:  # a skip's dead letters are what the operator asked for
+            _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
         faults.crash_point("after_decode")
         result = commit_decoded(conn, sink, batch, decoded, job.run)
     faults.crash_point("after_commit")

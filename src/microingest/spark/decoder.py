@@ -15,10 +15,10 @@ import pyarrow.compute as pc
 from microingest import faults
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.read_proof import Span
-from microingest.commit.sinks import STAGING_PREFIX, StagedCounts
+from microingest.commit.sinks import SKIPPED, STAGING_PREFIX, StagedCounts
 from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
 from microingest.decode.records import RecordProcessor
-from microingest.decode.staged_rows import csv_bytes, stage_batch
+from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
 DECODED_SCHEMA = "rows binary, dead binary, good long, bad long, spans string"
 _ARROW_SCHEMA = pa.schema([("rows", pa.binary()), ("dead", pa.binary()), ("good", pa.int64()), ("bad", pa.int64()),
@@ -33,10 +33,13 @@ class Decoder:
     """A mapInArrow function; pickled to the executors, so it holds only plain settings.
 
     `into_target`: the rows go straight into an append target (its columns, and dead letters that name the
-    pipeline); otherwise they keep the staged layout, for a merge inside the commit (`copy_commit`)."""
+    pipeline); otherwise they keep the staged layout, for a merge inside the commit (`copy_commit`). `skip_note`: a
+    skip's batch, whose every record is a dead letter (`skipped`, the note its message), nothing decoded."""
 
-    def __init__(self, pipeline: Pipeline, batch_id: str, registry: dict[str, str] | None, into_target: bool):
+    def __init__(self, pipeline: Pipeline, batch_id: str, registry: dict[str, str] | None, into_target: bool,
+                 skip_note: str | None = None):
         self.pipeline, self.batch_id, self.registry, self.into_target = pipeline, batch_id, registry, into_target
+        self.skip_note = skip_note
         self.faults = faults.executor_faults()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -45,6 +48,9 @@ class Decoder:
         values = list(range(len(STAGING_PREFIX), len(STAGING_PREFIX) + len(self.pipeline.value_columns)))
         for batch in batches:
             if not batch.num_rows:
+                continue
+            if self.skip_note is not None:
+                yield _skipped(batch, (self.pipeline.name, self.batch_id), self.skip_note)
                 continue
             staged = stage_batch(batch, processor, self.batch_id, lead)
             rows = staged.rows.select(_TARGET_INDICES + values) if self.into_target else staged.rows
@@ -56,6 +62,13 @@ class Decoder:
                 + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": "[]"} for chunk in rest],
                 schema=_ARROW_SCHEMA)
         faults.crash_point("executor_after_decode", self.faults)
+
+
+def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.RecordBatch:
+    dead = dead_letters(batch, lead, SKIPPED, note)
+    return pa.RecordBatch.from_pylist([{"rows": b"", "dead": "".join(dead).encode("utf-8"), "good": 0,
+                                        "bad": len(dead), "spans": json.dumps(read_spans(batch))}],
+                                      schema=_ARROW_SCHEMA)
 
 
 def read_spans(batch: pa.RecordBatch) -> list[Span]:

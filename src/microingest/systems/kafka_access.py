@@ -14,19 +14,15 @@ from typing import Any, Iterable, Iterator
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import CorruptRecordError, KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from microingest.errors import Refused, Transient
+from microingest.errors import Transient
 
 log = logging.getLogger(__name__)
 
 
 class KafkaAccessError(Transient):
     pass
-
-
-class UnreadableRecordError(Refused):
-    """kafka-python cannot read a record Kafka holds (a header name that is not UTF-8): every retry meets it again."""
 
 
 def _unreachable(config: dict[str, Any], exc: Exception) -> KafkaAccessError:
@@ -97,46 +93,6 @@ def record_timestamps(config: dict[str, Any], topic: str, positions: dict[int, i
         except KafkaError as exc:
             raise KafkaAccessError(f"could not read records of topic '{topic}': {exc!r}") from exc
     return found
-
-
-def read_range(config: dict[str, Any], topic: str, partition: int, from_offset: int, until_offset: int,
-               timeout_ms: int = 30000) -> Iterator[Any]:
-    """The committed records of [from, until) of one partition, in offset order (kafka-python ConsumerRecords).
-    Offsets taken by transaction markers, aborted records or compaction yield nothing; an offset Kafka no longer
-    holds, or a partition that stops moving before `until`, is an error, never a short read."""
-    try:
-        consumer = KafkaConsumer(**config, isolation_level="read_committed", enable_auto_commit=False,
-                                 auto_offset_reset="none", bootstrap_timeout_ms=timeout_ms)
-    except (KafkaError, OSError) as exc:
-        raise _unreachable(config, exc) from exc
-    tp = TopicPartition(topic, partition)
-    try:
-        consumer.assign([tp])
-        consumer.seek(tp, from_offset)
-        position, deadline = from_offset, time.monotonic() + timeout_ms / 1000
-        while position < until_offset:
-            for record in consumer.poll(timeout_ms=200, max_records=5000).get(tp, []):
-                if record.offset < until_offset:
-                    yield record
-            now_at = consumer.position(tp, timeout_ms=timeout_ms)
-            if now_at is None or now_at < position:
-                raise KafkaAccessError(f"{topic}[{partition}] lost its position at {position} of [{from_offset}, "
-                                       f"{until_offset})")
-            if now_at > position:  # markers and aborted records move it without a record: progress all the same
-                position, deadline = now_at, time.monotonic() + timeout_ms / 1000
-            elif time.monotonic() > deadline:
-                raise KafkaAccessError(f"{topic}[{partition}] stopped moving at offset {position} of [{from_offset}, "
-                                       f"{until_offset})")
-    except CorruptRecordError as exc:  # e.g. a header name that is not UTF-8: kafka-python decodes names strictly
-        raise UnreadableRecordError(
-            f"kafka-python cannot read a record of {topic}[{partition}] near offset {position} ({exc}); every try "
-            "meets it again. The skip cannot pass such a record: fix what refuses the batch (the dead-letter guard's "
-            "limit, the target's constraint) and let the live pipeline, which reads it, take it (a dead letter if it "
-            "does not decode)") from None
-    except KafkaError as exc:
-        raise KafkaAccessError(f"could not read records of {topic}[{partition}]: {exc!r}") from exc
-    finally:
-        consumer.close()
 
 
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:

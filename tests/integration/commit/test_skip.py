@@ -1,8 +1,10 @@
-"""The escape hatch: `microingest skip` moves a stuck partition past records no retry gets through, with every
-skipped record kept as a dead letter with the operator's reason, and the skip in the history and in `lag`."""
+"""The escape hatch: a skip moves a stuck partition past records no retry gets through, with every skipped record kept
+as a dead letter with the operator's reason, and the skip in the history and in `lag`. It runs on Spark as a batch of
+its own kind (here as the operator runs it, or through Airflow as `microingest skip` does)."""
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -13,16 +15,24 @@ from microingest.commit.history import RunInfo
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run, plan_next_batch
-from microingest.plan.request import parse_request
+from microingest.plan.request import SkipRequest, parse_request
+from microingest.plan.skip import plan_skip
 from pipeline_env import UPSERT_TARGET, RawHeaderName
 
 
-def cli(*args):
-    return subprocess.run(["microingest", *args], capture_output=True, text=True, timeout=120, env=os.environ)
+def cli(*args, timeout=120):
+    return subprocess.run(["microingest", *args], capture_output=True, text=True, timeout=timeout, env=os.environ)
 
 
 def event(i):
     return json.dumps({"event_id": f"ev-{i}"}).encode()
+
+
+def skip(env, partition, until, reason, who="on-call"):
+    """The skip as the DAG's ingest task runs it: planned, then its Spark job."""
+    result = env.spark_job(plan_skip(env.pipeline, SkipRequest(partition, until, reason), who))
+    assert result.returncode == 0, result.stdout[-3000:]
+    return result
 
 
 def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
@@ -38,10 +48,8 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
 
     bad = cli("skip", env.pipeline.name, "--partition", "0", "--until", "9", "--reason", "x")
     assert bad.returncode == 2 and "until 9 is not beyond the live position 10" in bad.stderr
-    result = cli("skip", env.pipeline.name, "--partition", "0", "--until", "13", "--reason",
-                 "producer v2.3 wrote plain text, fixed in v2.4", "--by", "on-call")
-    assert result.returncode == 0, result.stderr
-    assert "skipped " + env.pipeline.topic + "[0] [10, 13): 3 record(s)" in result.stdout
+    result = skip(env, 0, 13, "producer v2.3 wrote plain text, fixed in v2.4")
+    assert '"records_read": 3, "rows_written": 0, "dead_letters": 3' in result.stdout
 
     assert env.ledger() == {0: 13}
     dead = env.dead_letters()
@@ -65,7 +73,7 @@ def test_a_live_batch_planned_before_a_skip_is_fenced(env):
     env.ingest_all()
     env.send_to(0, [(b"k", event(i)) for i in range(5, 9)])
     planned = list(plan_next_batch(env.pipeline).ranges)
-    assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "7", "--reason", "test").returncode == 0
+    skip(env, 0, 7, "test")
 
     late = env.spark_job(planned)
     assert late.returncode == REFUSED_EXIT and "fenced" in late.stdout
@@ -73,20 +81,25 @@ def test_a_live_batch_planned_before_a_skip_is_fenced(env):
     assert sorted(o for p, o, _ in env.target_rows() if p == 0) == [0, 1, 2, 3, 4, 7, 8]
 
 
-def test_a_skip_triggered_with_params_through_airflow(api, served):
+def test_microingest_skip_runs_through_airflow_and_says_what_it_kept(api, served):
     env = served["skip"]
     sent = env.send_to(1, [(b"k", b"not json")] * 4 + [(b"k", event(i)) for i in range(6)])
     dag_id = env.pipeline.dag_id
     refused = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert refused.state == "failed" and 1 not in env.ledger()
 
-    conf = {"skip_partition": 1, "skip_until_offset": 4, "skip_reason": "producer sent text; fixed"}
-    run = api.wait_for_run(dag_id, api.trigger(dag_id, conf), timeout=600)
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "skipped", "announce": "skipped"})
-    assert "skipped " + env.pipeline.topic + "[1] [0, 4): 4 record(s)" in api.xcom(run, "plan", "plan_summary")
+    result = cli("skip", env.pipeline.name, "--partition", "1", "--until", "4", "--reason", "producer sent text; fixed",
+                 timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"skip of {env.pipeline.topic}[1] [0, 4) (4 offsets)" in result.stdout
+    assert "committed 1 batch(es): 4 records read, 0 rows written, 4 dead letters" in result.stdout
+    run_id = re.search(r"triggered \S+ run (\S+);", result.stdout).group(1)
+    run = api.dag_run(dag_id, run_id)
+    assert run.tasks == {"plan": "success", "ingest": "success", "announce": "skipped"}  # the target is untouched
+    assert api.note(dag_id, run_id).startswith("skip: 1 batch, 4 records, 0 rows, 4 dead letters")
     [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
                           (env.pipeline.name,))
-    assert note == "skipped by admin: producer sent text; fixed"  # the user who triggered the run
+    assert note == "skipped by admin: producer sent text; fixed"  # the Airflow user who triggered the run
 
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert run.state == "success"
@@ -106,12 +119,11 @@ def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_record
     admin.close()
 
     dry = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck", "--dry-run")
-    assert dry.returncode == 0 and "would skip " + env.pipeline.topic + "[0] [8, 12) (4 offsets)" in dry.stdout
+    assert dry.returncode == 0, dry.stderr
+    assert f"skip of {env.pipeline.topic}[0] [8, 12) (4 offsets)" in dry.stdout and "dry run: nothing written" in dry.stdout
+    assert "offsets [5, 8) were already deleted by retention" in dry.stdout
     assert env.ledger() == {0: 5} and env.dead_letters() == []
-    result = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck")
-    assert result.returncode == 0, result.stderr
-    assert "[8, 12): 4 record(s)" in result.stdout
-    assert "offsets [5, 8) were already deleted by retention" in result.stdout
+    skip(env, 0, 12, "stuck")
 
     assert [o for _, o, *_ in env.dead_letters()] == [8, 9, 10, 11] and env.ledger() == {0: 12}
     [(gaps,)] = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
@@ -149,7 +161,7 @@ def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink
     env.send_to(0, records)
     refused = env.spark_job(plan_live_run(env.pipeline))
     assert refused.returncode == REFUSED_EXIT and env.ledger() == {0: 5}
-    assert cli("skip", env.pipeline.name, "--partition", "0", "--until", "9", "--reason", "bad amounts").returncode == 0
+    skip(env, 0, 9, "bad amounts")
     env.ingest_all()
     assert env.ledger() == {0: 14}
 
@@ -173,14 +185,15 @@ def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink
     assert note == "resolved 4 skipped position(s)"
 
 
-def test_a_skip_over_a_header_name_kafka_python_cannot_read_is_refused_at_once(env):
-    """Not a transient error retried for ever: the skip says it cannot pass the record, and what to do instead."""
-    from microingest.commit.skip import skip
-    from microingest.plan.request import SkipRequest
-    from microingest.systems.kafka_access import UnreadableRecordError
-
-    env.send_to(0, [(b"k", event(0)), (b"k", b"x", [(RawHeaderName(b"\xff"), b"v")]), (b"k", event(2))])
-    with pytest.raises(UnreadableRecordError, match="UnicodeDecodeError") as refused:
-        skip(env.pipeline, SkipRequest(0, 3, "test"), "on-call")
-    assert not refused.value.retryable
-    assert env.ledger() == {} and env.dead_letters() == []
+def test_a_skip_passes_a_header_name_kafka_python_cannot_read_and_keeps_it_as_ingest_does(env):
+    """kafka-python refuses a header name that is not UTF-8; the skip reads with Spark's Kafka source, as every live
+    batch does, so it passes the record and keeps the same dead letter a live batch would (the name as Kafka's Java
+    client decodes it, the value whole)."""
+    env.send_to(0, [(b"k", event(0)), (b"k", b"x", [(RawHeaderName(b"n\xffame"), b"\xff"), ("ok", b"v")]),
+                    (b"k", event(2))])
+    skip(env, 0, 3, "test")
+    assert env.ledger() == {0: 3}
+    dead = env.dead_letters()
+    assert [(o, cls, bytes(v)) for _, o, cls, _, _, v, _ in dead] == [(0, "skipped", event(0)), (1, "skipped", b"x"),
+                                                                      (2, "skipped", event(2))]
+    assert dead[1][-1] == [{"key": "n\ufffdame", "value_base64": "/w=="}, {"key": "ok", "value": "v"}]

@@ -1,8 +1,10 @@
 import json
+import re
 
 import pytest
 
-from microingest.plan.offsets import OffsetRange, PlanningError, Positions, RequestError, RunPlan, backfill_ranges
+from microingest.plan.offsets import (OffsetRange, PlanningError, Positions, RequestError, RunPlan, backfill_ranges,
+                                      skip_range)
 
 
 def spans(ranges):
@@ -76,6 +78,8 @@ def test_run_plan_round_trips_through_its_xcom_form():
     assert plan.to_dict()["records"] == 4
     by_time = RunPlan("backfill", plan.ranges, 100, None, "refuse", (1_700_000_000_000, 1_700_000_060_000))
     assert RunPlan.from_dict(json.loads(json.dumps(by_time.to_dict()))) == by_time
+    skip = RunPlan("skip", (OffsetRange("t", 0, 5, 9, 5),), 4, topic_id="id-1", note="skipped by me: broken")
+    assert RunPlan.from_dict(json.loads(json.dumps(skip.to_dict()))) == skip
 
 
 def test_run_plan_rejects_unknown_kinds_and_bad_caps():
@@ -129,3 +133,35 @@ def test_each_batch_carries_how_its_plan_wants_it_committed():
     assert second.number == 4 and spans(second.ranges) == [(0, 10, 20, None)]
     live, _ = RunPlan("ingest", (OffsetRange("t", 0, 0, 5, 0),), 10).next_batch()
     assert (live.kind, live.is_backfill, live.number) == ("ingest", False, None)
+
+
+def test_a_skip_split_in_batches_fences_each_on_the_ledger_and_carries_its_note():
+    plan = RunPlan("skip", (OffsetRange("t", 0, 20, 40, 5),), 10, note="skipped by me: broken")
+    first, rest = plan.next_batch(1)
+    second, _ = rest.next_batch(2)
+    assert (first.kind, first.is_skip, first.is_backfill, first.note) == ("skip", True, False, "skipped by me: broken")
+    assert spans(first.ranges) == [(0, 20, 30, 5)] and spans(second.ranges) == [(0, 30, 40, 30)]
+    assert second.note == first.note
+
+
+def test_a_skip_runs_from_the_live_position_to_until():
+    positions = Positions({0: 40, 1: 7}, {0: 0, 1: 0, 2: 3}, {0: 100, 1: 7, 2: 50})
+    assert spans([skip_range("t", 0, 60, positions, "earliest")]) == [(0, 40, 60, 40)]
+    # A partition never read starts where the pipeline would: its earliest offset.
+    assert spans([skip_range("t", 2, 10, positions, "latest")]) == [(2, 3, 10, None)]
+    # Offsets retention deleted are a gap, not records to keep.
+    gone = Positions({0: 40}, {0: 55}, {0: 100})
+    assert skip_range("t", 0, 60, gone, "earliest").gap == (40, 55)
+
+
+@pytest.mark.parametrize("partition,until,positions,start_from,field,message", [
+    (5, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "partition", "partition 5 does not exist in topic t"),
+    (0, 4, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "until 4 is not beyond the live position 4"),
+    (0, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "beyond the log end of t[0] (latest offset 9)"),
+    (0, 5, Positions({}, {0: 0}, {0: 9}), "latest", "partition", "no live position yet: with start_from latest"),
+])
+def test_a_skip_kafka_or_the_ledger_cannot_honour_names_the_field(partition, until, positions, start_from, field,
+                                                                  message):
+    with pytest.raises(RequestError, match=re.escape(message)) as refused:
+        skip_range("t", partition, until, positions, start_from)
+    assert refused.value.field == field

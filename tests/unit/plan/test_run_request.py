@@ -71,6 +71,8 @@ def test_a_skip_needs_partition_offset_and_reason_and_nothing_else():
                           ({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": "  "}, "skip_reason"),
                           ({"skip_until_offset": 500, "skip_reason": "x"}, "skip_partition"),
                           ({"skip_partition": 2, "skip_until_offset": True, "skip_reason": "x"}, "skip_until_offset"),
+                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "nul \x00"}, "skip_reason"),
+                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "half \ud800"}, "skip_reason"),
                           ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "x",
                             "backfill_ranges": {"2": [0, 5]}}, "skip_partition")):
         with pytest.raises(RequestError) as refused:
