@@ -16,14 +16,20 @@ from microingest.systems.kafka_access import KafkaAccessError, create_topic, par
 from pipeline_env import UPSERT_TARGET, read_to_end
 
 
-def test_partitions_added_between_runs_are_discovered_and_read_from_the_start(env):
-    first = env.produce(300)
-    env.ingest_all()
+def grow_to_five_partitions_and_produce(env, count: int, start: int) -> list:
+    """The topic's 3 partitions made 5, then `count` records produced onto all of them, the new ones too."""
     admin = KafkaAdminClient(**env.kafka)
     admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=5)})
     admin.close()
-    more = env.produce(500, start=300)
-    assert {p for p, _, _ in more} >= {3, 4}, "the producer spreads the new records onto the new partitions too"
+    produced = env.produce(count, start=start)
+    assert {p for p, _, _ in produced} >= {3, 4}, "the producer spreads the new records onto the new partitions too"
+    return produced
+
+
+def test_partitions_added_between_runs_are_discovered_and_read_from_the_start(env):
+    first = env.produce(300)
+    env.ingest_all()
+    more = grow_to_five_partitions_and_produce(env, 500, start=300)
 
     env.ingest_all()
 
@@ -124,11 +130,7 @@ def test_partitions_added_after_a_latest_pipeline_started_lose_nothing_written_b
     env.redeclare(start_from="latest")
     env.produce(100)  # history the pipeline never reads
     assert env.ingest_all() == [] and len(env.ledger()) == 3
-    admin = KafkaAdminClient(**env.kafka)
-    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=5)})
-    admin.close()
-    after = env.produce(400, start=100)
-    assert {p for p, _, _ in after} >= {3, 4}, "the producer wrote onto the new partitions before any run saw them"
+    after = grow_to_five_partitions_and_produce(env, 400, start=100)
 
     env.ingest_all()
 
