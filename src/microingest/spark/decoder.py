@@ -65,10 +65,25 @@ class Decoder:
 
 
 def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.RecordBatch:
+    """Every record a dead letter: their COPY text cut into chunks as rows are, the count and positions on the
+    first."""
     dead = dead_letters(batch, lead, SKIPPED, note)
-    return pa.RecordBatch.from_pylist([{"rows": b"", "dead": "".join(dead).encode("utf-8"), "good": 0,
-                                        "bad": len(dead), "spans": json.dumps(read_spans(batch))}],
-                                      schema=_ARROW_SCHEMA)
+    first, *rest = _text_chunks(dead)
+    return pa.RecordBatch.from_pylist(
+        [{"rows": b"", "dead": first, "good": 0, "bad": len(dead), "spans": json.dumps(read_spans(batch))}]
+        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": "[]"} for chunk in rest], schema=_ARROW_SCHEMA)
+
+
+def _text_chunks(lines: list[str]) -> list[bytes]:
+    chunks, chunk, size = [], [], 0
+    for line in lines:
+        data = line.encode("utf-8")
+        if chunk and size + len(data) > CHUNK_BYTES:
+            chunks.append(b"".join(chunk))
+            chunk, size = [], 0
+        chunk.append(data)
+        size += len(data)
+    return chunks + [b"".join(chunk)]
 
 
 def read_spans(batch: pa.RecordBatch) -> list[Span]:
