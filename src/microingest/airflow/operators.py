@@ -64,7 +64,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         if not planned or not planned.get("ranges"):
             raise ValueError(f"task '{self.plan_task_id}' planned no ranges; nothing to ingest")
         plan = RunPlan.from_dict(planned)
-        self._kind = "backfill" if plan.kind == "backfill" else "live"
+        self._kind = "live" if plan.kind == "ingest" else plan.kind
         run = RunInfo(ti.dag_id, ti.run_id, ti.try_number, getattr(context.get("dag_run"), "clear_number", 0) or 0)
         done = self._committed_earlier(plan, run)
         if done is not None:

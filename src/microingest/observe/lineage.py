@@ -31,7 +31,7 @@ class MicroingestOffsetsRunFacet(RunFacet):
     """The Kafka offsets a run committed: per partition, half-open [from, until), and the batches that did."""
 
     pipeline: str
-    kind: str  # live | backfill
+    kind: str  # live | backfill | skip
     batchIds: list[str]  # noqa: N815 (OpenLineage facets name fields in camelCase)
     ranges: list[dict]
 

@@ -68,6 +68,23 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
     assert landed | {(p, o) for p, o, *_ in dead} == set(sent) and len(landed) + len(dead) == len(sent)
 
 
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+def test_a_skip_killed_at_its_commit_is_retried_and_done_once(env, fault):
+    """kill -9 inside the skip's commit (nothing of it committed) or right after it (committed, but the job never
+    said so): the retry of the same DAG run keeps each record once and moves the position once."""
+    env.send_to(0, [(b"k", event(i)) for i in range(6)])
+    plan, run = plan_skip(env.pipeline, SkipRequest(0, 4, "test"), "on-call"), RunInfo("microingest_test", "skip_run")
+    killed = env.spark_job(plan, fault=fault, run=run)
+    assert killed.returncode != 0
+    assert env.ledger() == ({} if fault == "before_commit" else {0: 4})
+    retried = env.spark_job(plan, run=run)  # a retry plays the plan its run's first try was given
+    assert retried.returncode == 0, retried.stdout[-3000:]
+    assert [(o, cls) for _, o, cls, *_ in env.dead_letters()] == [(o, "skipped") for o in range(4)]
+    assert env.ledger() == {0: 4} and [kind for _, kind, *_ in env.batches()] == ["skip"]
+    env.ingest_all()
+    assert [o for _, o, _ in env.target_rows()] == [4, 5]
+
+
 def test_a_live_batch_planned_before_a_skip_is_fenced(env):
     env.send_to(0, [(b"k", event(i)) for i in range(5)])
     env.ingest_all()
