@@ -112,12 +112,16 @@ class AirflowClient:
     # --- DAGs and runs -----------------------------------------------------------------------------------------
 
     def wait_for_dag(self, dag_id: str, timeout: float = 180, say: Callable[[str], None] = print) -> None:
-        """Until the dag-processor has registered `dag_id` (a new declaration takes one parsing cycle)."""
+        """Until the dag-processor has registered `dag_id` (a new declaration takes one parsing cycle). A DAG marked
+        stale (its file gone at the last parse, or not yet parsed again) is listed but cannot be triggered: wait."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.get(f"/api/v2/dags/{quote(dag_id)}")
-                return
+                if not self.get(f"/api/v2/dags/{quote(dag_id)}").get("is_stale"):
+                    return
+                if time.monotonic() > deadline:
+                    raise AirflowApiError(f"DAG {dag_id} is still stale after {timeout:.0f} s: is its declaration "
+                                          "in the pipelines folder, and valid?")
             except AirflowApiError as exc:
                 if exc.status != 404 or time.monotonic() > deadline:
                     raise
