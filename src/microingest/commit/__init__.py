@@ -1,2 +1,2 @@
 """Commit: the read's proof, the one transaction that lands a batch (each record COPYed once), its ledger and
-history; the skip."""
+history."""

@@ -1,1 +1,2 @@
-"""Plan: offset ranges from the ledger, Kafka and a run's Params; pure range arithmetic in offsets."""
+"""Plan: offset ranges from the ledger, Kafka and a run's Params (live runs, backfills, skips); pure range arithmetic
+in offsets."""
