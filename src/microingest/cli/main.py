@@ -130,7 +130,7 @@ def cmd_skip(args) -> int:
     # is triggered as, as in the UI.
     checked = plan_skip(pipeline, request, credentials()[0])
     if args.dry_run:
-        print(f"would {skip_summary(checked)}; dry run: nothing written")
+        print(f"{skip_summary(checked)}; dry run: nothing written")
         return 0
     run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
                          note="microingest skip", timeout=args.timeout)
