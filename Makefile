@@ -120,7 +120,7 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 test: install browser
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
-	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q tests --ignore=tests/integration/cluster
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=40 tests --ignore=tests/integration/cluster
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
 	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster
@@ -130,7 +130,7 @@ test: install browser
 test-cluster: install nftables
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
-	$(WITH_ENV) $(BIN)/pytest -q -s tests/integration/cluster
+	$(WITH_ENV) $(BIN)/pytest -q -s --durations=10 tests/integration/cluster
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
 
