@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
     ranges = [OffsetRange(args.topic, int(p), 0, end, None) for p, end in json.loads(args.until).items()]
     spark = SparkSession.builder.getOrCreate()
     try:
-        records, seconds = count_ranges(spark, spark_kafka_options(get_connection("microingest_kafka")),
-                                        kafka_read_options(ranges))
+        records, seconds = count_ranges(
+            spark, spark_kafka_options(get_connection("microingest_kafka")), kafka_read_options(ranges)
+        )
     finally:
         spark.stop()
     print("BENCH " + json.dumps({"records": records, "seconds": seconds}))

@@ -11,13 +11,34 @@ from microingest.errors import MicroingestError, Refused, Transient
 # Errors that never leave a record's own handling: each becomes a dead letter with its reason.
 PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
 OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
-REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
-           "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "ReadMismatchError",
-           "DeadLetterLimitError", "BatchTooLargeError", "TargetError", "TargetShapeError", "UsageError",
-           "DatabaseEncodingError", "TopicRecreatedError",
-           "UnreadableSchemaError"}
-TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "CommitTimeoutError",
-             "BatchFailedError", "SchemaRegistryUnavailableError"}
+REFUSED = {
+    "DeclarationError",
+    "IdentifierError",
+    "PolicyError",
+    "PlanningError",
+    "RequestError",
+    "RetentionGapError",
+    "ConnectionConfigError",
+    "LedgerError",
+    "FencedError",
+    "OverlapError",
+    "ReadMismatchError",
+    "DeadLetterLimitError",
+    "BatchTooLargeError",
+    "TargetError",
+    "TargetShapeError",
+    "UsageError",
+    "DatabaseEncodingError",
+    "TopicRecreatedError",
+    "UnreadableSchemaError",
+}
+TRANSIENT = {
+    "PostgresUnavailableError",
+    "KafkaAccessError",
+    "CommitTimeoutError",
+    "BatchFailedError",
+    "SchemaRegistryUnavailableError",
+}
 
 
 def platform_exceptions() -> dict[str, type]:

@@ -38,25 +38,44 @@ def announce(pipeline: Pipeline, asset: Asset, context: dict[str, Any]) -> None:
     states = ti.get_task_states(dag_id=ti.dag_id, task_ids=["plan", "ingest"], run_ids=[ti.run_id]).get(ti.run_id, {})
     outcome = ti.xcom_pull(task_ids="ingest") or {}
     started = dag_run.start_date or datetime.now(timezone.utc)
-    note = run_note(batches, (datetime.now(timezone.utc) - started).total_seconds(), plan_state=states.get("plan"),
-                    ingest_state=states.get("ingest"), plan_summary=ti.xcom_pull(task_ids="plan", key=PLAN_SUMMARY_KEY),
-                    dry_run=bool(context["params"].get("dry_run")), remaining=outcome.get("remaining") or 0,
-                    restarts=restarts)
+    note = run_note(
+        batches,
+        (datetime.now(timezone.utc) - started).total_seconds(),
+        plan_state=states.get("plan"),
+        ingest_state=states.get("ingest"),
+        plan_summary=ti.xcom_pull(task_ids="plan", key=PLAN_SUMMARY_KEY),
+        dry_run=bool(context["params"].get("dry_run")),
+        remaining=outcome.get("remaining") or 0,
+        restarts=restarts,
+    )
     log.info("run note: %s", note)
     write_note(ti.dag_id, ti.run_id, note)
 
     since = dag_run.run_after or started  # every event of this run came after the run was due
-    earlier = [e.extra for e in context["inlet_events"][asset].after(since.isoformat())
-               if e.source_dag_id == ti.dag_id and e.source_run_id == ti.run_id]
+    earlier = [
+        e.extra
+        for e in context["inlet_events"][asset].after(since.isoformat())
+        if e.source_dag_id == ti.dag_id and e.source_run_id == ti.run_id
+    ]
     new = unannounced(batches, announced_batch_ids(earlier))
     if not new:
-        raise AirflowSkipException(f"nothing to announce: this run's {len(batches)} batch(es) are announced "
-                                   "already, or a skip's (which leaves the target alone)"
-                                   if batches else "nothing to announce: this run committed no batch")
+        raise AirflowSkipException(
+            f"nothing to announce: this run's {len(batches)} batch(es) are announced "
+            "already, or a skip's (which leaves the target alone)"
+            if batches
+            else "nothing to announce: this run committed no batch"
+        )
     extra = announcement(pipeline.name, ti.dag_id, ti.run_id, new)
     context["outlet_events"][asset].extra = extra
-    log.info("announcing %d batch(es) on %s: %s records, %s rows, %s dead letters, ranges %s", len(new), asset.uri,
-             extra["records_read"], extra["rows_written"], extra["dead_letters"], extra["ranges"])
+    log.info(
+        "announcing %d batch(es) on %s: %s records, %s rows, %s dead letters, ranges %s",
+        len(new),
+        asset.uri,
+        extra["records_read"],
+        extra["rows_written"],
+        extra["dead_letters"],
+        extra["ranges"],
+    )
 
 
 def write_note(dag_id: str, run_id: str, note: str) -> None:

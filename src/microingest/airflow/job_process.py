@@ -20,8 +20,16 @@ class JobProcess:
     def run(self) -> int:
         """Run to completion; returns the exit code."""
         self.log.info("starting %s", " ".join(self.argv))
-        self._proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+        self._proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
             self.log.info("%s", line.rstrip("\n"))

@@ -52,9 +52,12 @@ def lag_series(conn, pipeline: str, since: datetime) -> list[tuple[datetime, int
     """Total offset lag per planning: a planning observes every partition at once, while a lag check records only
     the partitions it saw caught up, whose sum would draw a drop to zero that never happened."""
     with conn.cursor() as cur:
-        cur.execute("SELECT date_trunc('second', observed_at) AS t, sum(greatest(log_end - coalesce(position, 0), 0)) "
-                    "FROM microingest.lag_observations WHERE pipeline = %s AND observed_at >= %s AND source = 'plan' "
-                    "GROUP BY t ORDER BY t", (pipeline, since))
+        cur.execute(
+            "SELECT date_trunc('second', observed_at) AS t, sum(greatest(log_end - coalesce(position, 0), 0)) "
+            "FROM microingest.lag_observations WHERE pipeline = %s AND observed_at >= %s AND source = 'plan' "
+            "GROUP BY t ORDER BY t",
+            (pipeline, since),
+        )
         return [(t, int(lag)) for t, lag in cur.fetchall()]
 
 
@@ -84,18 +87,22 @@ def chart(series: list[tuple[datetime, int]], now: datetime, width: int = 560, h
         return round(height - lag / top * (height - 10), 1)
 
     points = " ".join(f"{x(t)},{y(lag)}" for t, lag in series)
-    return (f'<svg class="chart" viewBox="0 0 {width} {height + 16}" role="img" aria-label="offset lag over the last '
-            f'{age(span)}"><polyline fill="none" stroke="#017cee" stroke-width="1.5" points="{points}"/>'
-            f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" stroke="#999"/>'
-            f'<text x="2" y="10" font-size="10">{top:,} records</text>'
-            f'<text x="2" y="{height + 13}" font-size="10">-{age(span)}</text>'
-            f'<text x="{width - 24}" y="{height + 13}" font-size="10">now</text></svg>')
+    return (
+        f'<svg class="chart" viewBox="0 0 {width} {height + 16}" role="img" aria-label="offset lag over the last '
+        f'{age(span)}"><polyline fill="none" stroke="#017cee" stroke-width="1.5" points="{points}"/>'
+        f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" stroke="#999"/>'
+        f'<text x="2" y="10" font-size="10">{top:,} records</text>'
+        f'<text x="2" y="{height + 13}" font-size="10">-{age(span)}</text>'
+        f'<text x="{width - 24}" y="{height + 13}" font-size="10">now</text></svg>'
+    )
 
 
 def malformed(errors: Sequence[str]) -> str:
     items = "".join(f"<li>{html.escape(error)}</li>" for error in errors)
-    return (f'<section class="malformed"><h2>Malformed declarations</h2><p class="muted">These pipelines have no DAG '
-            f"and are not shown below until their files are fixed.</p><ul>{items}</ul></section>")
+    return (
+        f'<section class="malformed"><h2>Malformed declarations</h2><p class="muted">These pipelines have no DAG '
+        f"and are not shown below until their files are fixed.</p><ul>{items}</ul></section>"
+    )
 
 
 def kind_cell(batch: BatchSummary) -> str:
@@ -104,8 +111,9 @@ def kind_cell(batch: BatchSummary) -> str:
     return html.escape(batch.kind) + note
 
 
-def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], now: datetime,
-           errors: Sequence[str] = ()) -> str:
+def render(
+    pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], now: datetime, errors: Sequence[str] = ()
+) -> str:
     e = html.escape
     parts = []
     for status, series in pipelines:
@@ -114,11 +122,15 @@ def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], n
             f"<tr><td>{lag.partition}</td><td>{lag.position:,}</td><td>{lag.latest:,}</td><td>{lag.lag:,}</td>"
             f"<td>{age(lag.time_lag)}{' ~' if lag.time_source == 'interpolated' else ''}</td>"
             f'<td><span class="state" style="background:{COLOURS[v.state.name]}">{v.state.name}</span></td>'
-            f"<td>{e(v.reason)}</td></tr>" for lag, v in status.partitions)
+            f"<td>{e(v.reason)}</td></tr>"
+            for lag, v in status.partitions
+        )
         batches = "".join(
             f"<tr><td>{b.committed_at:%Y-%m-%d %H:%M:%S}</td><td>{kind_cell(b)}</td><td>{b.records_read:,}</td>"
             f"<td>{b.rows_written:,}</td><td>{b.dead_letters:,}</td><td>{b.seconds:.1f}s</td>"
-            f"<td>{b.rows_per_second:,.0f}</td></tr>" for b in status.batches)
+            f"<td>{b.rows_per_second:,.0f}</td></tr>"
+            for b in status.batches
+        )
         last = f"{age(now - status.last_commit)} ago" if status.last_commit else "never"
         parts.append(f"""
 <section class="pipeline" id="{e(status.pipeline)}">
@@ -131,15 +143,24 @@ def render(pipelines: list[tuple[PipelineStatus, list[tuple[datetime, int]]]], n
   {chart(series, now)}
   <h3>last batches</h3>
   <table><thead><tr><th>committed</th><th>kind</th><th>records</th><th>rows</th><th>dead letters</th>
-    <th>duration</th><th>rows/s</th></tr></thead><tbody>{batches or '<tr><td colspan="7">none yet</td></tr>'}</tbody></table>
+    <th>duration</th><th>rows/s</th></tr></thead>
+    <tbody>{batches or '<tr><td colspan="7">none yet</td></tr>'}</tbody></table>
 </section>""")
     overview = "".join(
         f'<tr><td><a href="#{e(s.pipeline)}">{e(s.pipeline)}</a></td>'
         f'<td><span class="state" style="background:{COLOURS[s.verdict.state.name]}">{s.verdict.state.name}</span>'
         f"</td><td>{s.offset_lag:,}</td><td>{age(s.time_lag)}</td>"
-        f"<td>{age(now - s.last_commit) + ' ago' if s.last_commit else 'never'}</td></tr>" for s, _ in pipelines)
-    body = (f"<table><thead><tr><th>pipeline</th><th>state</th><th>offset lag</th><th>time lag</th><th>last commit</th>"
-            f"</tr></thead><tbody>{overview}</tbody></table>" + "".join(parts)) if parts else "<p>No pipelines declared.</p>"
+        f"<td>{age(now - s.last_commit) + ' ago' if s.last_commit else 'never'}</td></tr>"
+        for s, _ in pipelines
+    )
+    body = (
+        (
+            f"<table><thead><tr><th>pipeline</th><th>state</th><th>offset lag</th><th>time lag</th><th>last commit</th>"
+            f"</tr></thead><tbody>{overview}</tbody></table>" + "".join(parts)
+        )
+        if parts
+        else "<p>No pipelines declared.</p>"
+    )
     if errors:
         body = malformed(errors) + (body if parts else "")
     return f"""<!doctype html>

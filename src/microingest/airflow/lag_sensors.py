@@ -36,8 +36,11 @@ class _LagSensor(BaseSensorOperator):
 
     def _defer(self, wait_seconds: int, poke_seconds: int) -> None:
         deadline = datetime.now(timezone.utc) + timedelta(seconds=wait_seconds)
-        self.defer(trigger=LagTrigger(self.pipeline.name, self.check, deadline.isoformat(), poke_seconds),
-                   method_name="execute_complete", timeout=timedelta(seconds=wait_seconds + 300))
+        self.defer(
+            trigger=LagTrigger(self.pipeline.name, self.check, deadline.isoformat(), poke_seconds),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=wait_seconds + 300),
+        )
 
 
 class LagGateSensor(_LagSensor):
@@ -54,8 +57,12 @@ class LagGateSensor(_LagSensor):
         self.log.info("gate: %s", result["summary"])
         if result["met"]:
             return result
-        self.log.info("waiting up to %ss in the triggerer for min_records %s or an oldest record older than %ss",
-                      gate.wait_seconds, gate.min_records, gate.max_wait_seconds)
+        self.log.info(
+            "waiting up to %ss in the triggerer for min_records %s or an oldest record older than %ss",
+            gate.wait_seconds,
+            gate.min_records,
+            gate.max_wait_seconds,
+        )
         self._defer(gate.wait_seconds, gate.poke_seconds)
 
     def execute_complete(self, context: Any, event: dict) -> dict:
@@ -85,5 +92,7 @@ class LagSlaSensor(_LagSensor):
         if event["status"] == "met":
             self.log.info("recovered after %s poke(s): %s", event["pokes"], event["summary"])
             return event
-        raise AirflowFailException(f"lag SLA of {self.pipeline.name} breached for longer than grace_seconds "
-                                   f"{self.pipeline.lag.sla.grace_seconds}: {event['summary']}")
+        raise AirflowFailException(
+            f"lag SLA of {self.pipeline.name} breached for longer than grace_seconds "
+            f"{self.pipeline.lag.sla.grace_seconds}: {event['summary']}"
+        )

@@ -8,8 +8,9 @@ Importable by the triggerer from the installed package: microingest.airflow.lag_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -35,9 +36,15 @@ class LagTrigger(BaseTrigger):
         self.pipeline, self.check, self.deadline, self.poke_seconds = pipeline, check, deadline, poke_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"pipeline": self.pipeline, "check": self.check, "deadline": self.deadline,
-                 "poke_seconds": self.poke_seconds})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "pipeline": self.pipeline,
+                "check": self.check,
+                "deadline": self.deadline,
+                "poke_seconds": self.poke_seconds,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = datetime.fromisoformat(self.deadline)

@@ -31,8 +31,9 @@ def scrape_token(authorization: str | None = Header(default=None)) -> None:
     except (AirflowNotFoundException, MicroingestError):
         expected = ""
     if not expected:
-        raise HTTPException(503, f"scraping is off: define connection {METRICS_CONN_ID} with the scrape token as "
-                                 "its password")
+        raise HTTPException(
+            503, f"scraping is off: define connection {METRICS_CONN_ID} with the scrape token as its password"
+        )
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})

@@ -9,10 +9,8 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import \
-    SparkSubmitOperator
-from airflow.sdk.exceptions import (AirflowFailException,
-                                    AirflowNotFoundException)
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from microingest import settings
 from microingest.airflow.job_process import JobProcess
@@ -22,8 +20,7 @@ from microingest.errors import Transient
 from microingest.plan.offsets import RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
-from microingest.systems.connections import (ConnectionInfo, env_name,
-                                             get_connection, to_env_value)
+from microingest.systems.connections import ConnectionInfo, env_name, get_connection, to_env_value
 from microingest.systems.pipeline_systems import PipelineSystems
 
 LOCAL_MASTER = "local[*]"
@@ -81,20 +78,29 @@ class SparkIngestOperator(SparkSubmitOperator):
                     raise  # Spark, Kafka or Postgres trouble: a retry goes on where this try stopped
                 message = f"{outcome['error_class']}: {outcome['error']}"
                 if outcome.get("batches"):
-                    message += (f" ({outcome['batches']} batch(es) of this run committed before, "
-                                f"{outcome['records_read']} records)")
+                    message += (
+                        f" ({outcome['batches']} batch(es) of this run committed before, "
+                        f"{outcome['records_read']} records)"
+                    )
                 if not outcome.get("retryable", True):
                     raise AirflowFailException(message) from None  # a retry would be refused the same way
                 raise BatchFailedError(message) from None
             outcome = _read_outcome(outcome_file)
         finally:
             os.unlink(outcome_file)
-        self.log.info("run committed %s batch(es): %s records read, %s rows written, %s dead letters",
-                      outcome.get("batches"), outcome.get("records_read"), outcome.get("rows_written"),
-                      outcome.get("dead_letters"))
+        self.log.info(
+            "run committed %s batch(es): %s records read, %s rows written, %s dead letters",
+            outcome.get("batches"),
+            outcome.get("records_read"),
+            outcome.get("rows_written"),
+            outcome.get("dead_letters"),
+        )
         if outcome.get("remaining"):
-            self.log.info("time budget (max_run_seconds %s) spent: %s records of this run's plan are left to the "
-                          "next run", plan.time_budget_seconds, outcome["remaining"])
+            self.log.info(
+                "time budget (max_run_seconds %s) spent: %s records of this run's plan are left to the next run",
+                plan.time_budget_seconds,
+                outcome["remaining"],
+            )
         return outcome
 
     def prepare_submit(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> SparkSubmitHook | JobProcess:
@@ -105,14 +111,15 @@ class SparkIngestOperator(SparkSubmitOperator):
         `env_vars` into `--conf ...Env.<NAME>=<value>` arguments, i.e. secrets on a command line anyone on the host
         can read, so those masters are refused until secrets reach the job another way."""
         self.application_args = spark_submit.job_args(self.pipeline.name, plan, run)
-        self.env_vars = {**(self.env_vars or {}), **self.systems.as_env(),
-                         "MICROINGEST_OUTCOME_FILE": outcome_file}
+        self.env_vars = {**(self.env_vars or {}), **self.systems.as_env(), "MICROINGEST_OUTCOME_FILE": outcome_file}
         spark = _spark_connection_or_local(self._conn_id)
         if spark_connect.is_spark_connect(spark):
             spark_connect.remote_url(spark)  # a malformed connection fails here, with its reason
-            self._client = JobProcess(spark_connect.job_command(self.pipeline, plan, run),
-                                      {**os.environ, **self.env_vars, env_name(spark.conn_id): to_env_value(spark)},
-                                      self.log)
+            self._client = JobProcess(
+                spark_connect.job_command(self.pipeline, plan, run),
+                {**os.environ, **self.env_vars, env_name(spark.conn_id): to_env_value(spark)},
+                self.log,
+            )
             return self._client
         self.jars = ",".join(settings.spark_jars())
         master = f"{spark.host}:{spark.port}" if spark.port else spark.host
@@ -120,7 +127,8 @@ class SparkIngestOperator(SparkSubmitOperator):
             raise AirflowFailException(
                 f"Spark connection '{self._conn_id}' uses master '{master}': on YARN and Kubernetes the Spark "
                 "provider puts environment variables (this job's Kafka and Postgres credentials) on the spark-submit "
-                "command line, so microingest refuses these masters; use local[*] or a spark:// standalone master")
+                "command line, so microingest refuses these masters; use local[*] or a spark:// standalone master"
+            )
         self._hook = None  # the hook captures its arguments when built; build it from the values set above
         return self._get_hook()
 
@@ -162,8 +170,12 @@ class SparkIngestOperator(SparkSubmitOperator):
             before = committed_by_run(conn, self.pipeline.name, run, plan.kind)
         if not before.batches or plan.without(before.ranges).ranges:
             return None
-        self.log.info("earlier tries of run %s committed its whole plan (%d batch(es), %d records); nothing left "
-                      "to do", run.run_id, before.batches, before.records_read)
+        self.log.info(
+            "earlier tries of run %s committed its whole plan (%d batch(es), %d records); nothing left to do",
+            run.run_id,
+            before.batches,
+            before.records_read,
+        )
         return before.to_dict()
 
 

@@ -39,8 +39,10 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
         log.info("dry run: nothing was written and ingest is skipped")
         return None
     if not plan.ranges:
-        log.info("nothing to %s: ingest is skipped and Spark does not start",
-                 "backfill" if plan.kind == "backfill" else "ingest (no new records)")
+        log.info(
+            "nothing to %s: ingest is skipped and Spark does not start",
+            "backfill" if plan.kind == "backfill" else "ingest (no new records)",
+        )
         return None
     return plan.to_dict()
 
@@ -55,8 +57,9 @@ def _plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | Non
         _prepare_target(pipeline, ti)
     if request.is_backfill:
         return plan_backfill(pipeline, request)
-    return plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
-                         record_pins=not request.dry_run)
+    return plan_live_run(
+        pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records, record_pins=not request.dry_run
+    )
 
 
 def _prepare_target(pipeline: Pipeline, ti) -> None:
@@ -87,8 +90,7 @@ def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan 
             earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
         if not earlier.batches:
             raise
-    log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip",
-             earlier.records_read)
+    log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip", earlier.records_read)
     return None
 
 
@@ -98,5 +100,7 @@ def summary(plan: RunPlan) -> str:
 
         return skip_summary(plan)
     ranges = ", ".join(map(str, plan.ranges)) or "none"
-    return (f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
-            f"{plan.batch_cap:,}; ranges: {ranges}")
+    return (
+        f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
+        f"{plan.batch_cap:,}; ranges: {ranges}"
+    )

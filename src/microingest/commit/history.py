@@ -7,9 +7,9 @@ committed (`committed_by_run`) and finish with that outcome instead of redoing o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
 
 from microingest.plan.offsets import OffsetRange
 
@@ -26,11 +26,15 @@ class RunInfo:
     spark_app_id: str | None = field(default=None, kw_only=True)  # set by the job once its session is up
 
     def to_dict(self) -> dict:
-        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_try": self.task_try,
-                "clear_number": self.clear_number}
+        return {
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "task_try": self.task_try,
+            "clear_number": self.clear_number,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "RunInfo":
+    def from_dict(cls, d: dict | None) -> RunInfo:
         return cls(**(d or {}))
 
 
@@ -48,15 +52,33 @@ class BatchRecord:
     note: str | None = None  # who made an operator's batch (a skip) and why; what a backfill resolved
 
 
-def record_batch(cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange], run: RunInfo,
-                 record: BatchRecord) -> None:
+def record_batch(
+    cur, pipeline: str, batch_id: str, ranges: Sequence[OffsetRange], run: RunInfo, record: BatchRecord
+) -> None:
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
         "gaps, started_at, staged_at, dag_id, run_id, task_try, clear_number, spark_app_id, run_batch, note, "
         "committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
-        (batch_id, pipeline, record.kind, json.dumps([r.to_dict() for r in ranges]), record.records_read,
-         record.rows_written, record.dead_letters, _gaps_json(ranges), record.started_at, record.staged_at,
-         run.dag_id, run.run_id, run.task_try, run.clear_number, run.spark_app_id, record.run_batch, record.note))
+        (
+            batch_id,
+            pipeline,
+            record.kind,
+            json.dumps([r.to_dict() for r in ranges]),
+            record.records_read,
+            record.rows_written,
+            record.dead_letters,
+            _gaps_json(ranges),
+            record.started_at,
+            record.staged_at,
+            run.dag_id,
+            run.run_id,
+            run.task_try,
+            run.clear_number,
+            run.spark_app_id,
+            record.run_batch,
+            record.note,
+        ),
+    )
 
 
 def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
@@ -91,10 +113,13 @@ class RunOutcome:
     ranges: tuple[OffsetRange, ...] = ()  # what was committed, so a retry can leave it out of its plan
 
     def add(self, batch: CommitResult) -> None:
-        self.extend(RunOutcome(1, batch.records_read, batch.rows_written, batch.dead_letters, batch.skipped,
-                               ranges=batch.ranges))
+        self.extend(
+            RunOutcome(
+                1, batch.records_read, batch.rows_written, batch.dead_letters, batch.skipped, ranges=batch.ranges
+            )
+        )
 
-    def extend(self, earlier: "RunOutcome") -> None:
+    def extend(self, earlier: RunOutcome) -> None:
         """Count in what earlier tries of the run committed."""
         self.batches += earlier.batches
         self.records_read += earlier.records_read
@@ -106,9 +131,15 @@ class RunOutcome:
     def to_dict(self) -> dict:
         """The committed outcome as the job reports it and the ingest task returns it (ranges stay out: XCom is for
         people and later tasks, the history holds them)."""
-        return {"status": "committed", "batches": self.batches, "records_read": self.records_read,
-                "rows_written": self.rows_written, "dead_letters": self.dead_letters, "skipped": self.skipped,
-                "remaining": self.remaining}
+        return {
+            "status": "committed",
+            "batches": self.batches,
+            "records_read": self.records_read,
+            "rows_written": self.rows_written,
+            "dead_letters": self.dead_letters,
+            "skipped": self.skipped,
+            "remaining": self.remaining,
+        }
 
 
 def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome:
@@ -120,9 +151,12 @@ def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome
     cleared live run has nothing of its own to read twice."""
     outcome = RunOutcome()
     with conn.cursor() as cur:
-        cur.execute("SELECT batch_id::text, rows_written, records_read, dead_letters, ranges FROM microingest.batches "
-                    "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s AND (kind <> 'backfill' OR "
-                    "clear_number = %s)", (pipeline, run.dag_id, run.run_id, kind, run.clear_number))
+        cur.execute(
+            "SELECT batch_id::text, rows_written, records_read, dead_letters, ranges FROM microingest.batches "
+            "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s AND (kind <> 'backfill' OR "
+            "clear_number = %s)",
+            (pipeline, run.dag_id, run.run_id, kind, run.clear_number),
+        )
         for batch_id, written, read, dead, ranges in cur.fetchall():
             outcome.add(CommitResult(batch_id, written, read, dead, tuple(map(OffsetRange.from_dict, ranges))))
     return outcome
@@ -146,18 +180,34 @@ class CommittedBatch:
 def restarts_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[str]:
     """The notes of the topic restarts (a topic deleted and created again) that one DAG run's planning recorded."""
     with conn.cursor() as cur:
-        cur.execute("SELECT note FROM microingest.batches WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND "
-                    "kind = 'restart' ORDER BY committed_at", (pipeline, dag_id, run_id))
+        cur.execute(
+            "SELECT note FROM microingest.batches WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND "
+            "kind = 'restart' ORDER BY committed_at",
+            (pipeline, dag_id, run_id),
+        )
         return [note for (note,) in cur.fetchall()]
 
 
 def batches_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[CommittedBatch]:
     """The ingest, backfill and skip batches one DAG run committed over all its tries, in commit order."""
     with conn.cursor() as cur:
-        cur.execute("SELECT batch_id::text, kind, run_batch, ranges, records_read, rows_written, dead_letters, "
-                    "started_at, committed_at FROM microingest.batches WHERE pipeline = %s AND dag_id = %s "
-                    "AND run_id = %s AND kind IN ('ingest', 'backfill', 'skip') ORDER BY committed_at, run_batch",
-                    (pipeline, dag_id, run_id))
-        return [CommittedBatch(batch_id, kind, run_batch, tuple(map(OffsetRange.from_dict, ranges)), read, written,
-                               dead, started, committed)
-                for batch_id, kind, run_batch, ranges, read, written, dead, started, committed in cur.fetchall()]
+        cur.execute(
+            "SELECT batch_id::text, kind, run_batch, ranges, records_read, rows_written, dead_letters, "
+            "started_at, committed_at FROM microingest.batches WHERE pipeline = %s AND dag_id = %s "
+            "AND run_id = %s AND kind IN ('ingest', 'backfill', 'skip') ORDER BY committed_at, run_batch",
+            (pipeline, dag_id, run_id),
+        )
+        return [
+            CommittedBatch(
+                batch_id,
+                kind,
+                run_batch,
+                tuple(map(OffsetRange.from_dict, ranges)),
+                read,
+                written,
+                dead,
+                started,
+                committed,
+            )
+            for batch_id, kind, run_batch, ranges, read, written, dead, started, committed in cur.fetchall()
+        ]

@@ -15,7 +15,11 @@ from microingest.lag.policy import LagPolicy
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
 VALUE_FORMATS = ("json", "avro", "protobuf", "json_schema")
-REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # Confluent-framed: magic byte 0, the writer schema's id, the payload
+REGISTRY_FORMATS = (
+    "avro",
+    "protobuf",
+    "json_schema",
+)  # Confluent-framed: magic byte 0, the writer schema's id, the payload
 KEY_FORMATS = ("string",) + REGISTRY_FORMATS
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
@@ -63,7 +67,9 @@ class DeadLetterPolicy:
         if self.max_records is not None and bad > self.max_records:
             return f"{bad} bad records exceed dead_letter.max_records {self.max_records}"
         if self.max_fraction is not None and total and bad / total > self.max_fraction:
-            return f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+            return (
+                f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+            )
         return None
 
 

@@ -33,8 +33,11 @@ def resolved(raw: dict, source: str) -> dict:
     where = "schema.from_registry"
     spec = from_registry(raw)
     if not isinstance(spec, dict) or set(spec) - {"subject", "version"} or not isinstance(spec.get("subject"), str):
-        raise DeclarationError(source, where, "must be a mapping with subject (text) and optional version "
-                                              "(latest, the default, or a number)")
+        raise DeclarationError(
+            source,
+            where,
+            "must be a mapping with subject (text) and optional version (latest, the default, or a number)",
+        )
     version = spec.get("version", "latest")
     if version != "latest" and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise DeclarationError(source, f"{where}.version", f"must be latest or a positive number, got {version!r}")
@@ -44,8 +47,12 @@ def resolved(raw: dict, source: str) -> dict:
     except Exception as exc:  # the registry away, the subject unknown, a schema with no fields: this file alone fails
         raise DeclarationError(source, where, f"subject {spec['subject']} version {version}: {exc}") from None
     if not derived.fields:
-        raise DeclarationError(source, where, f"subject {spec['subject']} version {version} has no field a "
-                                              f"declared type can hold (left out: {derived.left_out})")
+        raise DeclarationError(
+            source,
+            where,
+            f"subject {spec['subject']} version {version} has no field a "
+            f"declared type can hold (left out: {derived.left_out})",
+        )
     return {**raw, "schema": derived.fields}
 
 
@@ -60,8 +67,10 @@ def derive(conn_id: str, subject: str, version: int | str) -> tuple[Derived, str
     if cached is None or (version == "latest" and time.monotonic() - cached[0] > LATEST_SECONDS):
         registered = subject_version(config, subject, version)
         derived = _fields(registered.schema, config, registered.schema_id)
-        origin = f"subject {subject} version {registered.version} (schema id {registered.schema_id}) at " \
-                 f"{shown_url(config['url'])}"
+        origin = (
+            f"subject {subject} version {registered.version} (schema id {registered.schema_id}) at "
+            f"{shown_url(config['url'])}"
+        )
         _DERIVED[key] = cached = (time.monotonic(), derived, origin)
     return cached[1], cached[2]
 

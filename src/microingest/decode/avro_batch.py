@@ -43,15 +43,25 @@ from microingest.decode.codec import DecodeError
 from microingest.decode.framing import split_frame
 from microingest.decode.registered import registered
 
-_TAKEN_AS_IS = {"string": ("string",), "integer": ("int", "long"), "double": ("float", "double"),
-                "boolean": ("boolean",), "timestamp": ("int", "long")}
-_TIMESTAMP_UNITS = {"timestamp-millis": MICROS_PER_MS, "local-timestamp-millis": MICROS_PER_MS,
-                    "timestamp-micros": 1, "local-timestamp-micros": 1}
+_TAKEN_AS_IS = {
+    "string": ("string",),
+    "integer": ("int", "long"),
+    "double": ("float", "double"),
+    "boolean": ("boolean",),
+    "timestamp": ("int", "long"),
+}
+_TIMESTAMP_UNITS = {
+    "timestamp-millis": MICROS_PER_MS,
+    "local-timestamp-millis": MICROS_PER_MS,
+    "timestamp-micros": 1,
+    "local-timestamp-micros": 1,
+}
 
 
 @dataclass(frozen=True)
 class _Reading:
     """How to read one writer schema's values for one declaration."""
+
     parsed: Any  # fastavro's parsed writer schema, the declared timestamps' logical types left out
     units: tuple[int, ...]  # per declared field: µs per unit of a timestamp's number (1 for the other types)
 
@@ -59,8 +69,9 @@ class _Reading:
 _READINGS: dict[tuple, _Reading] = {}
 
 
-def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline,
-                  registry: dict[str, str]) -> list[pa.Array] | None:
+def decode_values(
+    keys: pa.Array, values: pa.Array, pipeline: Pipeline, registry: dict[str, str]
+) -> list[pa.Array] | None:
     """(record_key, is_tombstone, value columns...) of the staged rows, as RecordProcessor would give them for each
     record, or None when this batch must go through RecordProcessor."""
     record_keys = staged_keys(keys, values, pipeline, "avro")
@@ -85,8 +96,9 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline,
     return [record_keys, pc.is_null(values)] + columns
 
 
-def _read(values: list[bytes], pipeline: Pipeline,
-          registry: dict[str, str]) -> tuple[list[dict], tuple[int, ...]] | None:
+def _read(
+    values: list[bytes], pipeline: Pipeline, registry: dict[str, str]
+) -> tuple[list[dict], tuple[int, ...]] | None:
     """Each value's writer record and the timestamps' units, or None."""
     from fastavro import schemaless_reader  # imported where records are read: the Spark driver need not load it
 
@@ -182,4 +194,3 @@ def _as_is(declared: str, avro_type: Any) -> tuple[Any, int] | None:
     if declared == "timestamp" and name == "long" and logical in _TIMESTAMP_UNITS:
         return "long", _TIMESTAMP_UNITS[logical]
     return None
-

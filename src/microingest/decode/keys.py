@@ -11,7 +11,8 @@ A key that does not decode is the record's problem: a dead letter with its reaso
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microingest.decode import storable
 from microingest.decode.codec import DecodeError
@@ -29,8 +30,9 @@ def key_decoder(key_format: str, registry: dict[str, str] | None) -> Callable[[b
 
         from microingest.decode.protobuf import decode_protobuf_message
 
-        return lambda key: key_text_of(MessageToDict(decode_protobuf_message(key, registry, KEY)[0],
-                                                     preserving_proto_field_name=True))
+        return lambda key: key_text_of(
+            MessageToDict(decode_protobuf_message(key, registry, KEY)[0], preserving_proto_field_name=True)
+        )
     if key_format == "json_schema":
         from microingest.decode.registered import framed
 

@@ -7,7 +7,8 @@ again on retry) become dead letters; anything else propagates and fails the batc
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
@@ -54,11 +55,14 @@ class RecordProcessor:
         if value is None:
             if self.keyed:
                 return (record_key, True) + (None,) * len(self.names)
-            raise BadRecord(TOMBSTONE, f"value is null (tombstone); sink mode {self.pipeline.sink_mode} has no "
-                                       "use for deletions")
+            raise BadRecord(
+                TOMBSTONE, f"value is null (tombstone); sink mode {self.pipeline.sink_mode} has no use for deletions"
+            )
         if len(value) > self.pipeline.max_value_bytes:
-            raise BadRecord(VALUE_TOO_LARGE, f"value is {len(value)} bytes, more than max_value_bytes "
-                                             f"{self.pipeline.max_value_bytes}")
+            raise BadRecord(
+                VALUE_TOO_LARGE,
+                f"value is {len(value)} bytes, more than max_value_bytes {self.pipeline.max_value_bytes}",
+            )
         try:
             values = self._decoded(value)
         except DecodeError as exc:
@@ -101,7 +105,7 @@ class RecordProcessor:
                 raise TypeError(f"transform returned {type(out).__name__}, not a dict")
             coerced = fields_from_object(out, self.schema)
         except Exception as exc:  # a transform is user code: any exception it raises is this record's problem
-            raise BadRecord(TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: "
-                                              f"{type(exc).__name__}: {exc}") from None
+            raise BadRecord(
+                TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: {type(exc).__name__}: {exc}"
+            ) from None
         return coerced
-

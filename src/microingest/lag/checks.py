@@ -14,9 +14,9 @@ last run's position, and a row of those would read as a stuck position (STALL) w
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
 
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
@@ -60,11 +60,20 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
     oldest = max((a for a in ages if a is not None), default=None)
     seconds = None if oldest is None else oldest.total_seconds()
     if oldest is not None and oldest >= timedelta(seconds=gate.max_wait_seconds):
-        return Check(True, f"{waiting:,} records wait, the oldest for {seconds:.0f}s (max_wait_seconds "
-                           f"{gate.max_wait_seconds})", waiting, seconds)
+        return Check(
+            True,
+            f"{waiting:,} records wait, the oldest for {seconds:.0f}s (max_wait_seconds {gate.max_wait_seconds})",
+            waiting,
+            seconds,
+        )
     age = "unknown age" if seconds is None else f"the oldest for {seconds:.0f}s"
-    return Check(False, f"{waiting:,} records wait ({age}): below min_records {gate.min_records:,} and "
-                        f"max_wait_seconds {gate.max_wait_seconds}", waiting, seconds)
+    return Check(
+        False,
+        f"{waiting:,} records wait ({age}): below min_records {gate.min_records:,} and "
+        f"max_wait_seconds {gate.max_wait_seconds}",
+        waiting,
+        seconds,
+    )
 
 
 def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None) -> Check:
@@ -80,9 +89,13 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
     state = status.verdict.state
     common = {"offset_lag": status.offset_lag, "time_lag_seconds": seconds, "state": state.name}
     if seconds is not None and seconds > sla.max_time_lag_seconds:
-        return Check(False, f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
-                            f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
-                     breach="time_lag", **common)
+        return Check(
+            False,
+            f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
+            f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
+            breach="time_lag",
+            **common,
+        )
     if state in UNHEALTHY:
         return Check(False, f"state {state.name}: {status.verdict.reason}", breach="state", **common)
     lag_text = "unknown" if seconds is None else f"{seconds:.0f}s"
@@ -103,7 +116,13 @@ def record_caught_up(pipeline: Pipeline, systems, lags: Iterable[PartitionLag], 
         return
     try:
         with systems.db() as conn, conn:
-            lag_history.record(conn, pipeline.name, {lag.partition: lag.next_offset for lag in seen},
-                               {lag.partition: lag.latest for lag in seen}, source, at=now)
+            lag_history.record(
+                conn,
+                pipeline.name,
+                {lag.partition: lag.next_offset for lag in seen},
+                {lag.partition: lag.latest for lag in seen},
+                source,
+                at=now,
+            )
     except PostgresUnavailableError as exc:
         log.warning("could not record the caught-up partitions of %s: %s", pipeline.name, exc)

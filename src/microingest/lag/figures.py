@@ -9,9 +9,9 @@ A partition with no offset lag has no time lag, however long ago its producer la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
 
 from microingest.declare.pipeline import Pipeline
 
@@ -58,8 +58,9 @@ def interpolated_time(offset: int, points: Sequence[tuple[datetime, int]]) -> da
     return lower_at + (upper_at - lower_at) * fraction
 
 
-def time_lag(position: int, latest: int, now: datetime, record_ms: int | None,
-             points: Sequence[tuple[datetime, int]] = ()) -> tuple[timedelta | None, str]:
+def time_lag(
+    position: int, latest: int, now: datetime, record_ms: int | None, points: Sequence[tuple[datetime, int]] = ()
+) -> tuple[timedelta | None, str]:
     """(time lag, where it came from) of a partition at `position` whose last stable offset is `latest`."""
     if position >= latest:
         return timedelta(0), ""
@@ -72,9 +73,13 @@ def time_lag(position: int, latest: int, now: datetime, record_ms: int | None,
     return max(now - written, timedelta(0)), "interpolated"
 
 
-def partition_lags(pipeline: Pipeline, systems, now: datetime | None = None,
-                   points: dict[int, list[tuple[datetime, int]]] | None = None,
-                   fetch_records: bool = True) -> list[PartitionLag]:
+def partition_lags(
+    pipeline: Pipeline,
+    systems,
+    now: datetime | None = None,
+    points: dict[int, list[tuple[datetime, int]]] | None = None,
+    fetch_records: bool = True,
+) -> list[PartitionLag]:
     """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
     query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
     `points` (observations per partition) fill in where no record was fetched."""
@@ -93,7 +98,8 @@ def partition_lags(pipeline: Pipeline, systems, now: datetime | None = None,
             stamps = {}  # the offsets were just read; interpolation still gives a figure
     out = []
     for lag in base:
-        age, source = time_lag(lag.position, lag.latest, now, stamps.get(lag.partition),
-                               (points or {}).get(lag.partition, ()))
+        age, source = time_lag(
+            lag.position, lag.latest, now, stamps.get(lag.partition), (points or {}).get(lag.partition, ())
+        )
         out.append(PartitionLag(lag.topic, lag.partition, lag.next_offset, lag.latest, lag.earliest, age, source))
     return out

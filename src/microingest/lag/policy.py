@@ -1,15 +1,15 @@
 """The `lag:` section of a pipeline declaration: the gate in front of ingest, the lag SLA, the state window.
 
-    lag:
-      window_seconds: 2700          # optional; default: three schedule periods (see lag.states)
-      gate:                         # scheduled runs wait (in the triggerer) until there is enough work
-        min_records: 10000          # proceed once this many records wait...
-        max_wait_seconds: 600       # ...or once the oldest waiting record is this old
-        wait_seconds: 300           # give up after this long and skip the run (default: 600)
-        poke_seconds: 30            # how often the triggerer looks (default: 30)
-      sla:                          # checked by the microingest_lag_sla DAG
-        max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
-        grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
+lag:
+  window_seconds: 2700          # optional; default: three schedule periods (see lag.states)
+  gate:                         # scheduled runs wait (in the triggerer) until there is enough work
+    min_records: 10000          # proceed once this many records wait...
+    max_wait_seconds: 600       # ...or once the oldest waiting record is this old
+    wait_seconds: 300           # give up after this long and skip the run (default: 600)
+    poke_seconds: 30            # how often the triggerer looks (default: 30)
+  sla:                          # checked by the microingest_lag_sla DAG
+    max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
+    grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
 """
 
 from __future__ import annotations

@@ -54,19 +54,40 @@ class PipelineStatus:
             return None if delta is None else round(delta.total_seconds(), 3)
 
         return {
-            "pipeline": self.pipeline, "topic": self.topic, "state": self.verdict.state.name,
-            "reason": self.verdict.reason, "window_seconds": seconds(self.window),
+            "pipeline": self.pipeline,
+            "topic": self.topic,
+            "state": self.verdict.state.name,
+            "reason": self.verdict.reason,
+            "window_seconds": seconds(self.window),
             "last_commit": self.last_commit.isoformat() if self.last_commit else None,
-            "offset_lag": self.offset_lag, "time_lag_seconds": seconds(self.time_lag),
-            "partitions": [{"partition": p.partition, "position": p.position, "last_stable_offset": p.latest,
-                            "offset_lag": p.lag, "time_lag_seconds": seconds(p.time_lag),
-                            "time_lag_source": p.time_source or None, "state": v.state.name, "reason": v.reason}
-                           for p, v in self.partitions],
-            "batches": [{"committed_at": b.committed_at.isoformat(), "kind": b.kind, "records_read": b.records_read,
-                         "rows_written": b.rows_written, "dead_letters": b.dead_letters,
-                         "seconds": round(b.seconds, 3), "rows_per_second": round(b.rows_per_second, 1),
-                         "note": b.note}
-                        for b in self.batches],
+            "offset_lag": self.offset_lag,
+            "time_lag_seconds": seconds(self.time_lag),
+            "partitions": [
+                {
+                    "partition": p.partition,
+                    "position": p.position,
+                    "last_stable_offset": p.latest,
+                    "offset_lag": p.lag,
+                    "time_lag_seconds": seconds(p.time_lag),
+                    "time_lag_source": p.time_source or None,
+                    "state": v.state.name,
+                    "reason": v.reason,
+                }
+                for p, v in self.partitions
+            ],
+            "batches": [
+                {
+                    "committed_at": b.committed_at.isoformat(),
+                    "kind": b.kind,
+                    "records_read": b.records_read,
+                    "rows_written": b.rows_written,
+                    "dead_letters": b.dead_letters,
+                    "seconds": round(b.seconds, 3),
+                    "rows_per_second": round(b.rows_per_second, 1),
+                    "note": b.note,
+                }
+                for b in self.batches
+            ],
         }
 
 
@@ -74,8 +95,9 @@ def window_of(pipeline: Pipeline) -> timedelta:
     return pipeline.lag.window(pipeline.schedule)
 
 
-def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_records: bool = True,
-                    last_batches: int = 5, systems=None) -> PipelineStatus:
+def pipeline_status(
+    pipeline: Pipeline, now: datetime | None = None, fetch_records: bool = True, last_batches: int = 5, systems=None
+) -> PipelineStatus:
     """Read the ledger, Kafka and the recorded history; judge each partition and the pipeline. `systems`: the
     pipeline's PipelineSystems, resolved here when not given."""
     from microingest.systems.kafka_access import KafkaAccessError
@@ -89,8 +111,9 @@ def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_recor
         last_commit = lag_history.last_commit(conn, pipeline.name)
         error = lag_history.planning_error(conn, pipeline.name)
         batches = recent_batches(conn, pipeline.name, last_batches)
-    status = PipelineStatus(pipeline.name, pipeline.topic, Verdict(LagState.OK, ""), rules.window, last_commit,
-                            batches=batches)
+    status = PipelineStatus(
+        pipeline.name, pipeline.topic, Verdict(LagState.OK, ""), rules.window, last_commit, batches=batches
+    )
     try:
         points = {p: [(o.at, o.end) for o in obs] for p, obs in history.items()}
         lags = partition_lags(pipeline, systems, now, points, fetch_records)
@@ -98,18 +121,31 @@ def pipeline_status(pipeline: Pipeline, now: datetime | None = None, fetch_recor
         status.verdict = Verdict(LagState.ERR, str(exc))
         return status
     # What was just read counts as the latest observation (not recorded: only runs and sensors record).
-    status.partitions = [(lag, evaluate_partition([*history.get(lag.partition, []),
-                                                   Observation(now, lag.next_offset, lag.latest)],
-                                                  now, rules, last_commit)) for lag in lags]
-    status.verdict = (Verdict(LagState.ERR, f"planning fails: {error}") if error
-                      else worst(v for _, v in status.partitions))
+    status.partitions = [
+        (
+            lag,
+            evaluate_partition(
+                [*history.get(lag.partition, []), Observation(now, lag.next_offset, lag.latest)],
+                now,
+                rules,
+                last_commit,
+            ),
+        )
+        for lag in lags
+    ]
+    status.verdict = (
+        Verdict(LagState.ERR, f"planning fails: {error}") if error else worst(v for _, v in status.partitions)
+    )
     return status
 
 
 def recent_batches(conn, pipeline: str, limit: int) -> list[BatchSummary]:
     with conn.cursor() as cur:
-        cur.execute("SELECT committed_at, kind, records_read, rows_written, dead_letters, "
-                    "extract(epoch FROM committed_at - started_at)::float, note FROM microingest.batches "
-                    "WHERE pipeline = %s "
-                    "AND kind <> 'pin' ORDER BY committed_at DESC LIMIT %s", (pipeline, limit))
+        cur.execute(
+            "SELECT committed_at, kind, records_read, rows_written, dead_letters, "
+            "extract(epoch FROM committed_at - started_at)::float, note FROM microingest.batches "
+            "WHERE pipeline = %s "
+            "AND kind <> 'pin' ORDER BY committed_at DESC LIMIT %s",
+            (pipeline, limit),
+        )
         return [BatchSummary(*row) for row in cur.fetchall()]

@@ -23,8 +23,9 @@ def epoch_ms(t: datetime) -> int:
     return int(t.timestamp() * 1000)
 
 
-def window_offsets(pipeline: Pipeline, systems: PipelineSystems, window: tuple[datetime, datetime],
-                   latest: dict[int, int]) -> dict[int, tuple[int, int]]:
+def window_offsets(
+    pipeline: Pipeline, systems: PipelineSystems, window: tuple[datetime, datetime], latest: dict[int, int]
+) -> dict[int, tuple[int, int]]:
     """[from, until) per partition: from the first record timestamped at or after the window's start (none before
     it is) to the first timestamped at or after its end. A record timestamped inside the window but written after
     that one (a late producer) lies beyond; records inside the span but timestamped outside the window are filtered
@@ -46,12 +47,17 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     if request.window is not None:
         requested = window_offsets(pipeline, systems, request.window, positions.latest)
         window_ranges = (OffsetRange(pipeline.topic, p, lo, hi, None) for p, (lo, hi) in sorted(requested.items()))
-        log.info("time window [%s, %s) is offsets %s", request.window[0].isoformat(), request.window[1].isoformat(),
-                 ", ".join(map(str, window_ranges)))
+        log.info(
+            "time window [%s, %s) is offsets %s",
+            request.window[0].isoformat(),
+            request.window[1].isoformat(),
+            ", ".join(map(str, window_ranges)),
+        )
     else:
         requested = request.offsets or {}
-    ranges, notes = backfill_ranges(pipeline.topic, requested, positions, request.field,
-                                    clip_to_live=request.window is not None)
+    ranges, notes = backfill_ranges(
+        pipeline.topic, requested, positions, request.field, clip_to_live=request.window is not None
+    )
     for note in notes:
         log.info(note)
     # Aggregates count each position once, and the history marks a batch's whole ranges as counted: a record the

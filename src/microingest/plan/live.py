@@ -45,8 +45,9 @@ def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins:
     return _plan(pipeline, pipeline.max_records_per_batch, run, record_pins)[0]
 
 
-def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None,
-                  record_pins: bool = True) -> RunPlan:
+def plan_live_run(
+    pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None, record_pins: bool = True
+) -> RunPlan:
     """Plan a live run: everything up to the last stable offsets, at most `max_records` (default: the pipeline's
     max_records_per_run), in batches of max_records_per_batch, within max_run_seconds."""
     plan, topic = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
@@ -62,8 +63,9 @@ def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: 
         log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
 
 
-def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None,
-                   writes: bool) -> tuple[Positions, str | None]:
+def _observe_topic(
+    pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None, writes: bool
+) -> tuple[Positions, str | None]:
     """The positions and Kafka's topic id. A topic made again since the last commit is refused, or with
     on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the plan
     may write, else only planned as if forgotten."""
@@ -75,13 +77,13 @@ def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | 
             raise
         if not writes:
             return Positions({}, positions.earliest, positions.latest), exc.new_id
-        restart_topic(systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from,
-                      run or RunInfo())
+        restart_topic(
+            systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from, run or RunInfo()
+        )
         return observe(pipeline, systems), exc.new_id
 
 
-def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
-          record_pins: bool) -> tuple[Plan, str | None]:
+def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, str | None]:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
@@ -98,12 +100,19 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
             lag_history.record_planning(conn, pipeline.name, None)
     if plan.pins and record_pins:
         pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), topic)
-        log.info("recorded start positions (latest) of new partitions: %s",
-                 ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins))
+        log.info(
+            "recorded start positions (latest) of new partitions: %s",
+            ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins),
+        )
     for r in plan.ranges:
         if r.gap:
-            log.warning("retention gap on %s[%d]: offsets [%d, %d) were deleted before ingestion; skipping them "
-                        "(on_retention_gap: skip), the commit records the gap", r.topic, r.partition, *r.gap)
+            log.warning(
+                "retention gap on %s[%d]: offsets [%d, %d) were deleted before ingestion; skipping them "
+                "(on_retention_gap: skip), the commit records the gap",
+                r.topic,
+                r.partition,
+                *r.gap,
+            )
         log.info("planned %s[%d] [%d, %d): %d records", r.topic, r.partition, r.from_offset, r.until_offset, r.size)
     if not plan.ranges:
         log.info("nothing new on %s for pipeline %s", pipeline.topic, pipeline.name)

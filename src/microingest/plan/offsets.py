@@ -9,8 +9,9 @@ fence against a run that got there first. A `RunPlan` holds a whole run's ranges
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from microingest.errors import Refused
 
@@ -51,7 +52,8 @@ class TopicRecreatedError(PlanningError):
             "went with it, and the new topic's offsets start over. Nothing was read. To read the new topic from "
             "start_from, set on_topic_recreated: restart in the declaration (the restart is recorded in the batch "
             "history); a target keyed on the source position, and the dead letters, still hold the old topic's "
-            "positions, which the new topic's offsets repeat: move those rows aside first")
+            "positions, which the new topic's offsets repeat: move those rows aside first"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,15 @@ class OffsetRange:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "OffsetRange":
+    def from_dict(cls, d: Mapping) -> OffsetRange:
         ledger = d.get("ledger")
-        return cls(str(d["topic"]), int(d["partition"]), int(d["from"]), int(d["until"]),
-                   None if ledger is None else int(ledger))
+        return cls(
+            str(d["topic"]),
+            int(d["partition"]),
+            int(d["from"]),
+            int(d["until"]),
+            None if ledger is None else int(ledger),
+        )
 
 
 @dataclass(frozen=True)
@@ -171,8 +178,11 @@ def plan_ranges(
 
     pending.sort()
     takes = fair_shares([p[0] for p in pending], max_records)
-    ranges = [OffsetRange(topic, partition, start, start + take, committed)
-              for (_, partition, start, committed), take in zip(pending, takes) if take]
+    ranges = [
+        OffsetRange(topic, partition, start, start + take, committed)
+        for (_, partition, start, committed), take in zip(pending, takes)
+        if take
+    ]
     ranges.sort(key=lambda r: r.partition)
     return Plan(tuple(ranges), tuple(pins))
 
@@ -229,7 +239,7 @@ class RunPlan:
     def batches_needed(self) -> int:
         return math.ceil(self.total_records / self.batch_cap)
 
-    def next_batch(self, number: int | None = None) -> tuple["Batch", "RunPlan"]:
+    def next_batch(self, number: int | None = None) -> tuple[Batch, RunPlan]:
         """The next batch (the cap shared fairly across partitions; `number` its place in the DAG run) and the plan
         of what is left."""
         ordered = sorted(self.ranges, key=lambda r: (r.size, r.partition))
@@ -240,24 +250,42 @@ class RunPlan:
                 batch.append(replace(r, until_offset=r.from_offset + take))
             if take < r.size:
                 rest.append(self._from(r, r.from_offset + take) if take else r)
-        return (Batch(self.kind, tuple(sorted(batch, key=_position)), number, self.overlap, self.time_window_ms,
-                      self.topic_id, self.note), replace(self, ranges=tuple(sorted(rest, key=_position))))
+        return (
+            Batch(
+                self.kind,
+                tuple(sorted(batch, key=_position)),
+                number,
+                self.overlap,
+                self.time_window_ms,
+                self.topic_id,
+                self.note,
+            ),
+            replace(self, ranges=tuple(sorted(rest, key=_position))),
+        )
 
-    def without(self, committed: Sequence[OffsetRange]) -> "RunPlan":
+    def without(self, committed: Sequence[OffsetRange]) -> RunPlan:
         """This plan minus ranges that batches of the same run already committed (a retried or resumed run).
 
         A run commits each partition's range front to back, so what a run committed is a prefix of each range."""
         rest = []
         for r in self.ranges:
-            done = sorted((c for c in committed if (c.topic, c.partition) == (r.topic, r.partition)
-                           and c.from_offset < r.until_offset and c.until_offset > r.from_offset),
-                          key=lambda c: c.from_offset)
+            done = sorted(
+                (
+                    c
+                    for c in committed
+                    if (c.topic, c.partition) == (r.topic, r.partition)
+                    and c.from_offset < r.until_offset
+                    and c.until_offset > r.from_offset
+                ),
+                key=lambda c: c.from_offset,
+            )
             reached = r.from_offset
             for c in done:
                 if c.from_offset > reached:
                     raise PlanningError(
                         f"{r.topic}[{r.partition}]: this run committed [{c.from_offset}, {c.until_offset}) but not "
-                        f"[{reached}, {c.from_offset}) before it; the batch history is inconsistent")
+                        f"[{reached}, {c.from_offset}) before it; the batch history is inconsistent"
+                    )
                 reached = max(reached, c.until_offset)
             if reached < r.until_offset:
                 rest.append(r if reached == r.from_offset else self._from(r, reached))
@@ -267,17 +295,31 @@ class RunPlan:
         return OffsetRange(r.topic, r.partition, start, r.until_offset, None if self.kind == "backfill" else start)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "ranges": [r.to_dict() for r in self.ranges], "batch_cap": self.batch_cap,
-                "time_budget_seconds": self.time_budget_seconds, "overlap": self.overlap,
-                "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
-                "topic_id": self.topic_id, "note": self.note, "records": self.total_records}
+        return {
+            "kind": self.kind,
+            "ranges": [r.to_dict() for r in self.ranges],
+            "batch_cap": self.batch_cap,
+            "time_budget_seconds": self.time_budget_seconds,
+            "overlap": self.overlap,
+            "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
+            "topic_id": self.topic_id,
+            "note": self.note,
+            "records": self.total_records,
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "RunPlan":
+    def from_dict(cls, d: Mapping) -> RunPlan:
         window = d.get("time_window_ms")
-        return cls(str(d["kind"]), tuple(OffsetRange.from_dict(r) for r in d["ranges"]), int(d["batch_cap"]),
-                   d.get("time_budget_seconds"), str(d.get("overlap", "refuse")),
-                   None if window is None else (int(window[0]), int(window[1])), d.get("topic_id"), d.get("note"))
+        return cls(
+            str(d["kind"]),
+            tuple(OffsetRange.from_dict(r) for r in d["ranges"]),
+            int(d["batch_cap"]),
+            d.get("time_budget_seconds"),
+            str(d.get("overlap", "refuse")),
+            None if window is None else (int(window[0]), int(window[1])),
+            d.get("topic_id"),
+            d.get("note"),
+        )
 
 
 @dataclass(frozen=True)
@@ -312,8 +354,9 @@ def _position(r: OffsetRange) -> tuple[str, int]:
     return r.topic, r.partition
 
 
-def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], positions: Positions, field: str,
-                    clip_to_live: bool = False) -> tuple[tuple[OffsetRange, ...], list[str]]:
+def backfill_ranges(
+    topic: str, requested: Mapping[int, tuple[int, int]], positions: Positions, field: str, clip_to_live: bool = False
+) -> tuple[tuple[OffsetRange, ...], list[str]]:
     """Check requested backfill ranges [from, until) per partition against Kafka and the ledger.
 
     Everything at and above a partition's live position (its ledger offset) is the live pipeline's to take. Ranges
@@ -331,25 +374,37 @@ def backfill_ranges(topic: str, requested: Mapping[int, tuple[int, int]], positi
         if lo > hi:
             raise RequestError(where, f"from {lo} is greater than until {hi}")
         if hi > latest[partition]:
-            raise RequestError(where, f"until {hi} is beyond the log end of {topic}[{partition}] "
-                                      f"(latest offset {latest[partition]})")
+            raise RequestError(
+                where, f"until {hi} is beyond the log end of {topic}[{partition}] (latest offset {latest[partition]})"
+            )
         if lo < earliest[partition] and lo < hi:
-            raise RequestError(where, f"from {lo} is below the earliest offset {topic}[{partition}] still retains "
-                                      f"({earliest[partition]}); those records are gone")
+            raise RequestError(
+                where,
+                f"from {lo} is below the earliest offset {topic}[{partition}] still retains "
+                f"({earliest[partition]}); those records are gone",
+            )
         live = ledger.get(partition)
         if live is None:
             if clip_to_live:
                 notes.append(f"{topic}[{partition}]: no live position yet; left to the live pipeline")
                 continue
-            raise RequestError(where, f"the live pipeline has not started {topic}[{partition}] yet, so it may still "
-                                      "read these offsets itself; run the pipeline once (it records its position) "
-                                      "and backfill below that position")
+            raise RequestError(
+                where,
+                f"the live pipeline has not started {topic}[{partition}] yet, so it may still "
+                "read these offsets itself; run the pipeline once (it records its position) "
+                "and backfill below that position",
+            )
         if hi > live:
             if not clip_to_live:
-                raise RequestError(where, f"until {hi} is above the live position {live} of {topic}[{partition}]; "
-                                          f"offsets from {live} on are the live pipeline's to ingest")
-            notes.append(f"{topic}[{partition}]: [{max(lo, live)}, {hi}) is at or above the live position {live}; "
-                         "left to the live pipeline")
+                raise RequestError(
+                    where,
+                    f"until {hi} is above the live position {live} of {topic}[{partition}]; "
+                    f"offsets from {live} on are the live pipeline's to ingest",
+                )
+            notes.append(
+                f"{topic}[{partition}]: [{max(lo, live)}, {hi}) is at or above the live position {live}; "
+                "left to the live pipeline"
+            )
             hi = max(min(hi, live), lo) if lo < live else lo
         if hi > lo:
             ranges.append(OffsetRange(topic, partition, lo, hi, None))
@@ -366,16 +421,23 @@ def skip_range(topic: str, partition: int, until: int, positions: Positions, sta
     ledger, earliest, latest = positions
     where = f"{topic}[{partition}]"
     if partition not in latest:
-        raise RequestError("partition", f"partition {partition} does not exist in topic {topic} "
-                                        f"(partitions: {', '.join(map(str, sorted(latest)))})")
+        raise RequestError(
+            "partition",
+            f"partition {partition} does not exist in topic {topic} "
+            f"(partitions: {', '.join(map(str, sorted(latest)))})",
+        )
     committed = ledger.get(partition)
     if committed is None and start_from != "earliest" and not ledger:
-        raise RequestError("partition", f"{where} has no live position yet: with start_from latest, the first "
-                                        "run records it; run the pipeline once")
+        raise RequestError(
+            "partition",
+            f"{where} has no live position yet: with start_from latest, the first "
+            "run records it; run the pipeline once",
+        )
     position = earliest[partition] if committed is None else committed
     if until <= position:
         raise RequestError("until", f"until {until} is not beyond the live position {position} of {where}")
     if until > latest[partition]:
-        raise RequestError("until", f"until {until} is beyond the log end of {where} (latest offset "
-                                    f"{latest[partition]})")
+        raise RequestError(
+            "until", f"until {until} is beyond the log end of {where} (latest offset {latest[partition]})"
+        )
     return OffsetRange(topic, partition, max(position, earliest[partition]), until, committed)

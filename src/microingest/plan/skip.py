@@ -28,13 +28,14 @@ def plan_skip(pipeline: Pipeline, request: SkipRequest, who: str) -> RunPlan:
     positions = observe(pipeline, systems)
     topic = checked_topic_id(pipeline, systems, positions)
     skipped = skip_range(pipeline.topic, request.partition, request.until, positions, pipeline.start_from)
-    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic,
-                   note=f"skipped by {who}: {request.reason}")
+    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic, note=f"skipped by {who}: {request.reason}")
 
 
 def skip_summary(plan: RunPlan) -> str:
     """What the skip will do, for the plan's log, its XCom and `microingest skip`."""
     [r] = plan.ranges
     lost = f"; offsets [{r.gap[0]}, {r.gap[1]}) were already deleted by retention (recorded as a gap)" if r.gap else ""
-    return (f"skip of {r} ({r.size} offsets): the live position moves to {r.until_offset}, the records kept as dead "
-            f"letters ({SKIPPED}, \"{plan.note}\"){lost}")
+    return (
+        f"skip of {r} ({r.size} offsets): the live position moves to {r.until_offset}, the records kept as dead "
+        f'letters ({SKIPPED}, "{plan.note}"){lost}'
+    )

@@ -20,7 +20,7 @@ class IngestJob:
     mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
 
     @classmethod
-    def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> "IngestJob":
+    def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> IngestJob:
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
         return cls(spark, pipeline, systems, run, GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic))
 

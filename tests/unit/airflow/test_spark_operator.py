@@ -22,8 +22,9 @@ from microingest.plan.offsets import OffsetRange, RunPlan
 from microingest.spark.connect import remote_url
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo, parse_connection
 
-PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
-                           "schema": {"order_id": "string"}})
+PIPELINE = parse_pipeline(
+    {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
+)
 PLAN = RunPlan("ingest", (OffsetRange("orders", 0, 0, 10, None),), batch_cap=10)
 RUN = RunInfo("microingest_orders", "manual__1", 1)
 KAFKA_SECRET, PG_SECRET = 'k-"se\\cr\u00e9t', "pg-s3cret-value"
@@ -35,12 +36,34 @@ def operator(monkeypatch, tmp_path):
     jars.mkdir()
     (jars / "spark-sql-kafka.jar").write_bytes(b"")
     monkeypatch.setenv("MICROINGEST_SPARK_JARS_DIR", str(jars))
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", json.dumps({"conn_type": "kafka", "extra": {
-        "bootstrap.servers": "127.0.0.1:9094", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.username": "ingest", "sasl.password": KAFKA_SECRET}}))
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_POSTGRES", json.dumps({
-        "conn_type": "postgres", "host": "127.0.0.1", "port": 5432, "login": "u", "password": PG_SECRET,
-        "schema": "db"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_KAFKA",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {
+                    "bootstrap.servers": "127.0.0.1:9094",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": "ingest",
+                    "sasl.password": KAFKA_SECRET,
+                },
+            }
+        ),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_POSTGRES",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": "127.0.0.1",
+                "port": 5432,
+                "login": "u",
+                "password": PG_SECRET,
+                "schema": "db",
+            }
+        ),
+    )
     monkeypatch.delenv("AIRFLOW_CONN_MICROINGEST_SPARK", raising=False)
     return SparkIngestOperator(task_id="ingest", pipeline=PIPELINE)
 
@@ -57,8 +80,10 @@ def test_the_hooks_command_has_no_credential_and_the_environment_has_them(operat
     assert env["AIRFLOW_CONN_MICROINGEST_POSTGRES"]["password"] == PG_SECRET
 
 
-@pytest.mark.parametrize("spark", [{"conn_type": "spark", "host": "yarn"},
-                                   {"conn_type": "spark", "host": "k8s://https://10.0.0.1", "port": 6443}])
+@pytest.mark.parametrize(
+    "spark",
+    [{"conn_type": "spark", "host": "yarn"}, {"conn_type": "spark", "host": "k8s://https://10.0.0.1", "port": 6443}],
+)
 def test_masters_that_would_put_secrets_on_the_command_line_are_refused(operator, monkeypatch, tmp_path, spark):
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps(spark))
     with pytest.raises(AirflowFailException, match="refuses these masters"):
@@ -81,9 +106,14 @@ TOKEN = "c0nnect-t;ken/secret"
 
 
 def test_a_spark_connect_connection_runs_the_job_as_its_client_with_every_secret_in_the_environment(
-        operator, monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({
-        "conn_type": "spark_connect", "host": "sc://spark-connect.internal", "port": 15002, "password": TOKEN}))
+    operator, monkeypatch, tmp_path
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_SPARK",
+        json.dumps(
+            {"conn_type": "spark_connect", "host": "sc://spark-connect.internal", "port": 15002, "password": TOKEN}
+        ),
+    )
     client = operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
     assert isinstance(client, JobProcess)
     assert client.argv[-2:] == ["--spark-connect", "microingest_spark"]
@@ -98,18 +128,25 @@ def test_a_spark_connect_connection_runs_the_job_as_its_client_with_every_secret
 
 
 def test_a_spark_connect_connection_with_a_path_fails_with_its_reason(operator, monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({"conn_type": "spark_connect",
-                                                                     "host": "sc://spark-host/cluster-a"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_SPARK",
+        json.dumps({"conn_type": "spark_connect", "host": "sc://spark-host/cluster-a"}),
+    )
     with pytest.raises(ConnectionConfigError, match="takes no path"):
         operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
 
 
-@pytest.mark.parametrize("conn, url", [
-    (ConnectionInfo("c", "spark_connect", "spark-host"), "sc://spark-host:15002/"),
-    (ConnectionInfo("c", "spark_connect", "sc://spark-host", 443, login="ingest", extra={"use_ssl": True}),
-     "sc://spark-host:443/;user_id=ingest;use_ssl=true"),
-    (ConnectionInfo("c", "spark_connect", "sc://spark-host:15003"), "sc://spark-host:15003/"),
-])
+@pytest.mark.parametrize(
+    "conn, url",
+    [
+        (ConnectionInfo("c", "spark_connect", "spark-host"), "sc://spark-host:15002/"),
+        (
+            ConnectionInfo("c", "spark_connect", "sc://spark-host", 443, login="ingest", extra={"use_ssl": True}),
+            "sc://spark-host:443/;user_id=ingest;use_ssl=true",
+        ),
+        (ConnectionInfo("c", "spark_connect", "sc://spark-host:15003"), "sc://spark-host:15003/"),
+    ],
+)
 def test_spark_connect_urls_follow_the_providers_connection_fields(conn, url):
     assert remote_url(conn) == url
 
