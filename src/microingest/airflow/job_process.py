@@ -10,10 +10,12 @@ import logging
 import os
 import signal
 import subprocess
+from typing import Any
 
 
 class JobProcess:
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger):
+    # `log`: a task's own logger (Airflow gives tasks a structlog one), so that the job's output lands in the task log
+    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger | Any):
         self.argv, self.env, self.log = argv, env, log
         self._proc: subprocess.Popen | None = None
 

@@ -24,8 +24,8 @@ def run_check(check: str, pipeline_name: str) -> dict:
 
     pipeline = get_pipeline(pipeline_name)
     if check == "gate":
-        return gate_check(pipeline, pipeline.lag.gate).to_dict()
-    return health_check(pipeline, pipeline.lag.sla).to_dict()
+        return gate_check(pipeline, pipeline.lag.declared_gate()).to_dict()
+    return health_check(pipeline, pipeline.lag.declared_sla()).to_dict()
 
 
 class LagTrigger(BaseTrigger):

@@ -55,7 +55,7 @@ class SparkIngestOperator(SparkSubmitOperator):
         """The pipeline's Kafka and Postgres, resolved once per task try (as a provider hook resolves its client)."""
         return PipelineSystems.of(self.pipeline)
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Any) -> dict:  # type: ignore[override]  # the job's outcome, pushed as XCom
         ti = context["ti"]
         planned = ti.xcom_pull(task_ids=self.plan_task_id)
         if not planned or not planned.get("ranges"):

@@ -61,11 +61,15 @@ class Contender:
     key = ""
     label = ""
     family = "alternative"  # or "microingest"
-    long_lived = False  # runs on the long-lived Spark Connect driver
     value_format = "json"  # the dataset it reads: JSON, or the same records as Avro (bench.avro_dataset)
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
+
+    @property
+    def long_lived(self) -> bool:
+        """Runs on the long-lived Spark Connect driver."""
+        return False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -220,7 +224,7 @@ class ThroughAirflow(_Platform):
             if run.state != "success":
                 raise BenchError(f"{dag_id} run {run_id} ended {run.state} ({run.describe()})")
             tis = self.client.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}/taskInstances")
-            ingest = next((t for t in tis["task_instances"] if t["task_id"] == "ingest"), {})
+            ingest: dict = next((t for t in tis["task_instances"] if t["task_id"] == "ingest"), {})
             if ingest.get("state") != "success":  # e.g. the plan found nothing to read: the bench's data never arrived
                 raise BenchError(
                     f"{dag_id} run {run_id} succeeded without running its ingest task "

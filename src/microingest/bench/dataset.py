@@ -23,7 +23,7 @@ from microingest.decode.codec import copy_text_row
 from microingest.systems.kafka_access import create_topic, partition_bounds
 
 EVENT_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the first event's event_time
-SCHEMA = {
+SCHEMA: dict[str, Any] = {  # as a declaration writes it: a type, or a mapping with one
     "event_id": {"type": "string", "required": True},
     "user_id": "string",
     "event_type": "string",

@@ -58,7 +58,7 @@ def batch_times(pg: dict[str, Any], pipeline: str, since: float) -> list[tuple[f
             "AND committed_at >= to_timestamp(%s) ORDER BY started_at",
             (pipeline, since),
         )
-        return [tuple(float(v) for v in row) for row in cur.fetchall()]
+        return [(float(started), float(decoded), float(committed)) for started, decoded, committed in cur.fetchall()]
 
 
 def bottleneck(phases: dict[str, float]) -> str:

@@ -49,8 +49,8 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
         ("≥ 2× the lean hand-written loop", "kafka_loop_lean", 2.0),
         ("≥ 1.5× AvailableNow + foreachBatch", "available_now", 1.5),
     ):
-        judged = [(key, how, _ratio(m.get(key), m.get(other))) for key, how in THROUGH_AIRFLOW]
-        judged = [(key, how, ratio) for key, how, ratio in judged if ratio is not None]
+        ratios = [(key, how, _ratio(m.get(key), m.get(other))) for key, how in THROUGH_AIRFLOW]
+        judged = [(key, how, ratio) for key, how, ratio in ratios if ratio is not None]
         if not judged:
             rows.append((goal, "not measured in this run", "–"))
         for key, how, ratio in judged:
@@ -59,11 +59,11 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
                 verdict += f"; its time: {bottleneck(m[key]['phases'])}"
             rows.append((f"{goal}, through Airflow on {how}", f"{ratio:.2f}×", verdict))
     copy_cpu = _cpu_per_record(m.get(COPY_KEY))
-    judged = [(how, _cpu_per_record(m.get(key))) for key, how in THROUGH_AIRFLOW]
-    judged = [(how, cpu / copy_cpu) for how, cpu in judged if cpu is not None and copy_cpu]
-    if not judged:
+    cpus = [(how, _cpu_per_record(m.get(key))) for key, how in THROUGH_AIRFLOW]
+    cpu_ratios = [(how, cpu / copy_cpu) for how, cpu in cpus if cpu is not None and copy_cpu]
+    if not cpu_ratios:
         rows.append(("Postgres CPU per record ≤ 1.3× the COPY limit's", "not measured in this run", "–"))
-    for how, ratio in judged:
+    for how, ratio in cpu_ratios:
         rows.append(
             (
                 f"Postgres CPU per record ≤ 1.3× the COPY limit's, through Airflow on {how}",
@@ -71,13 +71,13 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
                 "met" if ratio <= 1.3 else f"missed by {ratio - 1.3:.2f}×",
             )
         )
-    judged = [
+    avro = [
         (how, AS_AVRO[key], _ratio(m.get(AS_AVRO[key]), m.get(key))) for key, how in THROUGH_AIRFLOW if key in AS_AVRO
     ]
-    judged = [(how, key, ratio) for how, key, ratio in judged if ratio is not None]
-    if not judged:
+    avro_ratios = [(how, key, ratio) for how, key, ratio in avro if ratio is not None]
+    if not avro_ratios:
         rows.append(("Avro ≥ the JSON figure", "not measured in this run", "–"))
-    for how, key, ratio in judged:
+    for how, key, ratio in avro_ratios:
         verdict = "met" if ratio >= 1 else f"missed: {ratio:.0%} of the target"
         if ratio < 1 and m[key].get("phases"):
             verdict += f"; its time: {bottleneck(m[key]['phases'])}"

@@ -208,14 +208,14 @@ class AggregateSink(Sink):
 
     def __init__(self, pipeline: Pipeline):
         super().__init__(pipeline)
-        self.spec = pipeline.aggregate
+        self.spec = pipeline.aggregate_spec
 
     def target_columns(self) -> tuple[str, ...]:
         return self.spec.key_columns + tuple(m.name for m in self.spec.measures)
 
     def publish(self, cur, batch_id: str) -> int:
         spec = self.spec
-        keys = [sql.Identifier(g) for g in spec.group_by]
+        keys: list[sql.Composable] = [sql.Identifier(g) for g in spec.group_by]
         if spec.bucket_field:
             keys.append(
                 sql.SQL("date_bin({}::interval, {}, TIMESTAMPTZ '2000-01-01 00:00:00+00')").format(
@@ -225,7 +225,7 @@ class AggregateSink(Sink):
         measures = [
             sql.SQL("count(*)")
             if m.function == "count"
-            else sql.SQL("coalesce(sum({}), 0)").format(sql.Identifier(m.field))
+            else sql.SQL("coalesce(sum({}), 0)").format(sql.Identifier(m.summed))
             for m in spec.measures
         ]
         adds = sql.SQL(", ").join(

@@ -122,7 +122,7 @@ class Comparison:
 
     @property
     def additions(self) -> tuple[Column, ...]:
-        return tuple(self.shape.column(d.column) for d in self._with("add"))
+        return tuple(c for d in self._with("add") if (c := self.shape.column(d.column)) is not None)
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -156,12 +156,12 @@ def declared_shape(pipeline: Pipeline) -> TableShape:
             key_required=True,
             position_index=("source_partition", "source_offset", "source_topic"),
         )
-    spec = pipeline.aggregate
+    spec = pipeline.aggregate_spec
     groups = tuple(Column(g, FIELD_TYPES[pipeline.field(g).type], True, "key") for g in spec.group_by)
     bucket = (Column("bucket_start", "timestamp with time zone", True, "key"),) if spec.bucket_field else ()
     measures = tuple(
         Column(
-            m.name, "bigint" if m.function == "count" else FIELD_TYPES[pipeline.field(m.field).type], True, "measure"
+            m.name, "bigint" if m.function == "count" else FIELD_TYPES[pipeline.field(m.summed).type], True, "measure"
         )
         for m in spec.measures
     )

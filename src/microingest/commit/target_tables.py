@@ -153,7 +153,7 @@ def prepare_targets(pipelines: list[Pipeline], changed_by: str) -> list[Preparat
     reported in its place and the others are still prepared."""
     from microingest.systems.pipeline_systems import PipelineSystems
 
-    results = []
+    results: list[Preparation | MicroingestError] = []
     for pipeline in pipelines:
         try:
             with PipelineSystems.of(pipeline).db() as conn, conn, conn.cursor() as cur:

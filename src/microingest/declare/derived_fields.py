@@ -104,7 +104,10 @@ def _avro_type(kind: Any) -> str | None:
         logical = kind.get("logicalType")
         if logical in _AVRO_LOGICAL:
             return _AVRO_LOGICAL[logical]
-        return "string" if kind.get("type") == "enum" else _AVRO.get(kind.get("type")) if not logical else None
+        name = kind.get("type")
+        if name == "enum":
+            return "string"
+        return _AVRO.get(name) if isinstance(name, str) and not logical else None
     return _AVRO.get(kind) if isinstance(kind, str) else None
 
 
@@ -136,7 +139,13 @@ def json_schema_fields(schema: Any) -> Derived:
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
             kind = others[0] if len(others) == 1 else None
-        type_ = "timestamp" if kind == "string" and spec.get("format") == "date-time" else _JSON.get(kind)
+        type_ = (
+            "timestamp"
+            if kind == "string" and spec.get("format") == "date-time"
+            else _JSON.get(kind)
+            if isinstance(kind, str)
+            else None
+        )
         if type_ is None:
             left_out[name] = (
                 f"JSON type {_shown(spec.get('type') if isinstance(spec, dict) else spec)} has no declared type"

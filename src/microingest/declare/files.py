@@ -64,7 +64,9 @@ def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[
     """The valid declarations in the folder, and the errors of the malformed ones, each on its own: one broken
     file does not hide the others."""
     folder = folder or settings.pipelines_dir()
-    pipelines, errors, files = [], [], {}
+    pipelines: list[Pipeline] = []
+    errors: list[DeclarationError] = []
+    files: dict[str, str] = {}
     for path in sorted(folder.glob("*.y*ml")):
         try:
             pipeline = load_pipeline_file(path)

@@ -79,6 +79,13 @@ class Measure:
     function: str  # count | sum
     field: str | None = None
 
+    @property
+    def summed(self) -> str:
+        """The field a sum adds up (validation requires one for every sum)."""
+        if self.field is None:
+            raise ValueError(f"measure {self.name} ({self.function}) sums no field")
+        return self.field
+
 
 @dataclass(frozen=True)
 class Aggregate:
@@ -137,6 +144,13 @@ class Pipeline:
     @property
     def value_columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.schema)
+
+    @property
+    def aggregate_spec(self) -> Aggregate:
+        """The `aggregate:` section of a pipeline in sink mode aggregate (validation requires it there)."""
+        if self.aggregate is None:
+            raise ValueError(f"pipeline {self.name} declares no aggregate (sink_mode {self.sink_mode})")
+        return self.aggregate
 
     def field(self, name: str) -> Field:
         return next(f for f in self.schema if f.name == name)

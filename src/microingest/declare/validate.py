@@ -157,14 +157,17 @@ def _kind(value: Any) -> str:
         return f"text ({_shown(value)})"
     if isinstance(value, (date, datetime)):
         return f"a date ({value})"
-    return {list: "a list", dict: "a mapping"}.get(type(value), f"a {type(value).__name__}")
+    if isinstance(value, list):
+        return "a list"
+    return "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
 def _check_keys_and_durations(raw: dict, source: str) -> None:
     """Before any value is used: every key of every mapping is text (YAML makes 1, yes or ~ numbers, booleans and
     null, which break sorting and lookups further on), and no *_seconds value exceeds MAX_SECONDS. Each container
     is visited once: YAML aliases can share and even nest a node inside itself."""
-    pending, seen = [("", raw)], set()
+    pending: list[tuple[str, dict | list]] = [("", raw)]
+    seen: set[int] = set()
     while pending:
         where, node = pending.pop()
         if id(node) in seen:

@@ -66,7 +66,7 @@ class _Reading:
     units: tuple[int, ...]  # per declared field: µs per unit of a timestamp's number (1 for the other types)
 
 
-_READINGS: dict[tuple, _Reading] = {}
+_READINGS: dict[tuple, _Reading | None] = {}
 
 
 def decode_values(
@@ -102,18 +102,17 @@ def _read(
     """Each value's writer record and the timestamps' units, or None."""
     from fastavro import schemaless_reader  # imported where records are read: the Spark driver need not load it
 
-    readings: dict[int, _Reading | None] = {}
-    records = []
+    readings: dict[int, _Reading] = {}
+    records: list[Any] = []
     for value in values:
         try:
             schema_id, payload = split_frame(value)
         except DecodeError:  # not framed: a dead letter
             return None
-        if schema_id not in readings:
-            readings[schema_id] = _reading(registry, schema_id, pipeline)
-        reading = readings[schema_id]
+        reading = readings.get(schema_id) or _reading(registry, schema_id, pipeline)
         if reading is None:
             return None
+        readings[schema_id] = reading
         stream = BytesIO(payload)
         try:
             records.append(schemaless_reader(stream, reading.parsed, None))
@@ -181,8 +180,8 @@ def _as_is(declared: str, avro_type: Any) -> tuple[Any, int] | None:
         return None if read is None else ([read[0] if t != "null" else t for t in avro_type], read[1])
     if isinstance(avro_type, str):
         name, logical = avro_type, None
-    elif isinstance(avro_type, dict):
-        name, logical = avro_type.get("type"), avro_type.get("logicalType")
+    elif isinstance(avro_type, dict) and isinstance(avro_type.get("type"), str):
+        name, logical = avro_type["type"], avro_type.get("logicalType")
     else:
         return None
     if declared == "string" and name == "enum" and isinstance(avro_type, dict):

@@ -25,7 +25,7 @@ class DecodeError(ValueError):
         super().__init__(message)
 
 
-def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]:
+def decode_json(value: bytes | memoryview | None, schema: Sequence[Field]) -> tuple[Any, ...]:
     if value is None:
         raise DecodeError("tombstone", "value is null (tombstone)")
     try:

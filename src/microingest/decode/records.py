@@ -13,6 +13,7 @@ from typing import Any
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
 from microingest.decode.keys import key_decoder
+from microingest.decode.registered import required
 
 # error_class values of microingest.dead_letters
 TOMBSTONE = "tombstone"
@@ -68,24 +69,27 @@ class RecordProcessor:
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
         if self.transform is not None:
-            values = self._transformed(values)
+            values = self._transformed(self.transform, values)
         return (record_key, False) + values
 
     def _value_decoder(self) -> Callable[[bytes], tuple[Any, ...]]:
         """value bytes -> the declared fields, typed, for the pipeline's value format."""
-        fmt, registry, schema = self.pipeline.value_format, self.registry, self.schema
+        fmt, schema = self.pipeline.value_format, self.schema
         if fmt == "avro":
             from microingest.decode.avro import decode_avro
 
-            return lambda value: fields_from_object(decode_avro(value, registry), schema)
+            avro_registry = required(self.registry, fmt)
+            return lambda value: fields_from_object(decode_avro(value, avro_registry), schema)
         if fmt == "protobuf":
             from microingest.decode.protobuf import decode_protobuf
 
-            return lambda value: fields_from_object(decode_protobuf(value, registry, self.names), schema)
+            proto_registry = required(self.registry, fmt)
+            return lambda value: fields_from_object(decode_protobuf(value, proto_registry, self.names), schema)
         if fmt == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
             from microingest.decode.registered import framed
 
-            return lambda value: decode_json(framed(value, registry, "JSON")[1], schema)
+            json_registry = required(self.registry, fmt)
+            return lambda value: decode_json(framed(value, json_registry, "JSON")[1], schema)
         return lambda value: decode_json(value, schema)
 
     def _key(self, key: bytes | None) -> str | None:
@@ -98,9 +102,9 @@ class RecordProcessor:
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
 
-    def _transformed(self, values: tuple) -> tuple:
+    def _transformed(self, transform: Callable[[dict], dict], values: tuple) -> tuple:
         try:
-            out = self.transform(dict(zip(self.names, values)))
+            out = transform(dict(zip(self.names, values)))
             if not isinstance(out, dict):
                 raise TypeError(f"transform returned {type(out).__name__}, not a dict")
             coerced = fields_from_object(out, self.schema)

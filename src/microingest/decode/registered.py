@@ -12,6 +12,14 @@ UNKNOWN_SCHEMA = "unknown_schema"  # error_class values of microingest.dead_lett
 UNDECODABLE = "undecodable"
 
 
+def required(registry: dict[str, str] | None, fmt: str) -> dict[str, str]:
+    """The registry settings, which a registry format cannot decode without (every job passes them for such a
+    pipeline: a missing one is a bug, not a bad record)."""
+    if registry is None:
+        raise ValueError(f"{fmt} data names its writer schema in the schema registry, and no registry was given")
+    return registry
+
+
 def framed(
     value: bytes, registry: dict[str, str], schema_type: str, part: str = "value"
 ) -> tuple[int, memoryview, Any]:

@@ -23,6 +23,7 @@ from microingest.decode import arrow_json, avro_batch, storable
 from microingest.decode.batch_columns import ARROW_TYPES
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.registered import required
 
 KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark.batch reads them
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -90,7 +91,7 @@ def whole_batch(batch: pa.RecordBatch, processor: RecordProcessor) -> list[pa.Ar
     """The batch's staged columns decoded at once, when its format's whole-batch decoder takes it."""
     keys, values, pipeline = batch.column("key"), batch.column("value"), processor.pipeline
     if pipeline.value_format == "avro":
-        return avro_batch.decode_values(keys, values, pipeline, processor.registry)
+        return avro_batch.decode_values(keys, values, pipeline, required(processor.registry, "avro"))
     return arrow_json.decode_values(keys, values, pipeline)
 
 

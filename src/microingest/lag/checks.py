@@ -87,19 +87,21 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
     age = status.time_lag
     seconds = None if age is None else age.total_seconds()
     state = status.verdict.state
-    common = {"offset_lag": status.offset_lag, "time_lag_seconds": seconds, "state": state.name}
+
+    def check(met: bool, summary: str, breach: str = "") -> Check:
+        return Check(met, summary, status.offset_lag, seconds, state.name, breach)
+
     if seconds is not None and seconds > sla.max_time_lag_seconds:
-        return Check(
+        return check(
             False,
             f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
             f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
             breach="time_lag",
-            **common,
         )
     if state in UNHEALTHY:
-        return Check(False, f"state {state.name}: {status.verdict.reason}", breach="state", **common)
+        return check(False, f"state {state.name}: {status.verdict.reason}", breach="state")
     lag_text = "unknown" if seconds is None else f"{seconds:.0f}s"
-    return Check(True, f"state {state.name}, time lag {lag_text}, {status.offset_lag:,} records wait", **common)
+    return check(True, f"state {state.name}, time lag {lag_text}, {status.offset_lag:,} records wait")
 
 
 def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]:

@@ -67,10 +67,10 @@ def time_lag(
     if record_ms is not None and record_ms >= 0:
         written = datetime.fromtimestamp(record_ms / 1000, timezone.utc)
         return max(now - written, timedelta(0)), "record"
-    written = interpolated_time(position, points)
-    if written is None:
+    estimated = interpolated_time(position, points)
+    if estimated is None:
         return None, ""
-    return max(now - written, timedelta(0)), "interpolated"
+    return max(now - estimated, timedelta(0)), "interpolated"
 
 
 def partition_lags(

@@ -27,7 +27,7 @@ class GroupMirror:
         self._pending: dict[int, int] = {}
         self._wake = threading.Condition()
         self._closing = False
-        self._consumer = None
+        self._consumer: Any = None  # a KafkaConsumer, made on the first commit
         self._thread = threading.Thread(target=self._loop, name=f"group-mirror-{pipeline}", daemon=True)
         self._thread.start()
 

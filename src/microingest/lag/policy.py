@@ -47,6 +47,18 @@ class LagPolicy:
     gate: GatePolicy | None = None
     sla: SlaPolicy | None = None
 
+    def declared_gate(self) -> GatePolicy:
+        """The gate of a pipeline whose runs have a gate sensor (the DAG factory adds one only when declared)."""
+        if self.gate is None:
+            raise PolicyError("lag.gate", "is not declared")
+        return self.gate
+
+    def declared_sla(self) -> SlaPolicy:
+        """The lag SLA of a pipeline the SLA check looks at (only those that declare one)."""
+        if self.sla is None:
+            raise PolicyError("lag.sla", "is not declared")
+        return self.sla
+
     def window(self, schedule: str | None) -> timedelta:
         from microingest.lag.states import default_window
 

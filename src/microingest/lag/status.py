@@ -47,7 +47,8 @@ class PipelineStatus:
     def time_lag(self) -> timedelta | None:
         """The oldest waiting record's age over all partitions (None when some lagging partition's is unknown)."""
         ages = [p.time_lag for p, _ in self.partitions if p.lag]
-        return None if any(a is None for a in ages) else max(ages, default=timedelta(0))
+        known = [a for a in ages if a is not None]
+        return None if len(known) < len(ages) else max(known, default=timedelta(0))
 
     def to_dict(self) -> dict:
         def seconds(delta):

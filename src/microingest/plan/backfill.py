@@ -5,6 +5,7 @@ look-up, checked against what Kafka retains and kept below the live pipeline's p
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 
 from microingest.commit.overlap import check_overlap
@@ -24,7 +25,7 @@ def epoch_ms(t: datetime) -> int:
 
 
 def window_offsets(
-    pipeline: Pipeline, systems: PipelineSystems, window: tuple[datetime, datetime], latest: dict[int, int]
+    pipeline: Pipeline, systems: PipelineSystems, window: tuple[datetime, datetime], latest: Mapping[int, int]
 ) -> dict[int, tuple[int, int]]:
     """[from, until) per partition: from the first record timestamped at or after the window's start (none before
     it is) to the first timestamped at or after its end. A record timestamped inside the window but written after
@@ -33,8 +34,9 @@ def window_offsets(
     start, end = (offsets_at(systems.kafka_client, pipeline.topic, epoch_ms(t)) for t in window)
     out = {}
     for p, high in latest.items():
-        lo = high if start.get(p) is None else min(start[p], high)
-        hi = high if end.get(p) is None else min(end[p], high)
+        first, after = start.get(p), end.get(p)
+        lo = high if first is None else min(first, high)
+        hi = high if after is None else min(after, high)
         out[p] = (lo, max(lo, hi))
     return out
 
@@ -63,7 +65,7 @@ def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     # Aggregates count each position once, and the history marks a batch's whole ranges as counted: a record the
     # filter left out could never be counted afterwards. Their windows replay the whole span, as they always did.
     filtered = request.window is not None and pipeline.sink_mode != "aggregate"
-    window_ms = tuple(epoch_ms(t) for t in request.window) if filtered else None
+    window_ms = (epoch_ms(request.window[0]), epoch_ms(request.window[1])) if filtered and request.window else None
     plan = RunPlan("backfill", ranges, pipeline.max_records_per_batch, None, request.overlap, window_ms, topic)
     if ranges:
         # Fail at once on overlap the policy refuses; each batch's commit checks again, under the pipeline lock.

@@ -9,7 +9,7 @@ checks what the schema cannot express (combinations of fields, order of times) a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -60,7 +60,9 @@ class RunRequest:
 
 
 def parse_request(
-    params: Mapping[str, Any], run_type: str | None = None, data_interval: tuple[datetime, datetime] | None = None
+    params: Mapping[str, Any],
+    run_type: str | None = None,
+    data_interval: tuple[datetime | None, datetime | None] | None = None,
 ) -> RunRequest:
     """A run's Params (and, for Airflow's own backfill runs, its data interval) -> RunRequest."""
     max_records = params.get("max_records")
@@ -74,7 +76,7 @@ def parse_request(
     overlap = params.get("overlap") or "refuse"
     if overlap not in OVERLAP_POLICIES:
         raise RequestError("overlap", f"must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
-    common = {"max_records": max_records, "dry_run": dry_run, "overlap": overlap}
+    common = RunRequest(max_records=max_records, dry_run=dry_run, overlap=overlap)
 
     skip = _skip(params)
     ranges, start, end = params.get(BACKFILL_RANGES), params.get(FROM_TIME), params.get(UNTIL_TIME)
@@ -83,9 +85,9 @@ def parse_request(
     if skip is not None:
         if ranges is not None or start is not None or end is not None:
             raise RequestError(SKIP_PARTITION, "a skip is a run of its own: give no backfill params with it")
-        return RunRequest(**common, skip=skip)
+        return replace(common, skip=skip)
     if ranges is not None:
-        return RunRequest(**common, offsets=_offsets(ranges))
+        return replace(common, offsets=_offsets(ranges))
     if start is not None or end is not None:
         if start is None or end is None:
             raise RequestError(
@@ -94,20 +96,22 @@ def parse_request(
         window = (_time(FROM_TIME, start), _time(UNTIL_TIME, end))
         if window[0] >= window[1]:
             raise RequestError(UNTIL_TIME, f"must be later than {FROM_TIME} ({start} >= {end})")
-        return RunRequest(**common, window=window, field=FROM_TIME)
+        return replace(common, window=window, field=FROM_TIME)
     if run_type == "backfill":
-        if data_interval is None or None in data_interval or data_interval[0] >= data_interval[1]:
+        interval_start, interval_end = data_interval or (None, None)
+        if interval_start is None or interval_end is None or interval_start >= interval_end:
             raise RequestError(
                 "data_interval", f"an Airflow backfill run replays its data interval, got {data_interval}"
             )
-        return RunRequest(**common, window=(data_interval[0], data_interval[1]), field="data_interval")
-    return RunRequest(**common)
+        return replace(common, window=(interval_start, interval_end), field="data_interval")
+    return common
 
 
 def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
     given = {name: params.get(name) for name in (SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON)}
     if all(v is None for v in given.values()):
         return None
+    positions: list[int] = []
     for name in (SKIP_PARTITION, SKIP_UNTIL):
         value = given[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -116,12 +120,13 @@ def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
                 f"a skip needs {SKIP_PARTITION}, {SKIP_UNTIL} and {SKIP_REASON}; {name} must "
                 f"be an integer >= 0, got {value!r}",
             )
+        positions.append(value)
     reason = given[SKIP_REASON]
     if not isinstance(reason, str) or not reason.strip():
         raise RequestError(SKIP_REASON, "a skip needs a reason: it is kept with the skipped records and in the history")
     if "\x00" in reason or not _storable(reason):
         raise RequestError(SKIP_REASON, "must be text Postgres can keep (no NUL character, no lone surrogate)")
-    return SkipRequest(given[SKIP_PARTITION], given[SKIP_UNTIL], reason.strip())
+    return SkipRequest(positions[0], positions[1], reason.strip())
 
 
 def _storable(text: str) -> bool:

@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import uuid
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from microingest import settings
@@ -98,7 +99,7 @@ def retry_policy():
 def _remote_session(url: str, *, create: bool):
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.remote(url)
+    builder: Any = SparkSession.builder.remote(url)  # pyspark types `builder` as a class property mypy cannot call
     spark = builder.create() if create else builder.getOrCreate()
     spark.client.set_retry_policies([retry_policy()])
     return spark

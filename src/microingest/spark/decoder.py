@@ -92,7 +92,9 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
 
 
 def _text_chunks(lines: list[str]) -> list[bytes]:
-    chunks, chunk, size = [], [], 0
+    chunks: list[bytes] = []
+    chunk: list[bytes] = []
+    size = 0
     for line in lines:
         data = line.encode("utf-8")
         if chunk and size + len(data) > CHUNK_BYTES:

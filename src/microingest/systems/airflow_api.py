@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from microingest import settings
@@ -149,7 +150,7 @@ class AirflowClient:
 
     def trigger(self, dag_id: str, conf: dict | None = None, note: str | None = None) -> str:
         """A manual run with these Params; Airflow checks their types (HTTP 400 → AirflowApiError)."""
-        body = {"logical_date": None, "conf": conf or {}}
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
         if note:
             body["note"] = note
         return self.post(f"/api/v2/dags/{quote(dag_id)}/dagRuns", body)["dag_run_id"]
