@@ -11,8 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from microingest.batches import OffsetRange
 from microingest.bench.streaming import count_ranges
-from microingest.plan.offsets import OffsetRange
 from microingest.spark.batch import kafka_read_options
 from microingest.systems.connections import get_connection, spark_kafka_options
 

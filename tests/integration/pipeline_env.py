@@ -19,11 +19,10 @@ from pathlib import Path
 from kafka import KafkaConsumer, TopicPartition
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.identifiers import table_identifier
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import OffsetRange, RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
 from microingest.systems.connections import get_connection

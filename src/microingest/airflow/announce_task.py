@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowSkipException
 
-from microingest.cli.remote_run import PLAN_SUMMARY_KEY
+from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.commit.history import batches_of_run, restarts_of_run
 from microingest.declare.pipeline import Pipeline
 from microingest.observe.announcements import announced_batch_ids, announcement, unannounced
@@ -84,7 +84,7 @@ def write_note(dag_id: str, run_id: str, note: str) -> None:
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     from microingest.errors import MicroingestError
-    from microingest.systems.airflow_api import AirflowApiError, AirflowClient
+    from microingest.systems.airflow_api import AirflowClient
     from microingest.systems.connections import get_connection
 
     try:
@@ -92,5 +92,5 @@ def write_note(dag_id: str, run_id: str, note: str) -> None:
         client.set_note(dag_id, run_id, note[:NOTE_MAX_LEN])
     except AirflowNotFoundException:
         log.warning("no run note: define connection %s (Airflow's API, a user who may edit DAG runs)", NOTES_CONN_ID)
-    except (AirflowApiError, MicroingestError) as exc:
+    except MicroingestError as exc:
         log.warning("the run note could not be written: %s", exc)

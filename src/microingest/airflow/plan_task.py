@@ -8,11 +8,11 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from microingest.cli.remote_run import PLAN_SUMMARY_KEY
-from microingest.commit.history import RunInfo
+from microingest.airflow import PLAN_SUMMARY_KEY
+from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
-from microingest.plan.offsets import RequestError, RunPlan
+from microingest.plan.offsets import RequestError
 from microingest.plan.request import RunRequest, parse_request
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from typing import Any
 from urllib.parse import quote
 
 from microingest import settings
+from microingest.batches import RunInfo
 from microingest.bench.avro_dataset import avro_topic
 from microingest.bench.dataset import SCHEMA
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
-from microingest.commit.history import RunInfo
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.pipeline import Pipeline
 from microingest.plan.live import plan_live_run

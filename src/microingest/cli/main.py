@@ -25,10 +25,7 @@ from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError, Refused
-from microingest.systems.airflow_api import AirflowApiError
 from microingest.systems.connections import get_connection, postgres_params
-
-EXPECTED_ERRORS = (MicroingestError, AirflowApiError)
 
 
 class UsageError(Refused, ValueError):
@@ -311,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except UsageError as exc:
         parser.error(str(exc))
-    except EXPECTED_ERRORS as exc:
+    except MicroingestError as exc:
         print(f"microingest: error: {exc}", file=sys.stderr)
         return 2
 

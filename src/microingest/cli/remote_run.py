@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.declare.pipeline import Pipeline
 from microingest.systems.airflow_api import AirflowClient, DagRun
-
-PLAN_SUMMARY_KEY = "plan_summary"  # the XCom the plan task pushes for every run, dry or not
 
 
 def run_and_report(

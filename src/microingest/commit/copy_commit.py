@@ -18,13 +18,13 @@ from datetime import datetime
 
 from psycopg2 import sql
 
-from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
+from microingest.batches import DEAD_LETTER_COLUMNS, Batch, CommitResult, RunInfo, Span
+from microingest.commit.history import BatchRecord, record_batch
 from microingest.commit.overlap import Settled
-from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
+from microingest.commit.read_proof import ReadMismatchError, prove_read
+from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
 from microingest.declare.identifiers import identifier_list
-from microingest.plan.offsets import Batch
 
 DEAD_LETTERS = sql.Identifier("microingest", "dead_letters")
 

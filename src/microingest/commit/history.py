@@ -8,34 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from microingest.plan.offsets import OffsetRange
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """Who asked for the batch (the DAG run and task try) and which Spark application ran it; recorded in the
-    history row. What kind of batch it is comes from the plan, not from here."""
-
-    dag_id: str | None = None
-    run_id: str | None = None
-    task_try: int | None = None
-    clear_number: int = 0  # how often the DAG run was cleared (Airflow's dag_run.clear_number)
-    spark_app_id: str | None = field(default=None, kw_only=True)  # set by the job once its session is up
-
-    def to_dict(self) -> dict:
-        return {
-            "dag_id": self.dag_id,
-            "run_id": self.run_id,
-            "task_try": self.task_try,
-            "clear_number": self.clear_number,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> RunInfo:
-        return cls(**(d or {}))
+from microingest.batches import CommitResult, CommittedBatch, OffsetRange, RunInfo, RunOutcome
 
 
 @dataclass(frozen=True)
@@ -87,61 +63,6 @@ def _gaps_json(ranges: Sequence[OffsetRange]) -> str | None:
     return json.dumps(gaps) if gaps else None
 
 
-@dataclass(frozen=True)
-class CommitResult:
-    """What one committed batch did."""
-
-    batch_id: str
-    rows_written: int
-    records_read: int
-    dead_letters: int
-    ranges: tuple[OffsetRange, ...]
-    skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
-
-
-@dataclass
-class RunOutcome:
-    """What one DAG run has committed (over all its task tries): what the job reports, what the ingest task returns
-    as XCom, and what a retry starts from."""
-
-    batches: int = 0
-    records_read: int = 0
-    rows_written: int = 0
-    dead_letters: int = 0
-    skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
-    remaining: int = 0  # records of the run's plan left for the next run (time budget spent)
-    ranges: tuple[OffsetRange, ...] = ()  # what was committed, so a retry can leave it out of its plan
-
-    def add(self, batch: CommitResult) -> None:
-        self.extend(
-            RunOutcome(
-                1, batch.records_read, batch.rows_written, batch.dead_letters, batch.skipped, ranges=batch.ranges
-            )
-        )
-
-    def extend(self, earlier: RunOutcome) -> None:
-        """Count in what earlier tries of the run committed."""
-        self.batches += earlier.batches
-        self.records_read += earlier.records_read
-        self.rows_written += earlier.rows_written
-        self.dead_letters += earlier.dead_letters
-        self.skipped += earlier.skipped
-        self.ranges += earlier.ranges
-
-    def to_dict(self) -> dict:
-        """The committed outcome as the job reports it and the ingest task returns it (ranges stay out: XCom is for
-        people and later tasks, the history holds them)."""
-        return {
-            "status": "committed",
-            "batches": self.batches,
-            "records_read": self.records_read,
-            "rows_written": self.rows_written,
-            "dead_letters": self.dead_letters,
-            "skipped": self.skipped,
-            "remaining": self.remaining,
-        }
-
-
 def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome:
     """The batches of `kind` that earlier tries of this DAG run committed.
 
@@ -160,21 +81,6 @@ def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome
         for batch_id, written, read, dead, ranges in cur.fetchall():
             outcome.add(CommitResult(batch_id, written, read, dead, tuple(map(OffsetRange.from_dict, ranges))))
     return outcome
-
-
-@dataclass(frozen=True)
-class CommittedBatch:
-    """One history row of a run, as what comes after the commit (announcements, notes, lineage) reads it."""
-
-    batch_id: str
-    kind: str
-    run_batch: int | None
-    ranges: tuple[OffsetRange, ...]
-    records_read: int
-    rows_written: int
-    dead_letters: int
-    started_at: datetime
-    committed_at: datetime
 
 
 def restarts_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[str]:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from psycopg2 import sql
 
+from microingest.batches import OffsetRange
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import SKIPPED, Sink, StagedCounts
-from microingest.plan.offsets import OffsetRange
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
 _SHOWN = 12  # overlapping ranges named in an error; the count of the rest follows

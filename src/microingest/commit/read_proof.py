@@ -11,25 +11,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from microingest.batches import OffsetRange, Span
 from microingest.commit.ledger import LedgerError
-from microingest.plan.offsets import OffsetRange
 
 
 class ReadMismatchError(LedgerError):
     """The records read do not match the plan (outside its ranges, or a position twice); a retry would read the same."""
-
-
-class Span(NamedTuple):
-    topic: str
-    partition: int
-    first: int
-    last: int
-    records: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}[{self.partition}] offsets {self.first}..{self.last} ({self.records} records)"
 
 
 def prove_read(spans: Sequence[Span], ranges: Sequence[OffsetRange], decoded: int, batch_id: str) -> None:

@@ -20,34 +20,11 @@ from dataclasses import dataclass
 
 from psycopg2 import sql
 
+from microingest.batches import DEAD_LETTER_TYPES, ROW_COLUMNS, ROW_LAYOUT, SOURCE_COLUMNS
 from microingest.declare.identifiers import identifier_list, table_identifier
-from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import PG_TYPES
 
-_STAGING_TYPES = {
-    "source_topic": "text",
-    "source_partition": "integer",
-    "source_offset": "bigint",
-    "kafka_timestamp": "timestamptz",
-    "batch_id": "uuid",
-    "record_key": "text",
-    "is_tombstone": "boolean",
-}
-STAGING_PREFIX = tuple(_STAGING_TYPES)  # the row layout RecordProcessor output is appended to
-# A dead letter's columns besides its pipeline, in the order a decoded batch's COPY text gives them.
-DEAD_LETTER_TYPES = {
-    "batch_id": "uuid",
-    "topic": "text",
-    "partition": "integer",
-    "offset": "bigint",
-    "kafka_timestamp": "timestamptz",
-    "record_key": "bytea",
-    "record_value": "bytea",
-    "headers": "jsonb",
-    "error_class": "text",
-    "error_message": "text",
-}
-DEAD_LETTER_COLUMNS = tuple(DEAD_LETTER_TYPES)
 # error_class of the dead letters an operator's skip writes: records never ingested, which a backfill may resolve.
 SKIPPED = "skipped"
 STAGED_ROWS, STAGED_DEAD = sql.Identifier("microingest_staged_rows"), sql.Identifier("microingest_staged_dead")
@@ -72,7 +49,7 @@ class Sink:
         self.pipeline = pipeline
         self.target = table_identifier(pipeline.target_table)
         self.staging, self.staged_dead = STAGED_ROWS, STAGED_DEAD
-        self.staging_columns = STAGING_PREFIX + pipeline.value_columns
+        self.staging_columns = ROW_COLUMNS + pipeline.value_columns
 
     def target_columns(self) -> tuple[str, ...]:
         raise NotImplementedError
@@ -82,7 +59,7 @@ class Sink:
         raise NotImplementedError
 
     def staging_types(self) -> list[tuple[str, str]]:
-        types = {**_STAGING_TYPES, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
+        types = {**{c.name: c.pg_type for c in ROW_LAYOUT}, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
         return [(c, types[c]) for c in self.staging_columns]
 
     def create_staging(self, cur) -> None:

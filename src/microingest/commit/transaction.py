@@ -19,13 +19,13 @@ from psycopg2 import sql
 from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
+from microingest.batches import DEAD_LETTER_COLUMNS, Batch
 from microingest.commit.ledger import fence_and_advance, fence_below
 from microingest.commit.overlap import Settled, settle_overlap
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
+from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
 from microingest.errors import Transient
-from microingest.plan.offsets import Batch
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
+from microingest.declare.lag_policy import LagPolicy
 from microingest.errors import Refused
-from microingest.lag.policy import LagPolicy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
@@ -25,20 +25,6 @@ SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
 RECREATED_TOPIC_POLICIES = ("fail", "restart")
 MEASURES = ("count", "sum")
-# The staging table's own columns (sinks.STAGING_PREFIX), with what each holds; the declared value columns are
-# appended to them, so a value field of the same name would make every run fail creating the table.
-STAGING_COLUMN_USES = {
-    "source_topic": "the Kafka topic of each record",
-    "source_partition": "the Kafka partition of each record",
-    "source_offset": "the Kafka offset of each record",
-    "kafka_timestamp": "the Kafka timestamp of each record",
-    "batch_id": "the batch that wrote each row",
-    "record_key": "the Kafka record key",
-    "is_tombstone": "marking tombstones (records with a null value)",
-}
-STAGING_COLUMNS = tuple(STAGING_COLUMN_USES)
-# The source position: columns every target row carries besides the declared value fields.
-SOURCE_COLUMNS = STAGING_COLUMNS[:5]
 
 
 class DeclarationError(Refused, ValueError):

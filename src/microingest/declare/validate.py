@@ -9,14 +9,15 @@ import reprlib
 from datetime import date, datetime
 from typing import Any
 
+from microingest.batches import ROW_LAYOUT
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
+from microingest.declare.lag_policy import PolicyError, parse_lag_policy
 from microingest.declare.pipeline import (
     FIELD_TYPES,
     GAP_POLICIES,
     KEY_FORMATS,
     RECREATED_TOPIC_POLICIES,
     SINK_MODES,
-    STAGING_COLUMN_USES,
     START_POSITIONS,
     VALUE_FORMATS,
     Aggregate,
@@ -26,7 +27,6 @@ from microingest.declare.pipeline import (
     Measure,
     Pipeline,
 )
-from microingest.lag.policy import PolicyError, parse_lag_policy
 
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
@@ -364,12 +364,12 @@ def _parse_field(name: str, spec: Any, source: str) -> Field:
         check_identifier(name)
     except IdentifierError as exc:
         raise DeclarationError(source, where, str(exc)) from None
-    if name in STAGING_COLUMN_USES:
+    holds = {c.name: c.holds for c in ROW_LAYOUT}
+    if name in holds:
         raise DeclarationError(
             source,
             where,
-            f"'{name}' is reserved: the platform's staging table uses it for "
-            f"{STAGING_COLUMN_USES[name]}; leave it out of the schema",
+            f"'{name}' is reserved: the platform's staging table uses it for {holds[name]}; leave it out of the schema",
         )
     if isinstance(spec, str):
         spec = {"type": spec}

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 
+from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags, time_lag
-from microingest.lag.policy import GatePolicy, SlaPolicy
 from microingest.lag.states import LagState, Observation
 
 UNHEALTHY = (LagState.STALL, LagState.STOP, LagState.ERR)

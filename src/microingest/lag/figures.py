@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from microingest.commit.ledger import pipeline_positions
 from microingest.declare.pipeline import Pipeline
+from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,8 @@ def partition_lags(
     """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
     query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
     `points` (observations per partition) fill in where no record was fetched."""
-    from microingest.plan.live import observe
-    from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
-
     now = now or datetime.now(timezone.utc)
-    ledger, earliest, latest = observe(pipeline, systems)
+    ledger, earliest, latest = pipeline_positions(pipeline, systems)
     base = [PartitionLag(pipeline.topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]
     waiting = {lag.partition: lag.position for lag in base if lag.lag}
     stamps: dict[int, int] = {}

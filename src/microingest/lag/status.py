@@ -9,7 +9,15 @@ from datetime import datetime, timedelta, timezone
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
-from microingest.lag.states import LagState, Observation, Rules, Verdict, evaluate_partition, worst
+from microingest.lag.states import (
+    LagState,
+    Observation,
+    Rules,
+    Verdict,
+    default_window,
+    evaluate_partition,
+    worst,
+)
 
 POINTS_SPAN = timedelta(hours=6)  # observations read for time-lag interpolation
 
@@ -93,7 +101,12 @@ class PipelineStatus:
 
 
 def window_of(pipeline: Pipeline) -> timedelta:
-    return pipeline.lag.window(pipeline.schedule)
+    """The state window: as declared (`lag.window_seconds`), else from the schedule and the gate's wait."""
+    policy = pipeline.lag
+    if policy.window_seconds:
+        return timedelta(seconds=policy.window_seconds)
+    gate_wait = timedelta(seconds=policy.gate.max_wait_seconds) if policy.gate else None
+    return default_window(pipeline.schedule, gate_wait)
 
 
 def pipeline_status(

@@ -14,7 +14,7 @@ import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet, output_statistics_output_dataset, schema_dataset
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 from microingest.commit.table_shape import declared_shape
 from microingest.declare.pipeline import Pipeline
 from microingest.observe.announcements import merged_ranges

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 
 DRY_RUN_SUFFIX = " (dry run: nothing written)"
 FAILED = ("failed", "upstream_failed")

@@ -1,5 +1,6 @@
 """Plan backfill runs: requested offset ranges, or a time window turned into offsets by Kafka's offsets-for-times
-look-up, checked against what Kafka retains and kept below the live pipeline's position (see planning.backfill_ranges).
+look-up, checked against what Kafka retains and kept below the live pipeline's position (see
+plan.offsets.backfill_ranges).
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from microingest.batches import OffsetRange, RunPlan
+from microingest.commit.ledger import pipeline_positions
 from microingest.commit.overlap import check_overlap
 from microingest.commit.sinks import sink_for
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.live import checked_topic_id, observe
-from microingest.plan.offsets import OffsetRange, RunPlan, backfill_ranges
+from microingest.plan.live import checked_topic_id
+from microingest.plan.offsets import backfill_ranges
 from microingest.plan.request import RunRequest
 from microingest.systems.kafka_access import offsets_at
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -44,7 +47,7 @@ def window_offsets(
 def plan_backfill(pipeline: Pipeline, request: RunRequest) -> RunPlan:
     """The backfill's run plan; fails (RequestError, OverlapError) before anything is written."""
     systems = PipelineSystems.of(pipeline)
-    positions = observe(pipeline, systems)
+    positions = pipeline_positions(pipeline, systems)
     topic = checked_topic_id(pipeline, systems, positions)  # a recreated topic: the live run's to restart, first
     if request.window is not None:
         requested = window_offsets(pipeline, systems, request.window, positions.latest)

@@ -1,4 +1,4 @@
-"""Plan live runs against the ledger and Kafka (the I/O around planning.plan_ranges).
+"""Plan live runs against the ledger and Kafka (the I/O around plan.offsets.plan_ranges).
 
 A live run reads from the ledger up to the last stable offsets Kafka reports when it is planned, capped by the
 pipeline's records per run, and commits that in batches of at most max_records_per_batch.
@@ -8,24 +8,17 @@ from __future__ import annotations
 
 import logging
 
-from microingest.commit.history import RunInfo
-from microingest.commit.ledger import ledger_topic_ids, pin_positions, read_ledger, restart_topic
+from microingest.batches import Positions, RunInfo, RunPlan
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, pipeline_positions, restart_topic
 from microingest.declare.pipeline import Pipeline
+from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
-from microingest.plan.offsets import Plan, PlanningError, Positions, RunPlan, TopicRecreatedError, plan_ranges
-from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, topic_id
+from microingest.plan.offsets import Plan, TopicRecreatedError, plan_ranges
+from microingest.systems.kafka_access import KafkaAccessError, topic_id
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
-
-
-def observe(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
-    """Where the pipeline is (its ledger), and what Kafka holds."""
-    with systems.db() as conn:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
-    return Positions(ledger, earliest, latest)
 
 
 def checked_topic_id(pipeline: Pipeline, systems: PipelineSystems, positions: Positions) -> str | None:
@@ -69,7 +62,7 @@ def _observe_topic(
     """The positions and Kafka's topic id. A topic made again since the last commit is refused, or with
     on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the plan
     may write, else only planned as if forgotten."""
-    positions = observe(pipeline, systems)
+    positions = pipeline_positions(pipeline, systems)
     try:
         return positions, checked_topic_id(pipeline, systems, positions)
     except TopicRecreatedError as exc:
@@ -80,7 +73,7 @@ def _observe_topic(
         restart_topic(
             systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from, run or RunInfo()
         )
-        return observe(pipeline, systems), exc.new_id
+        return pipeline_positions(pipeline, systems), exc.new_id
 
 
 def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, str | None]:

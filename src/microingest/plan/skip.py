@@ -12,10 +12,12 @@ resolves them (`commit.overlap`): each becomes a row or a dead letter of its own
 
 from __future__ import annotations
 
+from microingest.batches import RunPlan
+from microingest.commit.ledger import pipeline_positions
 from microingest.commit.sinks import SKIPPED
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.live import checked_topic_id, observe
-from microingest.plan.offsets import RunPlan, skip_range
+from microingest.plan.live import checked_topic_id
+from microingest.plan.offsets import skip_range
 from microingest.plan.request import SkipRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
@@ -25,7 +27,7 @@ def plan_skip(pipeline: Pipeline, request: SkipRequest, who: str) -> RunPlan:
     run then splits it, as any batch). RequestError, with nothing written, when the request makes no sense against
     the ledger and Kafka."""
     systems = PipelineSystems.of(pipeline)
-    positions = observe(pipeline, systems)
+    positions = pipeline_positions(pipeline, systems)
     topic = checked_topic_id(pipeline, systems, positions)
     skipped = skip_range(pipeline.topic, request.partition, request.until, positions, pipeline.start_from)
     return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic, note=f"skipped by {who}: {request.reason}")

@@ -11,14 +11,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from microingest import faults
+from microingest.batches import Batch, CommitResult, OffsetRange
 from microingest.commit.copy_commit import commit_decoded
-from microingest.commit.history import CommitResult
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import StagedCounts, sink_for
 from microingest.commit.target_tables import check_target
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import Refused
-from microingest.plan.offsets import Batch, OffsetRange
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
 

@@ -26,9 +26,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import RunPlan
 from microingest.spark.submit import JOB_CONF, job_args
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo
 

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from microingest import faults
+from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS, Span
 from microingest.commit.copy_commit import DecodedBatch
-from microingest.commit.read_proof import Span
-from microingest.commit.sinks import SKIPPED, STAGING_PREFIX, StagedCounts
-from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
+from microingest.commit.sinks import SKIPPED, StagedCounts
+from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
@@ -27,7 +27,7 @@ _ARROW_SCHEMA = pa.schema(
 # A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
 # The staged layout's columns that an append target has too: the source position and the declared values.
-_TARGET_INDICES = [i for i, c in enumerate(STAGING_PREFIX) if c in SOURCE_COLUMNS]
+_TARGET_INDICES = [i for i, c in enumerate(ROW_COLUMNS) if c in SOURCE_COLUMNS]
 
 
 class Decoder:
@@ -52,7 +52,7 @@ class Decoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         processor = RecordProcessor(self.pipeline, self.registry)
         lead = (self.pipeline.name, self.batch_id) if self.into_target else None
-        values = list(range(len(STAGING_PREFIX), len(STAGING_PREFIX) + len(self.pipeline.value_columns)))
+        values = list(range(len(ROW_COLUMNS), len(ROW_COLUMNS) + len(self.pipeline.value_columns)))
         for batch in batches:
             if not batch.num_rows:
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.mirror import GroupMirror
 from microingest.systems.pipeline_systems import PipelineSystems

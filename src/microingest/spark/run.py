@@ -7,8 +7,8 @@ import logging
 import time
 from dataclasses import replace
 
-from microingest.commit.history import RunOutcome, committed_by_run
-from microingest.plan.offsets import RunPlan
+from microingest.batches import RunOutcome, RunPlan
+from microingest.commit.history import committed_by_run
 from microingest.spark.batch import BatchTooLargeError, run_batch
 from microingest.spark.job import IngestJob
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import RunPlan
 
 JOB_CONF = {
     "spark.sql.session.timeZone": "UTC",

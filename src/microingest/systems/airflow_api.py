@@ -20,16 +20,20 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from microingest import settings
+from microingest.errors import MicroingestError
 
 FINISHED = ("success", "failed")
 
 
-class AirflowApiError(RuntimeError):
-    """The API refused a request (bad Params, unknown DAG, ...) or could not be reached."""
+class AirflowApiError(MicroingestError):
+    """The API refused a request (bad Params, unknown DAG, ...) or could not be reached. Whether another try may
+    succeed is the answer's: unreachable, or a server error (5xx), is transient; a refusal (4xx) or missing
+    credentials are the request's own."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, *, retryable: bool = False):
         super().__init__(message)
         self.status = status
+        self.retryable = retryable or (status is not None and status >= 500)
 
 
 @dataclass
@@ -111,7 +115,7 @@ class AirflowClient:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AirflowApiError(
-                f"Airflow API at {self.base} unreachable ({reason}); is it running (`make up`)?"
+                f"Airflow API at {self.base} unreachable ({reason}); is it running (`make up`)?", retryable=True
             ) from None
 
     def get(self, path: str, **query) -> dict:

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from pipeline_env import SERVED_FOLDER, Env
 
+from microingest.batches import OffsetRange
 from microingest.declare.files import load_pipeline_file
 from microingest.observe.announcements import merged_ranges
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.kafka_access import create_topic, json_bytes
 
 REPO = Path(__file__).resolve().parents[3]

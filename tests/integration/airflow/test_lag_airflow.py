@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 from microingest.airflow.dag_factory import SLA_DAG_ID
+from microingest.batches import OffsetRange
 from microingest.cli.remote_run import error_events
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.airflow_api import AirflowApiError
 
 

@@ -13,15 +13,14 @@ import pytest
 from psycopg2 import sql
 
 from hostile_records import kafka_batch
+from microingest.batches import Batch, OffsetRange, RunInfo
 from microingest.commit.copy_commit import DecodedBatch, commit_decoded
-from microingest.commit.history import RunInfo
 from microingest.commit.ledger import lock_pipeline
 from microingest.commit.read_proof import ReadMismatchError
 from microingest.commit.sinks import sink_for
 from microingest.commit.transaction import CommitTimeoutError
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import Batch, OffsetRange
 from microingest.spark.decoder import Decoder, collected
 
 

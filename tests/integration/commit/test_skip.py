@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from pipeline_env import UPSERT_TARGET, RawHeaderName
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run, plan_next_batch

@@ -9,7 +9,7 @@ import pytest
 from pipeline_env import DEMO_SCHEMA
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.commit.target_tables import TargetError, check_target
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.request import parse_request

@@ -15,8 +15,9 @@ from io import BytesIO, StringIO
 import pytest
 
 from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
+from microingest.batches import DEAD_LETTER_COLUMNS
 from microingest.commit.copy_commit import copy_statement
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, STAGED_DEAD, STAGED_ROWS, sink_for
+from microingest.commit.sinks import STAGED_DEAD, STAGED_ROWS, sink_for
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
 from microingest.decode.records import BadRecord, RecordProcessor

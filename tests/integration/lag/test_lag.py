@@ -9,7 +9,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import OffsetRange, RunInfo
 from microingest.commit.ledger import pin_positions
 from microingest.lag.checks import health_check
 from microingest.lag.figures import partition_lags
@@ -17,7 +17,6 @@ from microingest.lag.mirror import group_id
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.kafka_access import partition_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
 

@@ -10,7 +10,7 @@ from kafka.admin import ConfigResource
 from pipeline_env import UPSERT_TARGET, read_to_end
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.commit.overlap import OverlapError
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill

@@ -6,7 +6,7 @@ import time
 
 from pipeline_env import reached_pause
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import json_bytes
 

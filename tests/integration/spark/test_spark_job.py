@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from microingest.batches import OffsetRange
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import OffsetRange
 
 
 @pytest.fixture

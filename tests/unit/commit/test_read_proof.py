@@ -2,8 +2,8 @@
 
 import pytest
 
-from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import OffsetRange, Span
+from microingest.commit.read_proof import ReadMismatchError, prove_read
 
 RANGES = [OffsetRange("t", 0, 100, 200, 100), OffsetRange("t", 1, 0, 50, 0)]
 

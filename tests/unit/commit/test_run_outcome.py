@@ -1,7 +1,6 @@
 """One outcome type for a run: what the job reports, what the ingest task returns, what a retry starts from."""
 
-from microingest.commit.history import CommitResult, RunOutcome
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import CommitResult, OffsetRange, RunOutcome
 
 A = OffsetRange("t", 0, 0, 10, 0)
 B = OffsetRange("t", 1, 5, 8, 5)

@@ -342,8 +342,7 @@ def test_every_staging_column_name_is_refused_as_a_schema_field(column):
     assert err.value.problem.endswith("; leave it out of the schema")
 
 
-def test_the_reserved_names_are_the_staging_tables_own_columns():
-    from microingest.commit.sinks import STAGING_PREFIX
-    from microingest.declare import pipeline
+def test_the_reserved_names_are_a_decoded_rows_own_columns():
+    from microingest.batches import ROW_COLUMNS
 
-    assert pipeline.STAGING_COLUMNS == STAGING_PREFIX == STAGING_COLUMNS
+    assert ROW_COLUMNS == STAGING_COLUMNS

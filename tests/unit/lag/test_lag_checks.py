@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.validate import parse_pipeline
 from microingest.lag import checks, status
 from microingest.lag.figures import PartitionLag
-from microingest.lag.policy import GatePolicy, SlaPolicy
 from microingest.lag.states import LagState, Verdict
 from microingest.systems import postgres
 from microingest.systems.pipeline_systems import PipelineSystems

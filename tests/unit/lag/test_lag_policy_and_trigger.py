@@ -6,8 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 from microingest.airflow import lag_triggers as triggers
 from microingest.airflow.lag_triggers import LagTrigger
+from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
 from microingest.declare.validate import parse_pipeline
-from microingest.lag.policy import GatePolicy, LagPolicy, SlaPolicy
+from microingest.lag.status import window_of
 
 BASE = {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
 
@@ -21,9 +22,9 @@ def test_the_lag_section_with_its_defaults():
         }
     )
     assert p.lag == LagPolicy(None, GatePolicy(5000, 1800, 600, 30), SlaPolicy(3600, 900))
-    assert p.lag.window(p.schedule) == timedelta(minutes=60)  # the gate's wait plus two periods beats three periods
+    assert window_of(p) == timedelta(minutes=60)  # the gate's wait plus two periods beats three periods
     assert parse_pipeline(BASE).lag == LagPolicy()
-    assert parse_pipeline({**BASE, "lag": {"window_seconds": 120}}).lag.window(None) == timedelta(seconds=120)
+    assert window_of(parse_pipeline({**BASE, "lag": {"window_seconds": 120}})) == timedelta(seconds=120)
 
 
 def test_the_trigger_serialises_to_what_rebuilds_it():

@@ -2,9 +2,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch, OffsetRange
 from microingest.observe.announcements import announced_batch_ids, announcement, merged_ranges, unannounced
-from microingest.plan.offsets import OffsetRange
 
 T0 = datetime(2026, 11, 25, 12, tzinfo=timezone.utc)
 

@@ -3,10 +3,9 @@ from datetime import datetime, timezone
 
 from openlineage.client.serde import Serde
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch, OffsetRange
 from microingest.declare.validate import parse_pipeline
 from microingest.observe.lineage import ingest_lineage
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.connections import parse_connection
 
 PG = parse_connection("pg", "postgresql://ingest:pg-s3cret@db.example:5433/warehouse")

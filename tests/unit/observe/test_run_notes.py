@@ -1,6 +1,6 @@
 from datetime import datetime, timezone
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 from microingest.observe.run_notes import duration, run_note
 
 T = datetime(2026, 11, 25, tzinfo=timezone.utc)

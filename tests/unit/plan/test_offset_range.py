@@ -1,4 +1,4 @@
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import OffsetRange
 
 
 def test_a_range_reads_as_topic_partition_and_half_open_offsets():

@@ -3,15 +3,9 @@ import re
 
 import pytest
 
-from microingest.plan.offsets import (
-    OffsetRange,
-    PlanningError,
-    Positions,
-    RequestError,
-    RunPlan,
-    backfill_ranges,
-    skip_range,
-)
+from microingest.batches import OffsetRange, Positions, RunPlan
+from microingest.errors import PlanningError
+from microingest.plan.offsets import RequestError, backfill_ranges, skip_range
 
 
 def spans(ranges):

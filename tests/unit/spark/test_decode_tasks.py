@@ -1,6 +1,6 @@
 import pytest
 
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import OffsetRange
 from microingest.spark.batch import RECORDS_PER_TASK, decode_tasks
 
 

@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from microingest.commit.history import RunInfo
-from microingest.plan.offsets import OffsetRange, RunPlan
+from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.spark.submit import JobArgs, job_args, parse_job_args
 
 PLAN = RunPlan(

@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from microingest.commit.read_proof import Span
+from microingest.batches import Span
 from microingest.spark.decoder import read_spans
 
 

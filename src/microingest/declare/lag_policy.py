@@ -15,7 +15,6 @@ lag:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from microingest.errors import Refused
@@ -58,13 +57,6 @@ class LagPolicy:
         if self.sla is None:
             raise PolicyError("lag.sla", "is not declared")
         return self.sla
-
-    def window(self, schedule: str | None) -> timedelta:
-        from microingest.lag.states import default_window
-
-        if self.window_seconds:
-            return timedelta(seconds=self.window_seconds)
-        return default_window(schedule, timedelta(seconds=self.gate.max_wait_seconds) if self.gate else None)
 
 
 def parse_lag_policy(raw: Any) -> LagPolicy:
