@@ -1,7 +1,7 @@
 """Fixtures for tests against the real platform started by `make test` (Kafka, Postgres, Spark, Airflow's DB).
 
 Every test gets its own topic, target table and pipeline declaration, so tests never see each other's data; what
-builds them is in pipeline_env.py.
+builds them is in helpers/pipeline_env.py.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import logging
 import os
 from pathlib import Path
 
-import browser_session
 import pytest
-from pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 
+from helpers import browser_session
+from helpers.pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 

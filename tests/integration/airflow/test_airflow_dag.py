@@ -7,9 +7,9 @@ import subprocess
 from collections import Counter
 
 import pytest
-from airflow_access import run_dag
 from sqlalchemy import create_engine, text
 
+from helpers.airflow_access import run_dag
 from microingest.settings import repo_root
 
 REPO = repo_root()

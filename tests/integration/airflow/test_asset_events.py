@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pipeline_env import SERVED_FOLDER, Env
 
+from helpers.pipeline_env import SERVED_FOLDER, Env
 from microingest.batches import OffsetRange
 from microingest.declare.files import load_pipeline_file
 from microingest.observe.announcements import merged_ranges

@@ -1,8 +1,9 @@
 """A finished backfill run cleared in Airflow replays its plan under its overlap policy: it reads again and says so,
 or fails at once saying why; it never succeeds having done nothing."""
 
-from pipeline_env import Env
 from psycopg2 import sql
+
+from helpers.pipeline_env import Env
 
 
 def clear_run(api, dag_id: str, run_id: str) -> None:

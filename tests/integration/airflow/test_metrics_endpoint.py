@@ -5,9 +5,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from browser_session import OUTPUT
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers.browser_session import OUTPUT
 from microingest.systems.airflow_api import base_url
 from microingest.systems.connections import get_connection
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 
+from helpers.browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from microingest.plan.live import plan_live_run
 from microingest.systems.airflow_api import base_url
 from microingest.systems.kafka_access import partition_bounds

@@ -7,19 +7,16 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from kafka import KafkaAdminClient
 
-from microingest import settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 from local_platform import config, spark_cluster
 from local_platform import kafka as local_kafka
 from local_platform.process_tree import platform_cgroup
+from microingest import settings
 
 RUN = settings.state_dir() / "run"
 EDGE_WORKERS = ("edge-worker-1", "edge-worker-2")

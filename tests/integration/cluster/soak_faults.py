@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import cluster_access as cluster
 import full_disk
 import network_partition
-from pipeline_env import platform
 from soak_moments import PRECONDITION_WAIT, await_moment, commit_in_flight, deferred_sensor, running_task_on, until
 
+from helpers.pipeline_env import platform
 from local_platform import config
 
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person

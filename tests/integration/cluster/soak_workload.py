@@ -9,9 +9,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from exactly_once import SinkPipelines, declare_sink_pipelines
-from pipeline_env import Env, new_env
-
+from helpers.exactly_once import SinkPipelines, declare_sink_pipelines
+from helpers.pipeline_env import Env, new_env
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.airflow_api import AirflowApiError
 

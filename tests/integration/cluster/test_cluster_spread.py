@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -18,12 +17,10 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
-from pipeline_env import SERVED_FOLDER, new_env
 
-from microingest.systems.kafka_access import create_topic
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from helpers.pipeline_env import SERVED_FOLDER, new_env
 from local_platform import config
+from microingest.systems.kafka_access import create_topic
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",

@@ -27,9 +27,9 @@ import soak_faults
 import soak_moments
 import soak_report
 import soak_workload
-from exactly_once import Producer, verify
-from pipeline_env import SERVED_FOLDER, read_to_end
 
+from helpers.exactly_once import Producer, verify
+from helpers.pipeline_env import SERVED_FOLDER, read_to_end
 from microingest import settings
 
 pytestmark = pytest.mark.skipif(

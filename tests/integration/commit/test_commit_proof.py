@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from psycopg2 import sql
 
-from hostile_records import kafka_batch
+from helpers.hostile_records import kafka_batch
 from microingest.batches import Batch, OffsetRange, RunInfo
 from microingest.commit.copy_commit import DecodedBatch, commit_decoded
 from microingest.commit.ledger import lock_pipeline

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
-from pipeline_env import UPSERT_TARGET
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET
 from microingest.commit.overlap import OverlapError
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.request import parse_request

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
-from pipeline_env import UPSERT_TARGET, RawHeaderName
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET, RawHeaderName
 from microingest.batches import RunInfo
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill

@@ -6,9 +6,9 @@ import os
 import subprocess
 
 import pytest
-from pipeline_env import DEMO_SCHEMA
 from psycopg2 import sql
 
+from helpers.pipeline_env import DEMO_SCHEMA
 from microingest.batches import RunInfo
 from microingest.commit.target_tables import TargetError, check_target
 from microingest.plan.backfill import plan_backfill

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF, platform
 from psycopg2 import sql
 
+from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF, platform
 from microingest.commit.target_tables import prepare_targets
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run

@@ -14,12 +14,12 @@ import fastavro
 import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from pipeline_env import REGISTRY_TIMEOUT
 
+from helpers.pipeline_env import REGISTRY_TIMEOUT
+from helpers.reference_check import rows_as_reference
 from microingest.declare.validate import parse_pipeline
 from microingest.decode.avro_batch import decode_values
 from microingest.decode.records import RecordProcessor
-from reference_check import rows_as_reference
 
 SCHEMA = {
     "id": {"type": "string", "required": True},

@@ -3,8 +3,7 @@
 import json
 import struct
 
-from pipeline_env import RawHeaderName
-
+from helpers.pipeline_env import RawHeaderName
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
+
+from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",

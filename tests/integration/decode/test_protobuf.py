@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
-from pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
 from psycopg2 import sql
+
+from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
 
 V1 = """syntax = "proto3";
 package microingest.test;

@@ -6,9 +6,9 @@ import os
 import subprocess
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from pipeline_env import REGISTRY_TIMEOUT
 from test_avro import V1, V2
 
+from helpers.pipeline_env import REGISTRY_TIMEOUT
 from microingest.declare.files import load_pipeline_file
 
 

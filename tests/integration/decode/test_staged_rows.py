@@ -14,7 +14,7 @@ from io import BytesIO, StringIO
 
 import pytest
 
-from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
+from helpers.hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from microingest.batches import DEAD_LETTER_COLUMNS
 from microingest.commit.copy_commit import copy_statement
 from microingest.commit.sinks import STAGED_DEAD, STAGED_ROWS, sink_for

@@ -24,9 +24,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from exactly_once import Producer, declare_sink_pipelines, verify
-from pipeline_env import SERVED_FOLDER, platform, read_to_end
 
+from helpers.exactly_once import Producer, declare_sink_pipelines, verify
+from helpers.pipeline_env import SERVED_FOLDER, platform, read_to_end
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch

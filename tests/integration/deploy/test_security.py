@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jwt
 import pytest
-from airflow_access import get, run_dag
 
+from helpers.airflow_access import get, run_dag
 from microingest import settings
 from microingest.systems.connections import jaas_quote
 

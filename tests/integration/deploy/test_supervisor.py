@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-from local_platform.process_tree import (  # noqa: E402
+from local_platform.process_tree import (
     cgroup_members,
     descendants,
     living,
@@ -23,6 +20,8 @@ from local_platform.process_tree import (  # noqa: E402
     tag_of,
     tagged,
 )
+
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 # The second child also drops its environment, as a process renaming itself may overwrite it.
 SERVICE = """

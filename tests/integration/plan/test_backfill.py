@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource
-from pipeline_env import UPSERT_TARGET, read_to_end
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET, read_to_end
 from microingest.batches import RunInfo
 from microingest.commit.overlap import OverlapError
 from microingest.errors import REFUSED_EXIT

@@ -7,9 +7,9 @@ import time
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions
-from pipeline_env import UPSERT_TARGET, read_to_end
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET, read_to_end
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.plan.offsets import RetentionGapError, TopicRecreatedError

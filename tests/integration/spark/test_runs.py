@@ -4,8 +4,7 @@ transaction; a killed or retried run goes on where it stopped, losing and duplic
 import re
 import time
 
-from pipeline_env import reached_pause
-
+from helpers.pipeline_env import reached_pause
 from microingest.batches import RunInfo
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import json_bytes

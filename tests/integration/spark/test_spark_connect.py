@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
-from pipeline_env import reached_pause
 
+from helpers.pipeline_env import reached_pause
 from microingest import settings
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.settings import repo_root

@@ -7,10 +7,10 @@ import random
 import pyarrow as pa
 import pytest
 
+from helpers.reference_check import rows_as_reference
 from microingest.declare.validate import parse_pipeline
 from microingest.decode.arrow_json import decode_values
 from microingest.decode.records import RecordProcessor
-from reference_check import rows_as_reference
 
 SCHEMA = {
     "id": {"type": "string", "required": True},

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from hostile_records import (
+from helpers.hostile_records import (
     HOSTILE_HEADERS,
     HOSTILE_KEYS,
     HOSTILE_VALUES,

@@ -67,7 +67,6 @@ def test_the_admin_password_is_shown_by_status_but_not_by_what_up_prints(tmp_pat
 
 def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_it(tmp_path, monkeypatch):
     """The long-lived driver is the default: a pipeline that names no Spark connection runs on it."""
-    sys.path.insert(0, str(REPO / "scripts"))
     import services
 
     folder = tmp_path / "pipelines"
@@ -93,7 +92,6 @@ def test_up_starts_the_local_spark_connect_server_for_the_pipelines_that_select_
 
 
 def test_up_starts_the_local_schema_registry_for_the_pipelines_that_read_framed_values(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "scripts"))
     import services
 
     folder = tmp_path / "pipelines"
@@ -113,7 +111,6 @@ def test_up_starts_the_local_schema_registry_for_the_pipelines_that_read_framed_
 
 def test_the_services_without_authentication_inherit_no_credential():
     """The Spark Connect server starts with this environment (the schema registry with less still)."""
-    sys.path.insert(0, str(REPO / "scripts"))
     from local_platform.processes import without_credentials
 
     given = {

@@ -6,7 +6,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from hostile_records import hostile_record, kafka_batch
+from helpers.hostile_records import hostile_record, kafka_batch
 from microingest.declare.validate import parse_pipeline
 from microingest.spark import decoder as spark_decoder
 from microingest.spark.decoder import Decoder

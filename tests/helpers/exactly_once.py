@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kafka import KafkaProducer
-from pipeline_env import UPSERT_TARGET, Env, new_env
+
+from helpers.pipeline_env import UPSERT_TARGET, Env, new_env
 
 DEVICES = 12
 BAD_VALUE = b"{not json"
