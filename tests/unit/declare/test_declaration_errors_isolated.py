@@ -66,7 +66,7 @@ def test_the_lag_page_shows_the_malformed_declarations_instead_of_failing(folder
 
     html = page.lag_page()
     for name in [*BAD_FILES, "bad"]:
-        assert f"{folder / name}.yaml: field &#x27;" in html
+        assert f"{folder / name}.yaml: field &#39;" in html
     assert "Malformed declarations" in html and "No pipelines declared." not in html
     assert page.lag_json().body == b"[]"
 
