@@ -20,8 +20,11 @@ from airflow.sdk.exceptions import AirflowSkipException
 from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.commit.history import batches_of_run, restarts_of_run
 from microingest.declare.pipeline import Pipeline
+from microingest.errors import MicroingestError
 from microingest.observe.announcements import announced_batch_ids, announcement, unannounced
 from microingest.observe.run_notes import run_note
+from microingest.systems.airflow_api import AirflowClient
+from microingest.systems.connections import get_connection
 from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
@@ -82,10 +85,6 @@ def write_note(dag_id: str, run_id: str, note: str) -> None:
     """Through Airflow's REST API (a task cannot set its run's note otherwise); a run's note is for people, so
     trouble here is a warning, never a failed announcement."""
     from airflow.sdk.exceptions import AirflowNotFoundException
-
-    from microingest.errors import MicroingestError
-    from microingest.systems.airflow_api import AirflowClient
-    from microingest.systems.connections import get_connection
 
     try:
         client = AirflowClient.of_connection(get_connection(NOTES_CONN_ID))

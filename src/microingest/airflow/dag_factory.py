@@ -60,6 +60,7 @@ def build_dag(pipeline: Pipeline) -> DAG:
             "skip Spark when there is nothing to do.",
         )
         def plan(**context):
+            # When the task runs: parsing the DAG files imports neither planning nor the commit.
             from microingest.airflow.plan_task import plan_for_run
 
             return plan_for_run(pipeline, context)
@@ -74,7 +75,7 @@ def build_dag(pipeline: Pipeline) -> DAG:
             "note.",
         )
         def announce(**context):
-            from microingest.airflow.announce_task import announce
+            from microingest.airflow.announce_task import announce  # when the task runs, as plan_for_run
 
             announce(pipeline, asset, context)
 

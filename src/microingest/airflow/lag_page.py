@@ -20,8 +20,9 @@ from markupsafe import Markup
 
 from microingest.declare.files import load_declarations
 from microingest.declare.pipeline import Pipeline
-from microingest.lag.status import PipelineStatus
+from microingest.lag.status import PipelineStatus, pipeline_status
 from microingest.lag.text import age
+from microingest.systems.pipeline_systems import PipelineSystems
 
 CHART_SPAN = timedelta(hours=24)
 COLOURS = {"OK": "#2e7d32", "WARN": "#f9a825", "STALL": "#ef6c00", "STOP": "#c62828", "ERR": "#6a1b9a"}
@@ -42,8 +43,6 @@ def declarations() -> tuple[list[Pipeline], list[str]]:
 
 
 def statuses(pipelines: list[Pipeline]) -> list[tuple[PipelineStatus, list[tuple[datetime, int]]]]:
-    from microingest.lag.status import pipeline_status
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     out = []
     for pipeline in pipelines:

@@ -19,6 +19,7 @@ CHECKS = ("gate", "health")
 
 def run_check(check: str, pipeline_name: str) -> dict:
     """One poke: the named check of the pipeline's declared policy, as a dict (what the event carries)."""
+    # At poke time: the DAG files import this module (through the sensors), and the checks bring Kafka and Postgres.
     from microingest.declare.files import get_pipeline
     from microingest.lag.checks import gate_check, health_check
 

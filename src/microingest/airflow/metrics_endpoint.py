@@ -15,16 +15,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from microingest.declare.files import load_declarations
+from microingest.errors import MicroingestError
 from microingest.observe.metrics import PipelineCollector
+from microingest.systems.connections import get_connection
 
 METRICS_CONN_ID = "microingest_metrics"
 
 
 def scrape_token(authorization: str | None = Header(default=None)) -> None:
     from airflow.sdk.exceptions import AirflowNotFoundException
-
-    from microingest.errors import MicroingestError
-    from microingest.systems.connections import get_connection
 
     try:
         expected = get_connection(METRICS_CONN_ID).password

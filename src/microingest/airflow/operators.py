@@ -102,12 +102,12 @@ class SparkIngestOperator(BaseOperator):
     # OpenLineage (Airflow's provider calls these): the topic in, the target and dead-letter tables out, and after
     # the run what it committed. A failed run is reported failed by the provider, with what it committed before.
     def get_openlineage_facets_on_start(self):
-        from microingest.airflow.lineage import operator_lineage
+        from microingest.airflow.lineage import operator_lineage  # the OpenLineage provider's, only when it asks
 
         return operator_lineage(self.pipeline, self.systems, self._kind)
 
     def get_openlineage_facets_on_complete(self, task_instance):
-        from microingest.airflow.lineage import operator_lineage
+        from microingest.airflow.lineage import operator_lineage  # the OpenLineage provider's, only when it asks
 
         return operator_lineage(self.pipeline, self.systems, self._kind, task_instance)
 

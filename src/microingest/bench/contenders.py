@@ -26,6 +26,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.plan.live import plan_live_run
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
+from microingest.systems.airflow_api import AirflowClient
 from microingest.systems.connections import get_connection
 from microingest.systems.kafka_access import partition_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -208,7 +209,6 @@ class ThroughAirflow(_Platform):
 
     def prepare(self) -> None:
         super().prepare()
-        from microingest.systems.airflow_api import AirflowClient
 
         self.client = AirflowClient()
 

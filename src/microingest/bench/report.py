@@ -191,7 +191,7 @@ def markdown(report: dict) -> str:
 
 
 def write(report: dict, out: Path) -> list[Path]:
-    from microingest.bench.chart import draw
+    from microingest.bench.chart import draw  # matplotlib, only once the chart is drawn
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "report.json", out / "report.md", out / "chart.png"]

@@ -18,14 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 
+from microingest.cli.remote_run import run_and_report
 from microingest.commit.overlap import OVERLAP_POLICIES
+from microingest.commit.target_tables import prepare_targets
 from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
+from microingest.declare.registry_schema import derive
 from microingest.errors import MicroingestError, Refused
+from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
+from microingest.systems.airflow_api import AirflowClient, credentials
 from microingest.systems.connections import get_connection, postgres_params
+from microingest.systems.migrations import migrate
 
 
 class UsageError(Refused, ValueError):
@@ -51,14 +58,14 @@ def declared_pipelines() -> list[Pipeline]:
 
 
 def cmd_plan(args) -> None:
-    from microingest.plan.live import plan_live_run
+    from microingest.plan.live import plan_live_run  # kafka-python: imported by the commands that reach Kafka
 
     plan = plan_live_run(get_pipeline(args.pipeline), record_pins=False)
     print(json.dumps({**plan.to_dict(), "batches": plan.batches_needed}, indent=2))
 
 
 def cmd_lag(args) -> None:
-    from microingest.lag.status import pipeline_status
+    from microingest.lag.status import pipeline_status  # kafka-python, as in cmd_plan
     from microingest.lag.text import status_lines
 
     names = [args.pipeline] if args.pipeline else [p.name for p in declared_pipelines()]
@@ -106,8 +113,6 @@ def _utc_iso(value: str, option: str) -> str:
 
 
 def cmd_backfill(args) -> int:
-    from microingest.cli.remote_run import run_and_report
-    from microingest.systems.airflow_api import AirflowClient
 
     pipeline = get_pipeline(args.pipeline)
     conf = backfill_conf(args)
@@ -123,10 +128,7 @@ def cmd_backfill(args) -> int:
 
 
 def cmd_skip(args) -> int:
-    from microingest.cli.remote_run import run_and_report
-    from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
-    from microingest.plan.skip import plan_skip, skip_summary
-    from microingest.systems.airflow_api import AirflowClient, credentials
+    from microingest.plan.skip import plan_skip, skip_summary  # kafka-python, as in cmd_plan
 
     pipeline = get_pipeline(args.pipeline)
     conf = {SKIP_PARTITION: args.partition, SKIP_UNTIL: args.until, SKIP_REASON: args.reason}
@@ -150,8 +152,6 @@ def cmd_skip(args) -> int:
 
 
 def cmd_migrate(args) -> int:
-    from microingest.commit.target_tables import prepare_targets
-    from microingest.systems.migrations import migrate
 
     pipelines = declared_pipelines()
     conn_ids = sorted({p.postgres_conn_id for p in pipelines} or {"microingest_postgres"})
@@ -169,7 +169,6 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_schema(args) -> None:
-    from microingest.declare.registry_schema import derive
 
     pipeline = get_pipeline(args.pipeline)
     subject = args.subject or f"{pipeline.topic}-value"
@@ -184,9 +183,7 @@ def cmd_schema(args) -> None:
 
 
 def cmd_spark_connect_server(args) -> None:
-    import os
-
-    from microingest.spark.connect import server_argv
+    from microingest.spark.connect import server_argv  # pyspark, for this command only
 
     conf = dict(item.split("=", 1) for item in args.conf)
     argv = server_argv(args.host, args.port, args.master, conf)

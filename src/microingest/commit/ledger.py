@@ -13,23 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from microingest.batches import OffsetRange, Positions, RunInfo
+from microingest.batches import OffsetRange, RunInfo
 from microingest.commit.history import BatchRecord, record_batch
-from microingest.declare.pipeline import Pipeline
 from microingest.errors import Refused
-from microingest.systems.kafka_access import partition_bounds
-from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import advisory_lock, connection
 
 log = logging.getLogger(__name__)
-
-
-def pipeline_positions(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
-    """Where the pipeline is (its ledger), and what Kafka holds."""
-    with systems.db() as conn:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
-    return Positions(ledger, earliest, latest)
 
 
 class LedgerError(Refused):

@@ -25,6 +25,7 @@ from microingest.commit.table_shape import (
 from microingest.declare.identifiers import split_table_name
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError, Refused
+from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import advisory_lock, require_utf8
 
 
@@ -151,7 +152,6 @@ def check_target(cur, pipeline: Pipeline) -> Comparison:
 def prepare_targets(pipelines: list[Pipeline], changed_by: str) -> list[Preparation | MicroingestError]:
     """Prepare each pipeline's target in its own transaction: one that does not fit, or whose Postgres is away, is
     reported in its place and the others are still prepared."""
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     results: list[Preparation | MicroingestError] = []
     for pipeline in pipelines:

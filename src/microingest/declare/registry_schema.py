@@ -15,6 +15,8 @@ from typing import Any
 
 from microingest.declare.derived_fields import Derived, avro_fields, json_schema_fields, protobuf_fields
 from microingest.declare.pipeline import DeclarationError
+from microingest.systems.connections import get_connection, schema_registry_config
+from microingest.systems.schema_registry import shown_url, subject_version
 
 LATEST_SECONDS = 60
 _DERIVED: dict[tuple, tuple[float, Derived, str]] = {}
@@ -58,8 +60,6 @@ def resolved(raw: dict, source: str) -> dict:
 
 def derive(conn_id: str, subject: str, version: int | str) -> tuple[Derived, str]:
     """(the fields, a description of the registered schema they come from: subject, version, id, where)."""
-    from microingest.systems.connections import get_connection, schema_registry_config
-    from microingest.systems.schema_registry import shown_url, subject_version
 
     config = schema_registry_config(get_connection(conn_id))
     key = (config["url"], config.get("basic.auth.user.info"), subject, version)
@@ -81,6 +81,8 @@ def _fields(schema, config: dict[str, str], schema_id: int) -> Derived:
         return avro_fields(json.loads(schema.schema_str))
     if kind == "JSON":
         return json_schema_fields(json.loads(schema.schema_str))
+    # A Protobuf schema's fields come from its file descriptor as the decoder builds it (imports resolved through the
+    # registry): the one place the declaration reaches into decode, so only for `microingest schema` on Protobuf.
     from microingest.decode.protobuf import writer_file
 
     return protobuf_fields(writer_file(config, schema_id, schema))

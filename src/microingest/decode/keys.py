@@ -22,6 +22,7 @@ KEY = "key"  # the `part` named in decode errors
 
 
 def key_decoder(key_format: str, registry: dict[str, str] | None) -> Callable[[bytes], str]:
+    # Each format's decoder (fastavro, protobuf) is loaded only by the pipelines whose keys are in that format.
     if key_format == "avro":
         from microingest.decode.avro import decode_avro_datum, plain
 

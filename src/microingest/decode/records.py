@@ -75,6 +75,7 @@ class RecordProcessor:
     def _value_decoder(self) -> Callable[[bytes], tuple[Any, ...]]:
         """value bytes -> the declared fields, typed, for the pipeline's value format."""
         fmt, schema = self.pipeline.value_format, self.schema
+        # Each format's decoder (fastavro, protobuf) is loaded only by the pipelines that read that format.
         if fmt == "avro":
             from microingest.decode.avro import decode_avro
 

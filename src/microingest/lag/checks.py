@@ -23,6 +23,10 @@ from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags, time_lag
 from microingest.lag.states import LagState, Observation
+from microingest.lag.status import pipeline_status
+from microingest.systems.kafka_access import record_timestamps
+from microingest.systems.pipeline_systems import PipelineSystems
+from microingest.systems.postgres import PostgresUnavailableError
 
 UNHEALTHY = (LagState.STALL, LagState.STOP, LagState.ERR)
 log = logging.getLogger(__name__)
@@ -42,8 +46,6 @@ class Check:
 
 
 def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None) -> Check:
-    from microingest.systems.kafka_access import record_timestamps
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     systems = PipelineSystems.of(pipeline)
@@ -77,8 +79,6 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
 
 
 def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None) -> Check:
-    from microingest.lag.status import pipeline_status
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     systems = PipelineSystems.of(pipeline)
@@ -111,7 +111,6 @@ def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]
 
 def record_caught_up(pipeline: Pipeline, systems, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
     """Best effort: a check that could not record still answers (the next poke records again)."""
-    from microingest.systems.postgres import PostgresUnavailableError
 
     seen = caught_up(lags, now)
     if not seen:

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from microingest.commit.ledger import pipeline_positions
+from microingest.batches import Positions
+from microingest.commit.ledger import read_ledger
 from microingest.declare.pipeline import Pipeline
-from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
+from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, record_timestamps
+from microingest.systems.pipeline_systems import PipelineSystems
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,14 @@ def time_lag(
     if estimated is None:
         return None, ""
     return max(now - estimated, timedelta(0)), "interpolated"
+
+
+def pipeline_positions(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
+    """Where the pipeline is (its ledger), and what Kafka holds."""
+    with systems.db() as conn:
+        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
+    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
+    return Positions(ledger, earliest, latest)
 
 
 def partition_lags(

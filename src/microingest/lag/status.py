@@ -18,6 +18,8 @@ from microingest.lag.states import (
     evaluate_partition,
     worst,
 )
+from microingest.systems.kafka_access import KafkaAccessError
+from microingest.systems.pipeline_systems import PipelineSystems
 
 POINTS_SPAN = timedelta(hours=6)  # observations read for time-lag interpolation
 
@@ -114,8 +116,6 @@ def pipeline_status(
 ) -> PipelineStatus:
     """Read the ledger, Kafka and the recorded history; judge each partition and the pipeline. `systems`: the
     pipeline's PipelineSystems, resolved here when not given."""
-    from microingest.systems.kafka_access import KafkaAccessError
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     rules = Rules(window=window_of(pipeline))

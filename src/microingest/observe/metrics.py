@@ -17,8 +17,9 @@ from prometheus_client.registry import Collector
 
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.states import LagState
-from microingest.lag.status import PipelineStatus
-from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals
+from microingest.lag.status import PipelineStatus, pipeline_status
+from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals, batch_totals
+from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
 STATES = [s.name for s in LagState]
@@ -119,9 +120,6 @@ class PipelineCollector(Collector):
         self.pipelines = pipelines
 
     def collect(self) -> Iterable[Metric]:
-        from microingest.lag.status import pipeline_status
-        from microingest.observe.batch_totals import batch_totals
-        from microingest.systems.pipeline_systems import PipelineSystems
 
         families, now = PipelineFamilies(), datetime.now(timezone.utc)
         for pipeline in self.pipelines():

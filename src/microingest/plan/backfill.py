@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from microingest.batches import OffsetRange, RunPlan
-from microingest.commit.ledger import pipeline_positions
 from microingest.commit.overlap import check_overlap
 from microingest.commit.sinks import sink_for
 from microingest.declare.pipeline import Pipeline
+from microingest.lag.figures import pipeline_positions
 from microingest.plan.live import checked_topic_id
 from microingest.plan.offsets import backfill_ranges
 from microingest.plan.request import RunRequest

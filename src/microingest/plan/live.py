@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 
 from microingest.batches import Positions, RunInfo, RunPlan
-from microingest.commit.ledger import ledger_topic_ids, pin_positions, pipeline_positions, restart_topic
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, restart_topic
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
+from microingest.lag.figures import pipeline_positions
 from microingest.plan.offsets import Plan, TopicRecreatedError, plan_ranges
 from microingest.systems.kafka_access import KafkaAccessError, topic_id
 from microingest.systems.pipeline_systems import PipelineSystems

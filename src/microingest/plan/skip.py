@@ -13,9 +13,9 @@ resolves them (`commit.overlap`): each becomes a row or a dead letter of its own
 from __future__ import annotations
 
 from microingest.batches import RunPlan
-from microingest.commit.ledger import pipeline_positions
 from microingest.commit.sinks import SKIPPED
 from microingest.declare.pipeline import Pipeline
+from microingest.lag.figures import pipeline_positions
 from microingest.plan.live import checked_topic_id
 from microingest.plan.offsets import skip_range
 from microingest.plan.request import SkipRequest

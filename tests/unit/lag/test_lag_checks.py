@@ -44,7 +44,7 @@ def recorded(monkeypatch):
 def stub_status(monkeypatch, lags, state=LagState.OK):
     partitions = [(lag, Verdict(state, "")) for lag in lags]
     monkeypatch.setattr(
-        status,
+        checks,
         "pipeline_status",
         lambda pipeline, now, systems: status.PipelineStatus(
             pipeline.name, pipeline.topic, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions
