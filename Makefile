@@ -27,12 +27,13 @@ STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo test test-cluster test-unit chaos soak soak-cluster bench clean clean-platforms
+.PHONY: help install up down status demo lint test test-cluster test-unit chaos soak soak-cluster bench clean clean-platforms
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
 	@echo "make test    set up and run the whole test suite (what CI runs)"
 	@echo "make up | down | status    start / stop / show the local platform (TOPOLOGY=cluster: the production shape)"
+	@echo "make lint                  ruff (lint and format check) and mypy, as make test runs them first"
 	@echo "make test-unit             pure-logic tests only (no services)"
 	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s + restarts), report in .state/chaos-report.json"
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
@@ -108,6 +109,13 @@ demo: install
 	$(PLATFORM) up
 	$(WITH_ENV) $(BIN)/python -m microingest.cli.demo
 
+# The code's own checks, configured in pyproject.toml: seconds, so they run before anything starts.
+LINTED := src tests dags plugins spark_jobs scripts
+lint: $(STAMP_PY)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
+
 # The suite declares its Airflow-served pipelines in a folder of its own; `make up` serves pipelines/ again.
 TEST_PIPELINES := $(STATE)/test-pipelines
 
@@ -117,7 +125,7 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 # The suite runs on the single topology, then its cluster stage on the cluster topology (one platform at a time:
 # two would share two cores).
-test: install browser
+test: install browser lint
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=40 tests --ignore=tests/integration/cluster

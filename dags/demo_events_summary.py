@@ -40,8 +40,14 @@ except LookupError:  # the demo pipeline is not declared here: no summary of it 
     DEMO_EVENTS = None
 
 if DEMO_EVENTS is not None:
-    with DAG(dag_id="demo_events_summary", schedule=[DEMO_EVENTS], catchup=False, max_active_runs=1,
-             tags=["microingest", "example"], doc_md=__doc__):
+    with DAG(
+        dag_id="demo_events_summary",
+        schedule=[DEMO_EVENTS],
+        catchup=False,
+        max_active_runs=1,
+        tags=["microingest", "example"],
+        doc_md=__doc__,
+    ):
 
         @task(inlets=[DEMO_EVENTS])
         def summarize(triggering_asset_events=None) -> dict:
@@ -50,8 +56,11 @@ if DEMO_EVENTS is not None:
 
             events = triggering_asset_events[DEMO_EVENTS]
             ranges = [r for event in events for r in (event.extra or {}).get("ranges", [])]
-            with connection(postgres_params(get_connection("microingest_postgres"))) as conn, conn, \
-                    conn.cursor() as cur:
+            with (
+                connection(postgres_params(get_connection("microingest_postgres"))) as conn,
+                conn,
+                conn.cursor() as cur,
+            ):
                 cur.execute(SUMMARY, {"ranges": json.dumps(ranges)})
                 summarized = cur.rowcount
             batches = [b for event in events for b in (event.extra or {}).get("batch_ids", [])]

@@ -9,5 +9,12 @@ from microingest.airflow.plugin_app import app
 class MicroingestPlugin(AirflowPlugin):
     name = "microingest"
     fastapi_apps = [{"app": app, "url_prefix": "/microingest", "name": "microingest lag page and metrics"}]
-    external_views = [{"name": "Pipeline lag", "href": "/microingest/lag", "destination": "nav", "category": "browse",
-                       "url_route": "microingest-lag"}]
+    external_views = [
+        {
+            "name": "Pipeline lag",
+            "href": "/microingest/lag",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "microingest-lag",
+        }
+    ]

@@ -18,16 +18,36 @@ import subprocess
 from pathlib import Path
 
 from local_platform import airflow, kafka, postgres, schema_registry, spark_cluster, spark_connect
-from local_platform.config import (AIRFLOW_PORT, CLUSTER, ENV_FILE, INSTALLED, PG_PORT, REPO, SCHEMA_REGISTRY_PORT,
-                                   SPARK_CONNECT_PORT, SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE,
-                                   TOPOLOGY, VENV_BIN, private_file)
+from local_platform.config import (
+    AIRFLOW_PORT,
+    CLUSTER,
+    ENV_FILE,
+    INSTALLED,
+    PG_PORT,
+    REPO,
+    SCHEMA_REGISTRY_PORT,
+    SPARK_CONNECT_PORT,
+    SPARK_MASTER_PORT,
+    SPARK_MASTER_UI_PORT,
+    SPARK_WORKERS,
+    STATE,
+    TOPOLOGY,
+    VENV_BIN,
+    private_file,
+)
 from local_platform.processes import leftovers, running_pid, say, sweep
-
 from microingest.spark.connect import PLATFORM_CONN_ID
 from microingest.spark.submit import SUBMIT_CONN_ID
+from microingest.systems.connections import (
+    env_name,
+    get_connection,
+    kafka_python_config,
+    parse_connection,
+    postgres_params,
+    schema_registry_config,
+    to_env_value,
+)
 from microingest.systems.schema_registry import shown_url
-from microingest.systems.connections import (env_name, get_connection, kafka_python_config, parse_connection,
-                                             postgres_params, schema_registry_config, to_env_value)
 
 PG_CONN, KAFKA_CONN = "microingest_postgres", "microingest_kafka"
 SPARK_CONNECT_CONN = PLATFORM_CONN_ID  # the long-lived driver: a pipeline's Spark connection unless it names another
@@ -51,7 +71,7 @@ def written_env() -> dict[str, str]:
     found = {}
     for line in ENV_FILE.read_text().splitlines():
         if line.startswith("export "):
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             found[name] = shlex.split(value)[0] if value else ""
     return found
 
@@ -66,7 +86,8 @@ def venv_path() -> str:
 def unreachable(what: str, conn_id: str, where: str) -> SystemExit:
     return SystemExit(
         f"[platform] the configured {what} ({env_name(conn_id)}, {where}) is unreachable. Start it, or fix or unset "
-        f"{env_name(conn_id)} to use a local {what} of this platform; nothing was started and {ENV_FILE} is unchanged")
+        f"{env_name(conn_id)} to use a local {what} of this platform; nothing was started and {ENV_FILE} is unchanged"
+    )
 
 
 def write_env(env: dict[str, str]) -> None:
@@ -91,24 +112,44 @@ def connections() -> dict[str, str]:
         say(f"using the configured Postgres at {pg_conn.host}:{pg_conn.port}")
     else:
         pg = postgres.start()
-        pg_conn = parse_connection(PG_CONN, json.dumps({"conn_type": "postgres", "host": pg["host"], "port": pg["port"],
-                                                        "login": pg["user"], "password": pg["password"],
-                                                        "schema": pg["dbname"]}))
+        pg_conn = parse_connection(
+            PG_CONN,
+            json.dumps(
+                {
+                    "conn_type": "postgres",
+                    "host": pg["host"],
+                    "port": pg["port"],
+                    "login": pg["user"],
+                    "password": pg["password"],
+                    "schema": pg["dbname"],
+                }
+            ),
+        )
     if kafka_conn:
         say(f"using the configured Kafka at {kafka_python_config(kafka_conn)['bootstrap_servers']}")
     else:
         config = kafka.start()
-        kafka_conn = parse_connection(KAFKA_CONN, json.dumps(
-            {"conn_type": "kafka", "extra": {"bootstrap.servers": ",".join(config["bootstrap_servers"])}}))
-    local_submit = ({"conn_type": "spark", "host": f"spark://{spark_cluster.HOST}", "port": SPARK_MASTER_PORT}
-                    if CLUSTER else {"conn_type": "spark", "host": "local[*]"})
+        kafka_conn = parse_connection(
+            KAFKA_CONN,
+            json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": ",".join(config["bootstrap_servers"])}}),
+        )
+    local_submit = (
+        {"conn_type": "spark", "host": f"spark://{spark_cluster.HOST}", "port": SPARK_MASTER_PORT}
+        if CLUSTER
+        else {"conn_type": "spark", "host": "local[*]"}
+    )
     submit_value = os.environ.get(env_name(SPARK_SUBMIT_CONN)) or json.dumps(local_submit)
-    connect_value = (os.environ.get(env_name(SPARK_CONNECT_CONN))
-                     or to_env_value(spark_connect.local_connection(SPARK_CONNECT_CONN)))
+    connect_value = os.environ.get(env_name(SPARK_CONNECT_CONN)) or to_env_value(
+        spark_connect.local_connection(SPARK_CONNECT_CONN)
+    )
     registry_value = to_env_value(registry or schema_registry.local_connection(REGISTRY_CONN))
-    return {env_name(PG_CONN): to_env_value(pg_conn), env_name(KAFKA_CONN): to_env_value(kafka_conn),
-            env_name(SPARK_SUBMIT_CONN): submit_value, env_name(SPARK_CONNECT_CONN): connect_value,
-            env_name(REGISTRY_CONN): registry_value}
+    return {
+        env_name(PG_CONN): to_env_value(pg_conn),
+        env_name(KAFKA_CONN): to_env_value(kafka_conn),
+        env_name(SPARK_SUBMIT_CONN): submit_value,
+        env_name(SPARK_CONNECT_CONN): connect_value,
+        env_name(REGISTRY_CONN): registry_value,
+    }
 
 
 def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
@@ -124,8 +165,9 @@ def reads_local_registry(pipelines_dir: Path) -> list[str]:
     if not pipelines_dir.is_dir():
         return []
     pipelines, errors = load_declarations(pipelines_dir)
-    return [p.name for p in pipelines if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN] + \
-        [Path(e.source).stem for e in errors if e.field.startswith("schema.from_registry")]
+    return [p.name for p in pipelines if p.reads_registry and p.schema_registry_conn_id == REGISTRY_CONN] + [
+        Path(e.source).stem for e in errors if e.field.startswith("schema.from_registry")
+    ]
 
 
 def prepare_target_tables(pipelines_dir: Path) -> None:
@@ -151,13 +193,19 @@ def claim_state_folder() -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     marker = STATE / "topology"
     if marker.exists() and marker.read_text().strip() != TOPOLOGY:
-        raise SystemExit(f"[platform] {STATE} holds a {marker.read_text().strip()} platform, not a {TOPOLOGY} one: use "
-                         f"another state folder (STATE=...), or `make clean` this one")
+        raise SystemExit(
+            f"[platform] {STATE} holds a {marker.read_text().strip()} platform, not a {TOPOLOGY} one: use "
+            f"another state folder (STATE=...), or `make clean` this one"
+        )
     marker.write_text(TOPOLOGY + "\n")
 
 
-def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: bool = False,
-       with_schema_registry: bool = False) -> None:
+def up(
+    with_airflow_services: bool,
+    pipelines_dir: Path,
+    with_spark_connect: bool = False,
+    with_schema_registry: bool = False,
+) -> None:
     claim_state_folder()
     # Servers of someone else's are not ours to start; asked before the env below names the local ones.
     own_spark_connect, own_registry = not configured(SPARK_CONNECT_CONN), not configured(REGISTRY_CONN)
@@ -200,8 +248,9 @@ def up(with_airflow_services: bool, pipelines_dir: Path, with_spark_connect: boo
     prepare_target_tables(pipelines_dir)  # after the registry: a declaration may take its fields from it
     postgres.ensure_database({**pg, "dbname": "postgres"}, "airflow")
     say("airflow db migrate (first run takes a minute)")
-    subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL
+    )
     if with_airflow_services:
         pipelines_dir.mkdir(parents=True, exist_ok=True)
         airflow.start(env)
@@ -222,26 +271,56 @@ def down() -> None:
 
 def status(show_password: bool = True) -> None:
     rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file())]
-    rows += [(kafka.name(n), kafka.bootstrap_servers()[n - 1], running_pid(kafka.name(n)) or "-", kafka.log_file(n))
-             for n in kafka.nodes()]
+    rows += [
+        (kafka.name(n), kafka.bootstrap_servers()[n - 1], running_pid(kafka.name(n)) or "-", kafka.log_file(n))
+        for n in kafka.nodes()
+    ]
     if SPARK_WORKERS:
-        rows.append((spark_cluster.MASTER, f"{spark_cluster.master_url()[8:]} (UI :{SPARK_MASTER_UI_PORT})",
-                     running_pid(spark_cluster.MASTER) or "-", spark_cluster.log_file(spark_cluster.MASTER)))
-        rows += [(spark_cluster.worker_name(n), f"UI :{SPARK_MASTER_UI_PORT + n}",
-                  running_pid(spark_cluster.worker_name(n)) or "-", spark_cluster.log_file(spark_cluster.worker_name(n)))
-                 for n in range(1, SPARK_WORKERS + 1)]
-    rows += [("spark connect", f"127.0.0.1:{SPARK_CONNECT_PORT}", running_pid(spark_connect.NAME) or "-",
-              spark_connect.log_file()),
-             ("schema registry", f"127.0.0.1:{SCHEMA_REGISTRY_PORT}", running_pid(schema_registry.NAME) or "-",
-              schema_registry.log_file())]
+        rows.append(
+            (
+                spark_cluster.MASTER,
+                f"{spark_cluster.master_url()[8:]} (UI :{SPARK_MASTER_UI_PORT})",
+                running_pid(spark_cluster.MASTER) or "-",
+                spark_cluster.log_file(spark_cluster.MASTER),
+            )
+        )
+        rows += [
+            (
+                spark_cluster.worker_name(n),
+                f"UI :{SPARK_MASTER_UI_PORT + n}",
+                running_pid(spark_cluster.worker_name(n)) or "-",
+                spark_cluster.log_file(spark_cluster.worker_name(n)),
+            )
+            for n in range(1, SPARK_WORKERS + 1)
+        ]
+    rows += [
+        (
+            "spark connect",
+            f"127.0.0.1:{SPARK_CONNECT_PORT}",
+            running_pid(spark_connect.NAME) or "-",
+            spark_connect.log_file(),
+        ),
+        (
+            "schema registry",
+            f"127.0.0.1:{SCHEMA_REGISTRY_PORT}",
+            running_pid(schema_registry.NAME) or "-",
+            schema_registry.log_file(),
+        ),
+    ]
     for service in airflow.services():
         port = f"127.0.0.1:{AIRFLOW_PORT}" if service == "api-server" else ""
-        rows.append((f"airflow {service}", port, running_pid(f"airflow-{service}") or "-",
-                     STATE / "airflow" / "logs" / f"{service}.log"))
+        rows.append(
+            (
+                f"airflow {service}",
+                port,
+                running_pid(f"airflow-{service}") or "-",
+                STATE / "airflow" / "logs" / f"{service}.log",
+            )
+        )
     print(f"topology {TOPOLOGY}, state {STATE}")
     print(f"{'service':<22} {'address':<24} {'pid':<8} log")
     for name, addr, pid, log in rows:
-        print(f"{name:<22} {addr:<24} {str(pid):<8} {log}")
+        print(f"{name:<22} {addr:<24} {pid!s:<8} {log}")
     print(f"Airflow UI: http://127.0.0.1:{AIRFLOW_PORT}  login: {airflow.login(show_password)}")
     print(f"Connection settings: source {ENV_FILE}")
 
@@ -253,12 +332,15 @@ def control(action: str, service: str) -> None:
             raise SystemExit("[platform] start Airflow with `up`")
         airflow.stop_all()
         return
-    stop_and_start = {"spark-connect": (spark_connect.stop_server, spark_connect.start),
-                      "schema-registry": (schema_registry.stop_server, schema_registry.start),
-                      "kafka": (kafka.stop_broker, kafka.start)}
+    stop_and_start = {
+        "spark-connect": (spark_connect.stop_server, spark_connect.start),
+        "schema-registry": (schema_registry.stop_server, schema_registry.start),
+        "kafka": (kafka.stop_broker, kafka.start),
+    }
     if len(kafka.nodes()) > 1:  # one broker of the cluster
-        stop_and_start.update({kafka.name(n): (lambda n=n: kafka.stop_broker(n), lambda n=n: kafka.start(n))
-                               for n in kafka.nodes()})
+        stop_and_start.update(
+            {kafka.name(n): (lambda n=n: kafka.stop_broker(n), lambda n=n: kafka.start(n)) for n in kafka.nodes()}
+        )
     if service in stop_and_start:
         stop_service, start_service = stop_and_start[service]
         if action in ("stop", "restart"):
@@ -275,26 +357,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     up_cmd = sub.add_parser("up", help="start what is not running, apply migrations, write platform.env")
-    up_cmd.add_argument("--no-airflow-services", action="store_true",
-                        help="prepare Airflow's database but start no Airflow process")
-    up_cmd.add_argument("--pipelines-dir", type=Path,
-                        default=Path(os.environ.get("MICROINGEST_PIPELINES_DIR", REPO / "pipelines")),
-                        help="the declarations Airflow serves (default: $MICROINGEST_PIPELINES_DIR or pipelines/)")
-    up_cmd.add_argument("--spark-connect", action="store_true",
-                        help="start the local Spark Connect server even if no declared pipeline selects it")
-    up_cmd.add_argument("--schema-registry", action="store_true",
-                        help="start the local schema registry (unless AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY "
-                             "points at one)")
+    up_cmd.add_argument(
+        "--no-airflow-services", action="store_true", help="prepare Airflow's database but start no Airflow process"
+    )
+    up_cmd.add_argument(
+        "--pipelines-dir",
+        type=Path,
+        default=Path(os.environ.get("MICROINGEST_PIPELINES_DIR", REPO / "pipelines")),
+        help="the declarations Airflow serves (default: $MICROINGEST_PIPELINES_DIR or pipelines/)",
+    )
+    up_cmd.add_argument(
+        "--spark-connect",
+        action="store_true",
+        help="start the local Spark Connect server even if no declared pipeline selects it",
+    )
+    up_cmd.add_argument(
+        "--schema-registry",
+        action="store_true",
+        help="start the local schema registry (unless AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY points at one)",
+    )
     sub.add_parser("down", help="stop everything started by `up`")
     sub.add_parser("status", help="what runs where, with the Airflow login")
     sub.add_parser("leftovers", help="list any process of the platform still alive (after `down`: exit 1 if any)")
     sub.add_parser("clean", help="stop everything and delete the local Postgres cluster (may live outside the state)")
     for action in ("stop", "start", "restart"):
-        cmd = sub.add_parser(action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop"
-                                                                           else ""))
+        cmd = sub.add_parser(
+            action, help=f"{action} one local service" + (" (airflow: all of it)" if action == "stop" else "")
+        )
         brokers = tuple(kafka.name(n) for n in kafka.nodes()) if len(kafka.nodes()) > 1 else ()
-        cmd.add_argument("service", choices=("kafka", *brokers, "postgres", "spark-connect", "schema-registry")
-                         + (("airflow",) if action == "stop" else ()))
+        cmd.add_argument(
+            "service",
+            choices=("kafka", *brokers, "postgres", "spark-connect", "schema-registry")
+            + (("airflow",) if action == "stop" else ()),
+        )
     crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")
     crash.add_argument("service", choices=("postgres",))
     args = parser.parse_args()

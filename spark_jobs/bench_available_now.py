@@ -26,9 +26,15 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     spark = SparkSession.builder.getOrCreate()
     try:
-        available_now(spark, spark_kafka_options(get_connection("microingest_kafka")), args.topic,
-                      postgres_params(get_connection("microingest_postgres")), args.table, args.checkpoint,
-                      args.max_offsets_per_trigger)
+        available_now(
+            spark,
+            spark_kafka_options(get_connection("microingest_kafka")),
+            args.topic,
+            postgres_params(get_connection("microingest_postgres")),
+            args.table,
+            args.checkpoint,
+            args.max_offsets_per_trigger,
+        )
     finally:
         spark.stop()
     print("BENCH " + json.dumps({"done_at": time.time()}))

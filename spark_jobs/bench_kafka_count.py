@@ -11,8 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from microingest.batches import OffsetRange
 from microingest.bench.streaming import count_ranges
-from microingest.plan.offsets import OffsetRange
 from microingest.spark.batch import kafka_read_options
 from microingest.systems.connections import get_connection, spark_kafka_options
 
@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
     ranges = [OffsetRange(args.topic, int(p), 0, end, None) for p, end in json.loads(args.until).items()]
     spark = SparkSession.builder.getOrCreate()
     try:
-        records, seconds = count_ranges(spark, spark_kafka_options(get_connection("microingest_kafka")),
-                                        kafka_read_options(ranges))
+        records, seconds = count_ranges(
+            spark, spark_kafka_options(get_connection("microingest_kafka")), kafka_read_options(ranges)
+        )
     finally:
         spark.stop()
     print("BENCH " + json.dumps({"records": records, "seconds": seconds}))

@@ -18,7 +18,7 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from microingest.commit.history import RunOutcome
+from microingest.batches import RunOutcome
 from microingest.declare.files import get_pipeline
 from microingest.errors import MicroingestError, exit_code_of, outcome_of
 from microingest.spark.job import IngestJob

@@ -14,8 +14,16 @@ import os
 import secrets
 from pathlib import Path
 
-from local_platform.config import (AIRFLOW_PORT, AIRFLOW_WORKERS, CLUSTER, REPO, SCHEDULER_HEALTH_PORT, STATE, VENV_BIN,
-                                   private_file)
+from local_platform.config import (
+    AIRFLOW_PORT,
+    AIRFLOW_WORKERS,
+    CLUSTER,
+    REPO,
+    SCHEDULER_HEALTH_PORT,
+    STATE,
+    VENV_BIN,
+    private_file,
+)
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -31,8 +39,17 @@ def services() -> tuple[str, ...]:
 
 def argv(service: str) -> list[str]:
     if service.startswith("edge-worker-"):
-        return [str(VENV_BIN / "airflow"), "edge", "worker", "--edge-hostname", service,
-                "--concurrency", str(EDGE_WORKER_SLOTS), "--pid", str(STATE / "run" / f"{service}.edge.pid")]
+        return [
+            str(VENV_BIN / "airflow"),
+            "edge",
+            "worker",
+            "--edge-hostname",
+            service,
+            "--concurrency",
+            str(EDGE_WORKER_SLOTS),
+            "--pid",
+            str(STATE / "run" / f"{service}.edge.pid"),
+        ]
     return [str(VENV_BIN / "airflow"), service]
 
 
@@ -61,8 +78,16 @@ def airflow_env(pg: dict) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     secrets_file = home / "secrets.json"
     if not secrets_file.exists():
-        private_file(secrets_file, json.dumps({"jwt": secrets.token_urlsafe(32), "api": secrets.token_urlsafe(32),
-                                               "fernet": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()}))
+        private_file(
+            secrets_file,
+            json.dumps(
+                {
+                    "jwt": secrets.token_urlsafe(32),
+                    "api": secrets.token_urlsafe(32),
+                    "fernet": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+                }
+            ),
+        )
     keys = json.loads(secrets_file.read_text())
     if "metrics" not in keys:  # a state folder from before the metrics endpoint
         keys["metrics"] = secrets.token_urlsafe(32)
@@ -75,8 +100,14 @@ def airflow_env(pg: dict) -> dict[str, str]:
     private_file(passwords_file, json.dumps(passwords))
     from sqlalchemy.engine import URL
 
-    db_url = URL.create("postgresql+psycopg2", username=pg.get("user"), password=pg.get("password"),
-                        host=pg["host"], port=pg["port"], database="airflow").render_as_string(hide_password=False)
+    db_url = URL.create(
+        "postgresql+psycopg2",
+        username=pg.get("user"),
+        password=pg.get("password"),
+        host=pg["host"],
+        port=pg["port"],
+        database="airflow",
+    ).render_as_string(hide_password=False)
     return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -88,8 +119,15 @@ def airflow_env(pg: dict) -> dict[str, str]:
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{NOTES_USER}:user",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
-        "AIRFLOW_CONN_MICROINGEST_AIRFLOW": json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": AIRFLOW_PORT,
-                                                        "login": NOTES_USER, "password": passwords[NOTES_USER]}),
+        "AIRFLOW_CONN_MICROINGEST_AIRFLOW": json.dumps(
+            {
+                "conn_type": "http",
+                "host": "127.0.0.1",
+                "port": AIRFLOW_PORT,
+                "login": NOTES_USER,
+                "password": passwords[NOTES_USER],
+            }
+        ),
         "AIRFLOW_CONN_MICROINGEST_METRICS": json.dumps({"conn_type": "generic", "password": keys["metrics"]}),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{AIRFLOW_PORT}/execution/",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
@@ -112,8 +150,9 @@ def airflow_env(pg: dict) -> dict[str, str]:
         # OpenLineage events of every task and DAG run, one JSON per line; point the transport at a lineage server
         # (e.g. {"type": "http", "url": ...}) to send them there instead.
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "microingest",
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
-                                                       "log_file_path": str(lineage_file())}),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "append": True, "log_file_path": str(lineage_file())}
+        ),
     }
 
 

@@ -17,10 +17,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from local_platform.config import (CONTROLLER_PORT, INSTALLED, KAFKA_NODES, KAFKA_PORT, KAFKA_SASL_PORT, STATE,
-                                   private_file)
+from local_platform.config import (
+    CONTROLLER_PORT,
+    INSTALLED,
+    KAFKA_NODES,
+    KAFKA_PORT,
+    KAFKA_SASL_PORT,
+    STATE,
+    private_file,
+)
 from local_platform.processes import say, spawn, stop, wait_for
-
 from microingest.systems.connections import jaas_quote
 
 SASL_PASSWORD_SUFFIX = '"\\\u00e9'
@@ -71,52 +77,72 @@ def sasl_settings() -> dict:
     sasl_file = STATE / "kafka" / "sasl.json"
     sasl = json.loads(sasl_file.read_text(encoding="utf-8")) if sasl_file.exists() else {}
     if not sasl.get("password", "").endswith(SASL_PASSWORD_SUFFIX):  # new, or made before the suffix existed
-        sasl = {"bootstrap.servers": ",".join(bootstrap_servers(KAFKA_SASL_PORT)), "username": "ingest",
-                "password": secrets.token_urlsafe(18) + SASL_PASSWORD_SUFFIX}
+        sasl = {
+            "bootstrap.servers": ",".join(bootstrap_servers(KAFKA_SASL_PORT)),
+            "username": "ingest",
+            "password": secrets.token_urlsafe(18) + SASL_PASSWORD_SUFFIX,
+        }
         private_file(sasl_file, json.dumps(sasl))
     return sasl
 
 
 def server_properties(node: int, data: Path) -> str:
     sasl = sasl_settings()
-    jaas = (f"org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f"user_{sasl['username']}={jaas_quote(sasl['password'])};")
+    jaas = (
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f"user_{sasl['username']}={jaas_quote(sasl['password'])};"
+    )
     plain, controller, sasl_port = port(node), port(node, CONTROLLER_PORT), port(node, KAFKA_SASL_PORT)
     replicas, min_isr = (3, 2) if KAFKA_NODES >= 3 else (1, 1)
-    return "\n".join([
-        "process.roles=broker,controller",
-        f"node.id={node}",
-        "controller.quorum.voters=" + ",".join(f"{n}@127.0.0.1:{port(n, CONTROLLER_PORT)}" for n in nodes()),
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
-        f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms=PLAIN",
-        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={properties_value(jaas)}",
-        f"log.dirs={properties_value(str(data))}",
-        "num.partitions=3",
-        f"default.replication.factor={replicas}",
-        f"min.insync.replicas={min_isr}",
-        f"offsets.topic.replication.factor={replicas}",
-        f"transaction.state.log.replication.factor={replicas}",
-        f"transaction.state.log.min.isr={min_isr}",
-        f"share.coordinator.state.topic.replication.factor={replicas}",
-        f"share.coordinator.state.topic.min.isr={min_isr}",
-        "group.initial.rebalance.delay.ms=0",
-        "log.cleaner.backoff.ms=1000",  # compacted-topic tests need the cleaner to come round quickly
-        "auto.create.topics.enable=false",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                f"node.id={node}",
+                "controller.quorum.voters=" + ",".join(f"{n}@127.0.0.1:{port(n, CONTROLLER_PORT)}" for n in nodes()),
+                f"listeners=PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
+                f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={properties_value(jaas)}",
+                f"log.dirs={properties_value(str(data))}",
+                "num.partitions=3",
+                f"default.replication.factor={replicas}",
+                f"min.insync.replicas={min_isr}",
+                f"offsets.topic.replication.factor={replicas}",
+                f"transaction.state.log.replication.factor={replicas}",
+                f"transaction.state.log.min.isr={min_isr}",
+                f"share.coordinator.state.topic.replication.factor={replicas}",
+                f"share.coordinator.state.topic.min.isr={min_isr}",
+                "group.initial.rebalance.delay.ms=0",
+                "log.cleaner.backoff.ms=1000",  # compacted-topic tests need the cleaner to come round quickly
+                "auto.create.topics.enable=false",
+            ]
+        )
+        + "\n"
+    )
 
 
-LOG4J = "\n".join([
-    "rootLogger.level=INFO", "rootLogger.appenderRef.out.ref=out",
-    "appender.out.type=Console", "appender.out.name=out",
-    "appender.out.layout.type=PatternLayout", "appender.out.layout.pattern=[%d] %p %m (%c)%n",
-    "logger.kafka.name=kafka", "logger.kafka.level=WARN",
-    "logger.apache.name=org.apache.kafka", "logger.apache.level=WARN",
-]) + "\n"
+LOG4J = (
+    "\n".join(
+        [
+            "rootLogger.level=INFO",
+            "rootLogger.appenderRef.out.ref=out",
+            "appender.out.type=Console",
+            "appender.out.name=out",
+            "appender.out.layout.type=PatternLayout",
+            "appender.out.layout.pattern=[%d] %p %m (%c)%n",
+            "logger.kafka.name=kafka",
+            "logger.kafka.level=WARN",
+            "logger.apache.name=org.apache.kafka",
+            "logger.apache.level=WARN",
+        ]
+    )
+    + "\n"
+)
 
 
 def start(only: int | None = None) -> dict:
@@ -142,14 +168,23 @@ def start_node(node: int, libs: Path, cluster_id: str | None) -> None:
     private_file(props, server_properties(node, data))  # it holds the SASL password
     log4j = root / "log4j2.properties"
     log4j.write_text(LOG4J)
-    java = [shutil.which("java") or "java", "-Xms256m", "-Xmx768m", f"-Dlog4j2.configurationFile={log4j}",
-            "-cp", f"{libs}/*"]
+    java = [
+        shutil.which("java") or "java",
+        "-Xms256m",
+        "-Xmx768m",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{libs}/*",
+    ]
     if not (data / "meta.properties").exists():
         cluster_id = cluster_id or base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
         say(f"formatting KRaft storage {data} (cluster {cluster_id})")
         # "--cluster-id=<id>": an id starting with "-" (1 in 64 of them) would otherwise read as an option
-        subprocess.run([*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     spawn(name(node), [*java, "kafka.Kafka", str(props)], log_file(node), dict(os.environ))
 
 
@@ -157,8 +192,10 @@ def _cluster_id(data: Path) -> str | None:
     meta = data / "meta.properties"
     if not meta.exists():
         return None
-    return next((line.split("=", 1)[1].strip() for line in meta.read_text().splitlines()
-                 if line.startswith("cluster.id=")), None)
+    return next(
+        (line.split("=", 1)[1].strip() for line in meta.read_text().splitlines() if line.startswith("cluster.id=")),
+        None,
+    )
 
 
 def brokers(config: dict) -> list[int]:

@@ -21,7 +21,9 @@ from local_platform.processes import say, wait_for
 
 
 def cluster_root() -> Path:
-    if os.geteuid() != 0 or (STATE / "postgres" / "data" / "PG_VERSION").exists():  # the latter: made by an older version
+    if (
+        os.geteuid() != 0 or (STATE / "postgres" / "data" / "PG_VERSION").exists()
+    ):  # the latter: made by an older version
         return STATE / "postgres"
     tag = hashlib.sha256(str(STATE.resolve()).encode()).hexdigest()[:12]
     return Path(pwd.getpwnam("postgres").pw_dir) / "microingest" / f"{STATE.resolve().name.lstrip('.')}-{tag}"
@@ -78,7 +80,13 @@ def start() -> dict:
             remove()
         private_file(password_file, secrets.token_urlsafe(18))
     password = password_file.read_text().strip()
-    params = {"host": "127.0.0.1", "port": PG_PORT, "user": "microingest", "password": password, "dbname": "microingest"}
+    params = {
+        "host": "127.0.0.1",
+        "port": PG_PORT,
+        "user": "microingest",
+        "password": password,
+        "dbname": "microingest",
+    }
     _prepare_root(root)
     if not (data / "PG_VERSION").exists():
         say(f"initdb {data}")
@@ -87,16 +95,37 @@ def start() -> dict:
         if os.geteuid() == 0:
             shutil.chown(pwfile, "postgres")
         try:
-            subprocess.run(as_pg_user([str(bindir() / "initdb"), "-D", str(data), "-U", "microingest",
-                                       f"--pwfile={pwfile}", "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
-                                       "-E", "UTF8", "--locale=C"]), check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                as_pg_user(
+                    [
+                        str(bindir() / "initdb"),
+                        "-D",
+                        str(data),
+                        "-U",
+                        "microingest",
+                        f"--pwfile={pwfile}",
+                        "--auth-local=scram-sha-256",
+                        "--auth-host=scram-sha-256",
+                        "-E",
+                        "UTF8",
+                        "--locale=C",
+                    ]
+                ),
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         finally:
             pwfile.unlink()
     admin = {**params, "dbname": "postgres"}
     if not reachable(admin):
         opts = f"-c listen_addresses=127.0.0.1 -p {PG_PORT} -c unix_socket_directories={root} -c max_connections=200"
-        subprocess.run(as_pg_user([str(bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t",
-                                   "60", "start"]), check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            as_pg_user(
+                [str(bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"]
+            ),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         say(f"started Postgres {bindir().parent.name} on 127.0.0.1:{PG_PORT} (data {data}, log {log})")
     wait_for("Postgres", lambda: reachable(admin), 60, log)
     ensure_database(admin, params["dbname"])
@@ -104,8 +133,11 @@ def start() -> dict:
 
 
 def pg_ctl(*args: str, check: bool = True) -> None:
-    subprocess.run(as_pg_user([str(bindir() / "pg_ctl"), "-D", str(data_dir()), "-w", "-t", "60", *args]),
-                   check=check, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        as_pg_user([str(bindir() / "pg_ctl"), "-D", str(data_dir()), "-w", "-t", "60", *args]),
+        check=check,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def stop() -> None:

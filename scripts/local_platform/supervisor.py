@@ -26,8 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from local_platform.process_tree import (TAG, cgroup_members, descendants, kill_all, living,  # noqa: E402
-                                         remove_cgroup, tag_of, tagged)
+from local_platform.process_tree import (
+    TAG,
+    cgroup_members,
+    descendants,
+    kill_all,
+    living,
+    remove_cgroup,
+    tag_of,
+    tagged,
+)
 
 _PR_SET_CHILD_SUBREAPER = 36
 _stopping = False
@@ -104,6 +112,7 @@ def _joining(group: Path | None):
     def join() -> None:
         with open(procs, "w") as f:
             f.write("0")
+
     return join
 
 
@@ -122,8 +131,9 @@ def supervise(name: str, run_dir: Path, grace: float, argv: list[str], group: Pa
     try:
         while not _stopping:
             started = time.monotonic()
-            child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, process_group=0,
-                                     preexec_fn=_joining(group))
+            child = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_joining(group)
+            )
             pid_path.write_text(str(child.pid))
             _say(name, f"started pid {child.pid}")
             while not _stopping and not _reap(child):
@@ -132,8 +142,11 @@ def supervise(name: str, run_dir: Path, grace: float, argv: list[str], group: Pa
                 break
             lived = time.monotonic() - started
             backoff = 1.0 if lived > 60 else min(backoff * 2, 30.0)
-            _say(name, f"pid {child.pid} {_describe(child.returncode)} after {lived:.0f}s; ending what is left of "
-                       f"its tree, restarting in {backoff:.0f}s")
+            _say(
+                name,
+                f"pid {child.pid} {_describe(child.returncode)} after {lived:.0f}s; ending what is left of "
+                f"its tree, restarting in {backoff:.0f}s",
+            )
             _end_tree(name, tag, group, grace=5)
             deadline = time.monotonic() + backoff
             while not _stopping and time.monotonic() < deadline:

@@ -10,7 +10,7 @@ property says what Airflow does with it:
 
 Across the process boundary (the Spark job, then the operator) an error travels as the job's outcome file:
 `{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...}` with the counts of
-what the run committed before (commit.history.RunOutcome), and the
+what the run committed before (batches.RunOutcome), and the
 job exits with REFUSED_EXIT or TRANSIENT_EXIT. Anything else that escapes (a Spark or driver failure) is transient.
 """
 
@@ -39,3 +39,7 @@ def outcome_of(exc: MicroingestError) -> dict:
 
 def exit_code_of(exc: MicroingestError) -> int:
     return TRANSIENT_EXIT if exc.retryable else REFUSED_EXIT
+
+
+class PlanningError(Refused):
+    """A run cannot be planned as asked (its range, its kind, the batch history it resumes from)."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 def executor_faults() -> dict[str, str]:

@@ -38,7 +38,9 @@ def spark_jars() -> list[str]:
     folder = Path(os.environ.get("MICROINGEST_SPARK_JARS_DIR", install_dir() / "spark" / "jars"))
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not jars:
-        raise FileNotFoundError(f"no Spark Kafka jars in {folder}; run `make install` (or set MICROINGEST_SPARK_JARS_DIR)")
+        raise FileNotFoundError(
+            f"no Spark Kafka jars in {folder}; run `make install` (or set MICROINGEST_SPARK_JARS_DIR)"
+        )
     return jars
 
 

@@ -1,7 +1,7 @@
 """Fixtures for tests against the real platform started by `make test` (Kafka, Postgres, Spark, Airflow's DB).
 
 Every test gets its own topic, target table and pipeline declaration, so tests never see each other's data; what
-builds them is in pipeline_env.py.
+builds them is in helpers/pipeline_env.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import browser_session
+from helpers import browser_session
+from helpers.pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
-from pipeline_env import SERVED_FOLDER, Env, declare_served, job_result, own_env
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_KAFKA", "AIRFLOW_HOME")
@@ -82,8 +82,10 @@ def api():
 def served(pg, kafka, api) -> dict[str, Env]:
     folder = Path(SERVED_FOLDER)
     if not SERVED_FOLDER or folder.resolve() == (REPO / "pipelines").resolve():
-        pytest.fail("the running Airflow serves the repository's pipelines/; `make test` restarts it on a folder "
-                    "of the suite's own (the tests would otherwise declare pipelines in pipelines/)")
+        pytest.fail(
+            "the running Airflow serves the repository's pipelines/; `make test` restarts it on a folder "
+            "of the suite's own (the tests would otherwise declare pipelines in pipelines/)"
+        )
     envs = declare_served(pg, kafka, folder)
     for env in envs.values():
         api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)

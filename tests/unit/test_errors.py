@@ -5,19 +5,45 @@ import importlib
 import inspect
 import pkgutil
 
+import pytest
+
 import microingest
 from microingest.errors import MicroingestError, Refused, Transient
+from microingest.systems.airflow_api import AirflowApiError, AirflowClient
 
 # Errors that never leave a record's own handling: each becomes a dead letter with its reason.
 PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
-OUTSIDE_THE_RUN = {"AirflowApiError", "BenchError"}  # the REST client's answers; the bench's own
-REFUSED = {"DeclarationError", "IdentifierError", "PolicyError", "PlanningError", "RequestError", "RetentionGapError",
-           "ConnectionConfigError", "LedgerError", "FencedError", "OverlapError", "ReadMismatchError",
-           "DeadLetterLimitError", "BatchTooLargeError", "TargetError", "TargetShapeError", "UsageError",
-           "DatabaseEncodingError", "TopicRecreatedError",
-           "UnreadableSchemaError"}
-TRANSIENT = {"PostgresUnavailableError", "KafkaAccessError", "CommitTimeoutError",
-             "BatchFailedError", "SchemaRegistryUnavailableError"}
+OUTSIDE_THE_RUN = {"BenchError"}  # the bench's own
+# In the family, retryable by the answer: unreachable or a server error is transient, a refusal is not.
+DECIDED_BY_THE_ANSWER = {"AirflowApiError"}
+REFUSED = {
+    "DeclarationError",
+    "IdentifierError",
+    "PolicyError",
+    "PlanningError",
+    "RequestError",
+    "RetentionGapError",
+    "ConnectionConfigError",
+    "LedgerError",
+    "FencedError",
+    "OverlapError",
+    "ReadMismatchError",
+    "DeadLetterLimitError",
+    "BatchTooLargeError",
+    "TargetError",
+    "TargetShapeError",
+    "UsageError",
+    "DatabaseEncodingError",
+    "TopicRecreatedError",
+    "UnreadableSchemaError",
+}
+TRANSIENT = {
+    "PostgresUnavailableError",
+    "KafkaAccessError",
+    "CommitTimeoutError",
+    "BatchFailedError",
+    "SchemaRegistryUnavailableError",
+}
 
 
 def platform_exceptions() -> dict[str, type]:
@@ -36,6 +62,14 @@ def test_every_error_of_the_platform_is_in_the_family_with_its_retry_decided_by_
     found = platform_exceptions()
     family = {n for n, cls in found.items() if issubclass(cls, MicroingestError)}
     assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN
-    assert family - {"MicroingestError", "Refused", "Transient"} == REFUSED | TRANSIENT
+    assert family - {"MicroingestError", "Refused", "Transient"} == REFUSED | TRANSIENT | DECIDED_BY_THE_ANSWER
     assert all(not found[n].retryable and issubclass(found[n], Refused) for n in REFUSED)
     assert all(found[n].retryable and issubclass(found[n], Transient) for n in TRANSIENT)
+
+
+def test_the_airflow_api_answer_decides_whether_another_try_may_succeed():
+    assert AirflowApiError("busy", 503).retryable
+    assert not AirflowApiError("bad Params", 400).retryable and not AirflowApiError("no credentials").retryable
+    with pytest.raises(AirflowApiError, match="unreachable") as unreachable:
+        AirflowClient("http://127.0.0.1:9", "nobody", "nothing").get("/api/v2/version")
+    assert unreachable.value.retryable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import Asset
 
+from microingest.declare.files import load_declarations
 from microingest.declare.pipeline import Pipeline
 from microingest.observe.datasets import TableName
 from microingest.systems.connections import get_connection
@@ -20,7 +21,6 @@ def target_asset(pipeline: Pipeline) -> Asset:
 
 def asset_of(pipeline_name: str) -> Asset:
     """The target Asset of the declared pipeline `pipeline_name`, for a downstream DAG's schedule."""
-    from microingest.declare.files import load_declarations
 
     pipelines, _ = load_declarations()
     for pipeline in pipelines:

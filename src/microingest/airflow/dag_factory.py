@@ -22,10 +22,12 @@ _TAG_MAX_LEN = 100  # Airflow's limit on a DAG tag
 
 def build_dag(pipeline: Pipeline) -> DAG:
     asset = target_asset(pipeline)
-    doc = (f"Ingest Kafka topic `{pipeline.topic}` into `{pipeline.target_table}` ({pipeline.sink_mode}): each run "
-           f"reads up to {pipeline.max_records_per_run:,} records in batches of at most "
-           f"{pipeline.max_records_per_batch:,}, each batch one transaction. Trigger with a backfill range or time "
-           f"window to replay history. Declared in `pipelines/{pipeline.name}.yaml`.\n\n{pipeline.description}")
+    doc = (
+        f"Ingest Kafka topic `{pipeline.topic}` into `{pipeline.target_table}` ({pipeline.sink_mode}): each run "
+        f"reads up to {pipeline.max_records_per_run:,} records in batches of at most "
+        f"{pipeline.max_records_per_batch:,}, each batch one transaction. Trigger with a backfill range or time "
+        f"window to replay history. Declared in `pipelines/{pipeline.name}.yaml`.\n\n{pipeline.description}"
+    )
     with DAG(
         dag_id=pipeline.dag_id,
         # Data intervals, not Airflow 3's default cron trigger (whose runs have an empty interval): a run of
@@ -41,40 +43,68 @@ def build_dag(pipeline: Pipeline) -> DAG:
         params=pipeline_params(pipeline),
         # Transient trouble (broker, Postgres, a lost executor) fails a task with nothing committed; the retry
         # re-runs the same plan. Refusals that would repeat (fenced, too many dead letters) skip the retries.
-        default_args={"owner": "microingest", "retries": pipeline.retries,
-                      "retry_delay": timedelta(seconds=pipeline.retry_delay_seconds),
-                      "retry_exponential_backoff": 2.0, "max_retry_delay": timedelta(minutes=10)},
+        default_args={
+            "owner": "microingest",
+            "retries": pipeline.retries,
+            "retry_delay": timedelta(seconds=pipeline.retry_delay_seconds),
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": timedelta(minutes=10),
+        },
     ) as dag:
-
         # ignore_downstream_trigger_rules=False: a plan with nothing to do skips ingest, and announce still notes it.
-        @task.short_circuit(task_id="plan", ignore_downstream_trigger_rules=False, doc_md="Plan the run from its "
-                            "Params, the ledger and Kafka: a live run up to the last stable offsets, or a backfill; "
-                            "skip Spark when there is nothing to do.")
+        @task.short_circuit(
+            task_id="plan",
+            ignore_downstream_trigger_rules=False,
+            doc_md="Plan the run from its "
+            "Params, the ledger and Kafka: a live run up to the last stable offsets, or a backfill; "
+            "skip Spark when there is nothing to do.",
+        )
         def plan(**context):
+            # When the task runs: parsing the DAG files imports neither planning nor the commit.
             from microingest.airflow.plan_task import plan_for_run
 
             return plan_for_run(pipeline, context)
 
         # A teardown: it runs when ingest succeeded, failed for good or was skipped, and never decides the run's state.
-        @task(task_id="announce", inlets=[asset], outlets=[asset], doc_md=f"Announce the batches this run committed "
-              f"as an event of Asset `{asset.name}` (once each, retries and failures included), and write the run's "
-              "note.")
+        @task(
+            task_id="announce",
+            inlets=[asset],
+            outlets=[asset],
+            doc_md=f"Announce the batches this run committed "
+            f"as an event of Asset `{asset.name}` (once each, retries and failures included), and write the run's "
+            "note.",
+        )
         def announce(**context):
-            from microingest.airflow.announce_task import announce
+            from microingest.airflow.announce_task import announce  # when the task runs, as plan_for_run
 
             announce(pipeline, asset, context)
 
         planned = plan()
-        planned >> SparkIngestOperator(task_id="ingest", pipeline=pipeline,
-                                       doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
-                                       "dead letters, ledger and history are committed in one Postgres transaction.") \
+        (
+            planned
+            >> SparkIngestOperator(
+                task_id="ingest",
+                pipeline=pipeline,
+                doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
+                "dead letters, ledger and history are committed in one Postgres transaction.",
+            )
             >> announce().as_teardown()
+        )
         if pipeline.lag.gate:
             gate = pipeline.lag.gate
-            LagGateSensor(task_id="wait_for_records", pipeline=pipeline, doc_md=(
-                f"Scheduled runs wait (deferred, in the triggerer) until {gate.min_records:,} records wait or the "
-                f"oldest is {gate.max_wait_seconds}s old; after {gate.wait_seconds}s without either the run is "
-                "skipped. Manual and backfill runs pass.")) >> planned
+            (
+                LagGateSensor(
+                    task_id="wait_for_records",
+                    pipeline=pipeline,
+                    doc_md=(
+                        f"Scheduled runs wait (deferred, in the triggerer) until {gate.min_records:,} records wait or "
+                        "the "
+                        f"oldest is {gate.max_wait_seconds}s old; after {gate.wait_seconds}s without either the run is "
+                        "skipped. Manual and backfill runs pass."
+                    ),
+                )
+                >> planned
+            )
     return dag
 
 
@@ -92,11 +122,18 @@ def build_sla_dag(pipelines: list[Pipeline]) -> DAG | None:
     watched = [p for p in pipelines if p.lag.sla]
     if not watched:
         return None
-    with DAG(dag_id=SLA_DAG_ID, schedule="*/5 * * * *", start_date=START_DATE, catchup=False, max_active_runs=1,
-             tags=["microingest", "lag"], doc_md="Lag SLA of the pipelines that declare `lag.sla`: a task fails "
-             "(and fires the failure callbacks) when its pipeline's time lag exceeds max_time_lag_seconds, or when "
-             "it stays STALL, STOP or ERR for grace_seconds.",
-             default_args={"owner": "microingest", "retries": 0}) as dag:
+    with DAG(
+        dag_id=SLA_DAG_ID,
+        schedule="*/5 * * * *",
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["microingest", "lag"],
+        doc_md="Lag SLA of the pipelines that declare `lag.sla`: a task fails "
+        "(and fires the failure callbacks) when its pipeline's time lag exceeds max_time_lag_seconds, or when "
+        "it stays STALL, STOP or ERR for grace_seconds.",
+        default_args={"owner": "microingest", "retries": 0},
+    ) as dag:
         for pipeline in watched:
             LagSlaSensor(task_id=f"sla_{pipeline.name}", pipeline=pipeline)
     return dag
@@ -124,8 +161,13 @@ def buildable() -> tuple[list[Pipeline], list[DeclarationError]]:
         try:
             target_asset(pipeline)
         except (AirflowNotFoundException, MicroingestError) as exc:
-            errors.append(DeclarationError(pipeline.source or pipeline.name, "postgres_conn_id",
-                                           f"connection '{pipeline.postgres_conn_id}' names no target: {exc}"))
+            errors.append(
+                DeclarationError(
+                    pipeline.source or pipeline.name,
+                    "postgres_conn_id",
+                    f"connection '{pipeline.postgres_conn_id}' names no target: {exc}",
+                )
+            )
         else:
             ok.append(pipeline)
     return ok, errors

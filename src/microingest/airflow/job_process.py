@@ -10,18 +10,28 @@ import logging
 import os
 import signal
 import subprocess
+from typing import Any
 
 
 class JobProcess:
-    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger):
+    # `log`: a task's own logger (Airflow gives tasks a structlog one), so that the job's output lands in the task log
+    def __init__(self, argv: list[str], env: dict[str, str], log: logging.Logger | Any):
         self.argv, self.env, self.log = argv, env, log
         self._proc: subprocess.Popen | None = None
 
     def run(self) -> int:
         """Run to completion; returns the exit code."""
         self.log.info("starting %s", " ".join(self.argv))
-        self._proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+        self._proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
             self.log.info("%s", line.rstrip("\n"))

@@ -12,7 +12,7 @@ triggerer polls (microingest.airflow.lag_triggers.LagTrigger) and no worker slot
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -34,10 +34,13 @@ class _LagSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         return bool(run_check(self.check, self.pipeline.name)["met"])
 
-    def _defer(self, wait_seconds: int, poke_seconds: int) -> None:
+    def _defer(self, wait_seconds: float, poke_seconds: float) -> NoReturn:
         deadline = datetime.now(timezone.utc) + timedelta(seconds=wait_seconds)
-        self.defer(trigger=LagTrigger(self.pipeline.name, self.check, deadline.isoformat(), poke_seconds),
-                   method_name="execute_complete", timeout=timedelta(seconds=wait_seconds + 300))
+        self.defer(
+            trigger=LagTrigger(self.pipeline.name, self.check, deadline.isoformat(), poke_seconds),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=wait_seconds + 300),
+        )
 
 
 class LagGateSensor(_LagSensor):
@@ -49,13 +52,17 @@ class LagGateSensor(_LagSensor):
         if run_type not in GATED_RUN_TYPES:
             self.log.info("%s run: not gated", run_type)
             return None
-        gate = self.pipeline.lag.gate
+        gate = self.pipeline.lag.declared_gate()
         result = run_check(self.check, self.pipeline.name)
         self.log.info("gate: %s", result["summary"])
         if result["met"]:
             return result
-        self.log.info("waiting up to %ss in the triggerer for min_records %s or an oldest record older than %ss",
-                      gate.wait_seconds, gate.min_records, gate.max_wait_seconds)
+        self.log.info(
+            "waiting up to %ss in the triggerer for min_records %s or an oldest record older than %ss",
+            gate.wait_seconds,
+            gate.min_records,
+            gate.max_wait_seconds,
+        )
         self._defer(gate.wait_seconds, gate.poke_seconds)
 
     def execute_complete(self, context: Any, event: dict) -> dict:
@@ -76,7 +83,7 @@ class LagSlaSensor(_LagSensor):
             return result
         if result.get("breach") == "time_lag":
             raise AirflowFailException(f"lag SLA of {self.pipeline.name} breached: {result['summary']}")
-        sla = self.pipeline.lag.sla
+        sla = self.pipeline.lag.declared_sla()
         self.log.warning("%s; waiting up to grace_seconds %s for it to recover", result["summary"], sla.grace_seconds)
         interval = self.poke_interval
         self._defer(sla.grace_seconds, getattr(interval, "total_seconds", lambda: interval)())
@@ -85,5 +92,7 @@ class LagSlaSensor(_LagSensor):
         if event["status"] == "met":
             self.log.info("recovered after %s poke(s): %s", event["pokes"], event["summary"])
             return event
-        raise AirflowFailException(f"lag SLA of {self.pipeline.name} breached for longer than grace_seconds "
-                                   f"{self.pipeline.lag.sla.grace_seconds}: {event['summary']}")
+        raise AirflowFailException(
+            f"lag SLA of {self.pipeline.name} breached for longer than grace_seconds "
+            f"{self.pipeline.lag.declared_sla().grace_seconds}: {event['summary']}"
+        )

@@ -8,8 +8,9 @@ Importable by the triggerer from the installed package: microingest.airflow.lag_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -18,13 +19,14 @@ CHECKS = ("gate", "health")
 
 def run_check(check: str, pipeline_name: str) -> dict:
     """One poke: the named check of the pipeline's declared policy, as a dict (what the event carries)."""
+    # At poke time: the DAG files import this module (through the sensors), and the checks bring Kafka and Postgres.
     from microingest.declare.files import get_pipeline
     from microingest.lag.checks import gate_check, health_check
 
     pipeline = get_pipeline(pipeline_name)
     if check == "gate":
-        return gate_check(pipeline, pipeline.lag.gate).to_dict()
-    return health_check(pipeline, pipeline.lag.sla).to_dict()
+        return gate_check(pipeline, pipeline.lag.declared_gate()).to_dict()
+    return health_check(pipeline, pipeline.lag.declared_sla()).to_dict()
 
 
 class LagTrigger(BaseTrigger):
@@ -35,9 +37,15 @@ class LagTrigger(BaseTrigger):
         self.pipeline, self.check, self.deadline, self.poke_seconds = pipeline, check, deadline, poke_seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"pipeline": self.pipeline, "check": self.check, "deadline": self.deadline,
-                 "poke_seconds": self.poke_seconds})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "pipeline": self.pipeline,
+                "check": self.check,
+                "deadline": self.deadline,
+                "poke_seconds": self.poke_seconds,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = datetime.fromisoformat(self.deadline)

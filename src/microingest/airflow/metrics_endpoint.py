@@ -15,7 +15,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from microingest.declare.files import load_declarations
+from microingest.errors import MicroingestError
 from microingest.observe.metrics import PipelineCollector
+from microingest.systems.connections import get_connection
 
 METRICS_CONN_ID = "microingest_metrics"
 
@@ -23,16 +25,14 @@ METRICS_CONN_ID = "microingest_metrics"
 def scrape_token(authorization: str | None = Header(default=None)) -> None:
     from airflow.sdk.exceptions import AirflowNotFoundException
 
-    from microingest.errors import MicroingestError
-    from microingest.systems.connections import get_connection
-
     try:
         expected = get_connection(METRICS_CONN_ID).password
     except (AirflowNotFoundException, MicroingestError):
         expected = ""
     if not expected:
-        raise HTTPException(503, f"scraping is off: define connection {METRICS_CONN_ID} with the scrape token as "
-                                 "its password")
+        raise HTTPException(
+            503, f"scraping is off: define connection {METRICS_CONN_ID} with the scrape token as its password"
+        )
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})

@@ -19,44 +19,90 @@ _OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "mi
 def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
     return {
         "max_records": Param(
-            None, type=["null", "integer"], minimum=1, section=LIVE, title="Records for this run",
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            section=LIVE,
+            title="Records for this run",
             description=f"Read at most this many records in this run (default: max_records_per_run, "
-                        f"{pipeline.max_records_per_run:,}). Batches stay at most {pipeline.max_records_per_batch:,} "
-                        "records, each its own transaction."),
+            f"{pipeline.max_records_per_run:,}). Batches stay at most {pipeline.max_records_per_batch:,} "
+            "records, each its own transaction.",
+        ),
         "dry_run": Param(
-            False, type="boolean", section=LIVE, title="Dry run",
+            False,
+            type="boolean",
+            section=LIVE,
+            title="Dry run",
             description="Plan and log what this run would read, for a live run or a backfill; write nothing and "
-                        "start no Spark job."),
+            "start no Spark job.",
+        ),
         BACKFILL_RANGES: Param(
-            None, type=["null", "object"], section=BACKFILL, title="Backfill offset ranges",
-            patternProperties={r"^[0-9]+$": _OFFSET_PAIR}, additionalProperties=False, minProperties=1,
+            None,
+            type=["null", "object"],
+            section=BACKFILL,
+            title="Backfill offset ranges",
+            patternProperties={r"^[0-9]+$": _OFFSET_PAIR},
+            additionalProperties=False,
+            minProperties=1,
             description='Replay these offsets, per partition [from, until), e.g. {"0": [100, 5000], "2": [0, 800]}. '
-                        "They must lie below the live pipeline's position, which does not move."),
+            "They must lie below the live pipeline's position, which does not move.",
+        ),
         FROM_TIME: Param(
-            None, type=["null", "string"], format="date-time", section=BACKFILL, title="Backfill from (time)",
+            None,
+            type=["null", "string"],
+            format="date-time",
+            section=BACKFILL,
+            title="Backfill from (time)",
             description="Replay the records timestamped from this time (inclusive), found with Kafka's "
-                        "offsets-for-times look-up. Needs the 'until' time too."),
+            "offsets-for-times look-up. Needs the 'until' time too.",
+        ),
         UNTIL_TIME: Param(
-            None, type=["null", "string"], format="date-time", section=BACKFILL, title="Backfill until (time)",
+            None,
+            type=["null", "string"],
+            format="date-time",
+            section=BACKFILL,
+            title="Backfill until (time)",
             description="...up to this time (exclusive). Whatever of the window lies at or above the live "
-                        "position is left to the live pipeline."),
+            "position is left to the live pipeline.",
+        ),
         "overlap": Param(
-            "refuse", type="string", enum=list(OVERLAP_POLICIES), section=BACKFILL, title="When records are already there",
-            values_display={"refuse": "refuse: fail, naming the overlapping offsets",
-                            "replace": "replace: delete the rows and dead letters of the replayed positions, write "
-                                       "the replayed records",
-                            "skip_existing": "skip_existing: write only positions not yet there"},
+            "refuse",
+            type="string",
+            enum=list(OVERLAP_POLICIES),
+            section=BACKFILL,
+            title="When records are already there",
+            values_display={
+                "refuse": "refuse: fail, naming the overlapping offsets",
+                "replace": "replace: delete the rows and dead letters of the replayed positions, write "
+                "the replayed records",
+                "skip_existing": "skip_existing: write only positions not yet there",
+            },
             description="What a backfill does about source positions already in the target. Aggregate targets "
-                        "add up, so they refuse already-counted positions whatever this says."),
+            "add up, so they refuse already-counted positions whatever this says.",
+        ),
         SKIP_PARTITION: Param(
-            None, type=["null", "integer"], minimum=0, section=SKIP, title="Partition",
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            section=SKIP,
+            title="Partition",
             description="Only when a batch is refused for a reason no retry cures (a dead-letter guard tripped by a "
-                        "broken producer, a target constraint): move this partition's live position forward. "
-                        "Nothing is lost: the skipped records become dead letters (error_class skipped)."),
+            "broken producer, a target constraint): move this partition's live position forward. "
+            "Nothing is lost: the skipped records become dead letters (error_class skipped).",
+        ),
         SKIP_UNTIL: Param(
-            None, type=["null", "integer"], minimum=0, section=SKIP, title="New live position",
-            description="The offset the partition's live position moves to (the first record read afterwards)."),
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            section=SKIP,
+            title="New live position",
+            description="The offset the partition's live position moves to (the first record read afterwards).",
+        ),
         SKIP_REASON: Param(
-            None, type=["null", "string"], section=SKIP, title="Reason",
-            description="Why; kept with each skipped record and in the batch history, beside who triggered the run."),
+            None,
+            type=["null", "string"],
+            section=SKIP,
+            title="Reason",
+            description="Why; kept with each skipped record and in the batch history, beside who triggered the run.",
+        ),
     }

@@ -8,12 +8,18 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from microingest.cli.remote_run import PLAN_SUMMARY_KEY
-from microingest.commit.history import RunInfo
+from microingest.airflow import PLAN_SUMMARY_KEY
+from microingest.batches import RunInfo, RunPlan
+from microingest.commit.history import committed_by_run
+from microingest.commit.target_tables import prepare_target
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
-from microingest.plan.offsets import RequestError, RunPlan
+from microingest.plan.backfill import plan_backfill
+from microingest.plan.live import plan_live_run
+from microingest.plan.offsets import RequestError
 from microingest.plan.request import RunRequest, parse_request
+from microingest.plan.skip import plan_skip, skip_summary
+from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +45,15 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
         log.info("dry run: nothing was written and ingest is skipped")
         return None
     if not plan.ranges:
-        log.info("nothing to %s: ingest is skipped and Spark does not start",
-                 "backfill" if plan.kind == "backfill" else "ingest (no new records)")
+        log.info(
+            "nothing to %s: ingest is skipped and Spark does not start",
+            "backfill" if plan.kind == "backfill" else "ingest (no new records)",
+        )
         return None
     return plan.to_dict()
 
 
 def _plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | None:
-    from microingest.plan.backfill import plan_backfill
-    from microingest.plan.live import plan_live_run
 
     if request.skip is not None:  # the target is no skip's business
         return _skip_plan(pipeline, request, ti, dag_run)
@@ -55,14 +61,13 @@ def _plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | Non
         _prepare_target(pipeline, ti)
     if request.is_backfill:
         return plan_backfill(pipeline, request)
-    return plan_live_run(pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records,
-                         record_pins=not request.dry_run)
+    return plan_live_run(
+        pipeline, RunInfo(ti.dag_id, ti.run_id, ti.try_number), request.max_records, record_pins=not request.dry_run
+    )
 
 
 def _prepare_target(pipeline: Pipeline, ti) -> None:
     """Create the target, or add a newly declared field's column, before anything is planned into it."""
-    from microingest.commit.target_tables import prepare_target
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     with PipelineSystems.of(pipeline).db() as conn, conn, conn.cursor() as cur:
         prepared = prepare_target(cur, pipeline, f"DAG {ti.dag_id} run {ti.run_id}")
@@ -72,9 +77,6 @@ def _prepare_target(pipeline: Pipeline, ti) -> None:
 def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | None:
     """The skip's plan, or None when an earlier try of this run committed it already (not to be done twice).
     `ingest` runs it on Spark like any batch: the records read as every live batch reads them."""
-    from microingest.commit.history import committed_by_run
-    from microingest.plan.skip import plan_skip
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     assert request.skip is not None
     who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
@@ -87,16 +89,15 @@ def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan 
             earlier = committed_by_run(conn, pipeline.name, RunInfo(ti.dag_id, ti.run_id), "skip")
         if not earlier.batches:
             raise
-    log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip",
-             earlier.records_read)
+    log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip", earlier.records_read)
     return None
 
 
 def summary(plan: RunPlan) -> str:
     if plan.kind == "skip":
-        from microingest.plan.skip import skip_summary
-
         return skip_summary(plan)
     ranges = ", ".join(map(str, plan.ranges)) or "none"
-    return (f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
-            f"{plan.batch_cap:,}; ranges: {ranges}")
+    return (
+        f"plan ({plan.kind}): {plan.total_records:,} records in at most {plan.batches_needed} batch(es) of "
+        f"{plan.batch_cap:,}; ranges: {ranges}"
+    )

@@ -14,16 +14,19 @@ from microingest.bench.runner import Options, run_bench
 
 def main(argv: list[str]) -> int:
     defaults = Options()
-    parser = argparse.ArgumentParser(prog="python -m microingest.bench",
-                                     description="this platform side by side with the alternatives, on the same "
-                                                 "Kafka data; writes report.md, report.json and chart.png")
+    parser = argparse.ArgumentParser(
+        prog="python -m microingest.bench",
+        description="this platform side by side with the alternatives, on the same "
+        "Kafka data; writes report.md, report.json and chart.png",
+    )
     parser.add_argument("--records", type=int, default=defaults.records)
     parser.add_argument("--partitions", type=int, default=defaults.partitions)
     parser.add_argument("--batch-records", type=int, default=defaults.batch_records)
     parser.add_argument("--small-records", type=int, default=defaults.small_records)
     parser.add_argument("--small-batches", type=int, default=defaults.small_batches)
-    parser.add_argument("--contenders", default=",".join(defaults.contenders),
-                        help=f"comma-separated, of {', '.join(CONTENDERS)}")
+    parser.add_argument(
+        "--contenders", default=",".join(defaults.contenders), help=f"comma-separated, of {', '.join(CONTENDERS)}"
+    )
     parser.add_argument("--out", type=Path, default=settings.state_dir() / "bench")
     args = parser.parse_args(argv)
     for name in ("records", "partitions", "batch_records", "small_records"):
@@ -33,10 +36,19 @@ def main(argv: list[str]) -> int:
         parser.error("--small-batches must be 0 or more")
     served = settings.pipelines_dir().resolve()
     if served == (settings.repo_root() / "pipelines").resolve():
-        parser.error(f"the platform serves {served}; the bench declares its pipelines in a folder of its own: run it "
-                     "with `make bench`, which restarts the platform on one")
-    opts = Options(args.records, args.partitions, args.batch_records, args.small_records, args.small_batches,
-                   tuple(c for c in args.contenders.split(",") if c), args.out)
+        parser.error(
+            f"the platform serves {served}; the bench declares its pipelines in a folder of its own: run it "
+            "with `make bench`, which restarts the platform on one"
+        )
+    opts = Options(
+        args.records,
+        args.partitions,
+        args.batch_records,
+        args.small_records,
+        args.small_batches,
+        tuple(c for c in args.contenders.split(",") if c),
+        args.out,
+    )
     result = run_bench(opts, say=lambda m: print(m, flush=True))
     paths = report.write(result, args.out)
     print(report.markdown(result))

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microingest.bench.dataset import SCHEMA, event
 from microingest.decode.framing import MAGIC
 
-_AVRO_TYPES = {"string": "string", "integer": "long", "double": "double", "boolean": "boolean",
-               "timestamp": {"type": "long", "logicalType": "timestamp-millis"}}
+_AVRO_TYPES = {
+    "string": "string",
+    "integer": "long",
+    "double": "double",
+    "boolean": "boolean",
+    "timestamp": {"type": "long", "logicalType": "timestamp-millis"},
+}
 
 
 def avro_schema() -> dict[str, Any]:
@@ -21,8 +27,9 @@ def avro_schema() -> dict[str, Any]:
     for name, spec in SCHEMA.items():
         kind = _AVRO_TYPES[spec if isinstance(spec, str) else spec["type"]]
         required = isinstance(spec, dict) and spec.get("required")
-        fields.append({"name": name, "type": kind} if required else {"name": name, "type": ["null", kind],
-                                                                        "default": None})
+        fields.append(
+            {"name": name, "type": kind} if required else {"name": name, "type": ["null", kind], "default": None}
+        )
     return {"type": "record", "name": "BenchEvent", "namespace": "microingest.bench", "fields": fields}
 
 

@@ -8,23 +8,25 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
 from microingest import settings
+from microingest.batches import RunInfo
 from microingest.bench.avro_dataset import avro_topic
 from microingest.bench.dataset import SCHEMA
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
-from microingest.commit.history import RunInfo
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.pipeline import Pipeline
 from microingest.plan.live import plan_live_run
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
+from microingest.systems.airflow_api import AirflowClient
 from microingest.systems.connections import get_connection
 from microingest.systems.kafka_access import partition_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -60,11 +62,15 @@ class Contender:
     key = ""
     label = ""
     family = "alternative"  # or "microingest"
-    long_lived = False  # runs on the long-lived Spark Connect driver
     value_format = "json"  # the dataset it reads: JSON, or the same records as Avro (bench.avro_dataset)
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
+
+    @property
+    def long_lived(self) -> bool:
+        """Runs on the long-lived Spark Connect driver."""
+        return False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -89,7 +95,7 @@ def run_logged(argv: list[str], env: dict[str, str], log: Path, timeout: float =
 
 
 def bench_result(stdout: str) -> dict:
-    lines = [line[len("BENCH "):] for line in stdout.splitlines() if line.startswith("BENCH ")]
+    lines = [line[len("BENCH ") :] for line in stdout.splitlines() if line.startswith("BENCH ")]
     if not lines:
         raise BenchError("the job printed no BENCH result line")
     return json.loads(lines[-1])
@@ -104,19 +110,31 @@ class _Platform(Contender):
         folder = settings.pipelines_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.pipeline_name}.yaml"
-        path.write_text(json.dumps({
-            "name": self.pipeline_name, "description": f"make bench {self.ctx.run_id}: {self.label}",
-            "topic": self.topic, "target_table": table_name(self.key), "schema": SCHEMA,
-            "value_format": self.value_format,
-            "max_records_per_batch": self.ctx.batch_records, "max_records_per_run": self.max_records_per_run,
-            "max_run_seconds": 7200, "spark_conn_id": self.spark_conn_id}))
+        path.write_text(
+            json.dumps(
+                {
+                    "name": self.pipeline_name,
+                    "description": f"make bench {self.ctx.run_id}: {self.label}",
+                    "topic": self.topic,
+                    "target_table": table_name(self.key),
+                    "schema": SCHEMA,
+                    "value_format": self.value_format,
+                    "max_records_per_batch": self.ctx.batch_records,
+                    "max_records_per_run": self.max_records_per_run,
+                    "max_run_seconds": 7200,
+                    "spark_conn_id": self.spark_conn_id,
+                }
+            )
+        )
         self.pipeline: Pipeline = load_pipeline_file(path)
         if self.long_lived:
             try:
                 spark_connect.answers(get_connection(self.spark_conn_id))
             except Exception as exc:
-                raise BenchError(f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
-                                 f"not answer ({type(exc).__name__}); `make bench` starts it") from None
+                raise BenchError(
+                    f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
+                    f"not answer ({type(exc).__name__}); `make bench` starts it"
+                ) from None
 
     @property
     def topic(self) -> str:
@@ -139,8 +157,11 @@ class _Platform(Contender):
     def committed(self) -> tuple[float, int]:
         """(epoch of the pipeline's last commit, records read by all its batches)."""
         with connection(self.ctx.pg) as conn, conn.cursor() as cur:
-            cur.execute("SELECT extract(epoch FROM max(committed_at)), coalesce(sum(records_read), 0) FROM "
-                        "microingest.batches WHERE pipeline = %s", (self.pipeline.name,))
+            cur.execute(
+                "SELECT extract(epoch FROM max(committed_at)), coalesce(sum(records_read), 0) FROM "
+                "microingest.batches WHERE pipeline = %s",
+                (self.pipeline.name,),
+            )
             last, records = cur.fetchone()
         return float(last or 0), int(records)
 
@@ -162,8 +183,9 @@ class SparkJobAlone(_Platform):
         def launch() -> None:
             plan = plan_live_run(self.pipeline)
             env = {**os.environ, **PipelineSystems.of(self.pipeline).as_env()}
-            argv = spark_submit.command(self.pipeline, plan, RunInfo(), master="local[*]",
-                                        extra_conf={"spark.ui.enabled": "false"})
+            argv = spark_submit.command(
+                self.pipeline, plan, RunInfo(), master="local[*]", extra_conf={"spark.ui.enabled": "false"}
+            )
             run_logged(argv, env, self.ctx.work_dir / f"{self.key}-{time.time():.0f}.log")
 
         return self._timed(launch)
@@ -187,7 +209,6 @@ class ThroughAirflow(_Platform):
 
     def prepare(self) -> None:
         super().prepare()
-        from microingest.systems.airflow_api import AirflowClient
 
         self.client = AirflowClient()
 
@@ -203,10 +224,12 @@ class ThroughAirflow(_Platform):
             if run.state != "success":
                 raise BenchError(f"{dag_id} run {run_id} ended {run.state} ({run.describe()})")
             tis = self.client.get(f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}/taskInstances")
-            ingest = next((t for t in tis["task_instances"] if t["task_id"] == "ingest"), {})
+            ingest: dict = next((t for t in tis["task_instances"] if t["task_id"] == "ingest"), {})
             if ingest.get("state") != "success":  # e.g. the plan found nothing to read: the bench's data never arrived
-                raise BenchError(f"{dag_id} run {run_id} succeeded without running its ingest task "
-                                 f"(ingest: {ingest.get('state', 'absent')})")
+                raise BenchError(
+                    f"{dag_id} run {run_id} succeeded without running its ingest task "
+                    f"(ingest: {ingest.get('state', 'absent')})"
+                )
             return datetime.fromisoformat(ingest["start_date"]).timestamp()
 
         return self._timed(launch)
@@ -215,6 +238,7 @@ class ThroughAirflow(_Platform):
 class WarmUp(ThroughAirflow):
     """Untimed, before the contenders: a long-lived driver and an Airflow in service have run before, so the first
     timed contender should not pay for the server's JIT and Python workers, or the scheduler's first run."""
+
     key, label = "warmup", "warm-up: one untimed run through Airflow on the long-lived driver"
 
     def __init__(self, ctx: Context, records: int):
@@ -239,14 +263,28 @@ class KafkaLoop(Contender):
     def run(self) -> Run:
         _, ends = partition_bounds(self.ctx.kafka, self.ctx.topic)
         started = time.time()
-        out = run_logged([sys.executable, "-m", "microingest.bench.kafka_loop", "--topic", self.ctx.topic,
-                           "--table", table_name(self.key), "--until", json.dumps(ends),
-                           "--batch-records", str(self.ctx.batch_records), "--name", self.markers[0]]
-                          + (["--lean"] if self.lean else []),
-                          dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log")
+        out = run_logged(
+            [
+                sys.executable,
+                "-m",
+                "microingest.bench.kafka_loop",
+                "--topic",
+                self.ctx.topic,
+                "--table",
+                table_name(self.key),
+                "--until",
+                json.dumps(ends),
+                "--batch-records",
+                str(self.ctx.batch_records),
+                "--name",
+                self.markers[0],
+            ]
+            + (["--lean"] if self.lean else []),
+            dict(os.environ),
+            self.ctx.work_dir / f"{self.key}-{started:.0f}.log",
+        )
         result = json.loads(out.strip().splitlines()[-1])
-        return Run(result["done_at"] - started, result["records"],
-                   own_peak_rss_mib={"python": result["peak_rss_mib"]})
+        return Run(result["done_at"] - started, result["records"], own_peak_rss_mib={"python": result["peak_rss_mib"]})
 
 
 class KafkaLoopLean(KafkaLoop):
@@ -261,10 +299,21 @@ class AvailableNow(Contender):
         started = time.time()
         argv = spark_submit.submit_argv(
             settings.repo_root() / "spark_jobs" / "bench_available_now.py",
-            ["--topic", self.ctx.topic, "--table", table_name(self.key),
-             "--checkpoint", str(self.ctx.work_dir / "available_now-checkpoint"),
-             "--max-offsets-per-trigger", str(self.ctx.batch_records)],
-            self.markers[0], "local[*]", {"spark.ui.enabled": "false"}, jars=bench_jars())
+            [
+                "--topic",
+                self.ctx.topic,
+                "--table",
+                table_name(self.key),
+                "--checkpoint",
+                str(self.ctx.work_dir / "available_now-checkpoint"),
+                "--max-offsets-per-trigger",
+                str(self.ctx.batch_records),
+            ],
+            self.markers[0],
+            "local[*]",
+            {"spark.ui.enabled": "false"},
+            jars=bench_jars(),
+        )
         result = bench_result(run_logged(argv, dict(os.environ), self.ctx.work_dir / f"{self.key}-{started:.0f}.log"))
         return Run(result["done_at"] - started, -1)  # the streaming query reports no count; the target's is checked
 
@@ -277,5 +326,16 @@ def bench_jars() -> list[str]:
     return jars
 
 
-CONTENDERS = {c.key: c for c in (ThroughAirflow, SparkConnectJob, ThroughAirflowOnSparkSubmit, SparkJobAlone,
-                                  KafkaLoop, KafkaLoopLean, AvailableNow, ThroughAirflowAvro)}
+CONTENDERS = {
+    c.key: c
+    for c in (
+        ThroughAirflow,
+        SparkConnectJob,
+        ThroughAirflowOnSparkSubmit,
+        SparkJobAlone,
+        KafkaLoop,
+        KafkaLoopLean,
+        AvailableNow,
+        ThroughAirflowAvro,
+    )
+}

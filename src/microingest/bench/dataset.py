@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from kafka import KafkaProducer
 
@@ -22,9 +23,16 @@ from microingest.decode.codec import copy_text_row
 from microingest.systems.kafka_access import create_topic, partition_bounds
 
 EVENT_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the first event's event_time
-SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
-          "amount": "double", "event_time": "timestamp", "country": "string", "page": "string",
-          "session_id": "string"}
+SCHEMA: dict[str, Any] = {  # as a declaration writes it: a type, or a mapping with one
+    "event_id": {"type": "string", "required": True},
+    "user_id": "string",
+    "event_type": "string",
+    "amount": "double",
+    "event_time": "timestamp",
+    "country": "string",
+    "page": "string",
+    "session_id": "string",
+}
 VALUE_COLUMNS = tuple(SCHEMA)
 _TYPES = ("view", "click", "add_to_cart", "purchase")
 _COUNTRIES = ("DE", "FR", "NL", "PL", "SE", "US", "BR", "JP")
@@ -32,10 +40,16 @@ COPY_BATCH_ID = "00000000-0000-0000-0000-00000000be4c"
 
 
 def event(i: int) -> dict[str, Any]:
-    return {"event_id": f"ev-{i:012d}", "user_id": f"user-{i * 7919 % 100_003:06d}", "event_type": _TYPES[i % 4],
-            "amount": round((i * 37 % 100_000) / 100, 2), "event_time": EVENT_TIME_MS + i,
-            "country": _COUNTRIES[i % 8], "page": f"/catalog/item/{i * 31 % 50_000}?ref=campaign-{i % 97}",
-            "session_id": f"{i * 2654435761 % 2**32:08x}-{i % 65_536:04x}-{i * 40503 % 2**32:08x}"}
+    return {
+        "event_id": f"ev-{i:012d}",
+        "user_id": f"user-{i * 7919 % 100_003:06d}",
+        "event_type": _TYPES[i % 4],
+        "amount": round((i * 37 % 100_000) / 100, 2),
+        "event_time": EVENT_TIME_MS + i,
+        "country": _COUNTRIES[i % 8],
+        "page": f"/catalog/item/{i * 31 % 50_000}?ref=campaign-{i % 97}",
+        "session_id": f"{i * 2654435761 % 2**32:08x}-{i % 65_536:04x}-{i * 40503 % 2**32:08x}",
+    }
 
 
 def value_bytes(i: int) -> bytes:
@@ -56,19 +70,38 @@ class Dataset:
         return sum(len(self.value(i)) for i in range(min(self.records, 1000))) / min(self.records, 1000)
 
 
-def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms: int, start: int, count: int,
-                  say: Callable[[str], None] = lambda m: None, value: Callable[[int], bytes] = value_bytes) -> None:
+def produce_range(
+    kafka: dict[str, Any],
+    topic: str,
+    partitions: int,
+    base_ts_ms: int,
+    start: int,
+    count: int,
+    say: Callable[[str], None] = lambda m: None,
+    value: Callable[[int], bytes] = value_bytes,
+) -> None:
     """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas.
 
     Raises on the first record the broker refused: the bench must not go on with a dataset that has holes."""
-    producer = KafkaProducer(**kafka, acks="all", linger_ms=50, batch_size=512 * 1024, enable_idempotence=True,
-                             max_in_flight_requests_per_connection=5)
+    producer = KafkaProducer(
+        **kafka,
+        acks="all",
+        linger_ms=50,
+        batch_size=512 * 1024,
+        enable_idempotence=True,
+        max_in_flight_requests_per_connection=5,
+    )
     refused: list[Exception] = []  # per-record futures would hold millions of objects; one errback sees them all
     started, step = time.monotonic(), max(count // 10, 1)
     try:
         for i in range(start, start + count):
-            producer.send(topic, key=f"ev-{i:012d}".encode(), value=value(i), partition=i % partitions,
-                          timestamp_ms=base_ts_ms + i).add_errback(refused.append)
+            producer.send(
+                topic,
+                key=f"ev-{i:012d}".encode(),
+                value=value(i),
+                partition=i % partitions,
+                timestamp_ms=base_ts_ms + i,
+            ).add_errback(refused.append)
             if (i - start + 1) % step == 0:
                 _raise_refused(refused, topic)
                 if count >= 100_000:
@@ -81,8 +114,9 @@ def produce_range(kafka: dict[str, Any], topic: str, partitions: int, base_ts_ms
 
 def _raise_refused(refused: list[Exception], topic: str) -> None:
     if refused:
-        raise RuntimeError(f"the broker refused {len(refused):,} record(s) of topic {topic}; the first: "
-                           f"{refused[0]!r}") from refused[0]
+        raise RuntimeError(
+            f"the broker refused {len(refused):,} record(s) of topic {topic}; the first: {refused[0]!r}"
+        ) from refused[0]
 
 
 def first_timestamp_ms(now_ms: int, records: int) -> int:
@@ -90,8 +124,14 @@ def first_timestamp_ms(now_ms: int, records: int) -> int:
     return now_ms - records
 
 
-def create_dataset(kafka: dict[str, Any], topic: str, records: int, partitions: int,
-                   say: Callable[[str], None] = lambda m: None, value: Callable[[int], bytes] = value_bytes) -> Dataset:
+def create_dataset(
+    kafka: dict[str, Any],
+    topic: str,
+    records: int,
+    partitions: int,
+    say: Callable[[str], None] = lambda m: None,
+    value: Callable[[int], bytes] = value_bytes,
+) -> Dataset:
     if not create_topic(kafka, topic, partitions):
         raise RuntimeError(f"topic {topic} exists already; the bench needs a fresh one")
     base_ts_ms = first_timestamp_ms(int(time.time() * 1000), records)
@@ -99,8 +139,9 @@ def create_dataset(kafka: dict[str, Any], topic: str, records: int, partitions: 
     _, ends = partition_bounds(kafka, topic)
     expected = {p: len(range(p, records, partitions)) for p in range(partitions)}
     if ends != expected:
-        raise RuntimeError(f"topic {topic} holds end offsets {ends}, expected {expected}: was it written to by "
-                           "something else?")
+        raise RuntimeError(
+            f"topic {topic} holds end offsets {ends}, expected {expected}: was it written to by something else?"
+        )
     return Dataset(topic, partitions, records, ends, base_ts_ms, value)
 
 
@@ -109,7 +150,15 @@ def write_copy_rows(dataset: Dataset, out: IO[str]) -> None:
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     for i in range(dataset.records):
         e = event(i)
-        out.write(copy_text_row((dataset.topic, i % dataset.partitions, i // dataset.partitions,
-                                 epoch + timedelta(milliseconds=dataset.base_ts_ms + i), COPY_BATCH_ID)
-                                + tuple(e[c] if c != "event_time" else epoch + timedelta(milliseconds=e[c])
-                                        for c in VALUE_COLUMNS)))
+        out.write(
+            copy_text_row(
+                (
+                    dataset.topic,
+                    i % dataset.partitions,
+                    i // dataset.partitions,
+                    epoch + timedelta(milliseconds=dataset.base_ts_ms + i),
+                    COPY_BATCH_ID,
+                )
+                + tuple(e[c] if c != "event_time" else epoch + timedelta(milliseconds=e[c]) for c in VALUE_COLUMNS)
+            )
+        )

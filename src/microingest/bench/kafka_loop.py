@@ -19,15 +19,14 @@ import resource
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Callable
 
 import psycopg2
 from kafka import KafkaConsumer, TopicPartition
 
 from microingest.bench.dataset import VALUE_COLUMNS
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params
-
 
 
 def _text(v) -> str:
@@ -41,8 +40,9 @@ def row(msg, batch_id: str) -> str:
     doc = json.loads(msg.value)
     ts = datetime.fromtimestamp(msg.timestamp / 1000, timezone.utc).isoformat()
     values = [doc.get(c) for c in VALUE_COLUMNS]
-    values[VALUE_COLUMNS.index("event_time")] = datetime.fromtimestamp(doc["event_time"] / 1000,
-                                                                       timezone.utc).isoformat()
+    values[VALUE_COLUMNS.index("event_time")] = datetime.fromtimestamp(
+        doc["event_time"] / 1000, timezone.utc
+    ).isoformat()
     return "\t".join([msg.topic, str(msg.partition), str(msg.offset), ts, batch_id] + [_text(v) for v in values]) + "\n"
 
 
@@ -72,23 +72,33 @@ def lean_rows() -> Callable:
         values = [doc.get(c) for c in VALUE_COLUMNS]
         values[_EVENT_TIME] = event_clock(values[_EVENT_TIME])
         cells = [r"\N" if v is None else _text(v) if type(v) is str and _NEEDS_ESCAPE(v) else str(v) for v in values]
-        return "\t".join([msg.topic, str(msg.partition), str(msg.offset), kafka_clock(msg.timestamp), batch_id]
-                         + cells) + "\n"
+        return (
+            "\t".join([msg.topic, str(msg.partition), str(msg.offset), kafka_clock(msg.timestamp), batch_id] + cells)
+            + "\n"
+        )
 
     return lean_row
 
 
-def consume(kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int], batch_records: int,
-            row: Callable = row) -> int:
+def consume(
+    kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int], batch_records: int, row: Callable = row
+) -> int:
     offsets = f"{table}_offsets"  # each loop's own: two loops on one topic each read it all
     conn = psycopg2.connect(**pg)
     with conn, conn.cursor() as cur:
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {offsets} (topic text, partition integer, next_offset bigint NOT NULL, "
-                    "PRIMARY KEY (topic, partition))")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {offsets} (topic text, partition integer, next_offset bigint NOT NULL, "
+            "PRIMARY KEY (topic, partition))"
+        )
         cur.execute(f"SELECT partition, next_offset FROM {offsets} WHERE topic = %s", (topic,))
         stored = dict(cur.fetchall())
-    consumer = KafkaConsumer(**kafka, enable_auto_commit=False, isolation_level="read_committed",
-                             max_partition_fetch_bytes=4 * 2**20, fetch_max_bytes=32 * 2**20)
+    consumer = KafkaConsumer(
+        **kafka,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=4 * 2**20,
+        fetch_max_bytes=32 * 2**20,
+    )
     parts = [TopicPartition(topic, p) for p in until]
     consumer.assign(parts)
     for tp in parts:
@@ -107,11 +117,16 @@ def consume(kafka: dict, pg: dict, topic: str, table: str, until: dict[int, int]
                     count += 1
         buffer.seek(0)
         with conn, conn.cursor() as cur:
-            cur.copy_expert(f"COPY {table} (source_topic, source_partition, source_offset, kafka_timestamp, batch_id, "
-                            f"{', '.join(VALUE_COLUMNS)}) FROM STDIN", buffer)
-            cur.execute(f"INSERT INTO {offsets} SELECT %s, p, o FROM unnest(%s::int[], %s::bigint[]) "
-                        "AS u(p, o) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
-                        (topic, list(position), list(position.values())))
+            cur.copy_expert(
+                f"COPY {table} (source_topic, source_partition, source_offset, kafka_timestamp, batch_id, "
+                f"{', '.join(VALUE_COLUMNS)}) FROM STDIN",
+                buffer,
+            )
+            cur.execute(
+                f"INSERT INTO {offsets} SELECT %s, p, o FROM unnest(%s::int[], %s::bigint[]) "
+                "AS u(p, o) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset",
+                (topic, list(position), list(position.values())),
+            )
         total += count
     consumer.close()
     conn.close()
@@ -129,8 +144,15 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     kafka = kafka_python_config(get_connection("microingest_kafka"))
     pg = postgres_params(get_connection("microingest_postgres"))
-    records = consume(kafka, pg, args.topic, args.table, {int(p): o for p, o in json.loads(args.until).items()},
-                      args.batch_records, lean_rows() if args.lean else row)
+    records = consume(
+        kafka,
+        pg,
+        args.topic,
+        args.table,
+        {int(p): o for p, o in json.loads(args.until).items()},
+        args.batch_records,
+        lean_rows() if args.lean else row,
+    )
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"records": records, "done_at": time.time(), "peak_rss_mib": round(peak_rss_mib, 1)}))
     return 0

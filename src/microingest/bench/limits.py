@@ -19,16 +19,19 @@ from microingest.spark import submit as spark_submit
 from microingest.systems.postgres import connection
 
 COPY_KEY, COUNT_KEY = "copy_limit", "spark_count"
-LABELS = {COPY_KEY: "limit: Postgres COPY of the decoded rows from a local file",
-          COUNT_KEY: "limit: Spark batch read and count of the Kafka ranges"}
+LABELS = {
+    COPY_KEY: "limit: Postgres COPY of the decoded rows from a local file",
+    COUNT_KEY: "limit: Spark batch read and count of the Kafka ranges",
+}
 
 
 def copy_limit(ctx: Context, dataset: Dataset) -> Run:
     path = ctx.work_dir / "decoded-rows.copy"
     with path.open("w") as out:
         write_copy_rows(dataset, out)
-    columns = ", ".join(("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id")
-                        + VALUE_COLUMNS)
+    columns = ", ".join(
+        ("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id") + VALUE_COLUMNS
+    )
     try:
         with connection(ctx.pg) as conn, path.open() as rows:
             started = time.time()
@@ -41,8 +44,12 @@ def copy_limit(ctx: Context, dataset: Dataset) -> Run:
 
 def spark_count(ctx: Context, dataset: Dataset) -> Run:
     """Timed inside the job (read and count only): a limit on throughput, not on start-up."""
-    argv = spark_submit.submit_argv(settings.repo_root() / "spark_jobs" / "bench_kafka_count.py",
-                                    ["--topic", dataset.topic, "--until", json.dumps(dataset.ends)],
-                                    f"bench-{ctx.run_id}-{COUNT_KEY}", "local[*]", {"spark.ui.enabled": "false"})
+    argv = spark_submit.submit_argv(
+        settings.repo_root() / "spark_jobs" / "bench_kafka_count.py",
+        ["--topic", dataset.topic, "--until", json.dumps(dataset.ends)],
+        f"bench-{ctx.run_id}-{COUNT_KEY}",
+        "local[*]",
+        {"spark.ui.enabled": "false"},
+    )
     result = bench_result(run_logged(argv, dict(os.environ), ctx.work_dir / f"{COUNT_KEY}.log"))
     return Run(result["seconds"], result["records"])

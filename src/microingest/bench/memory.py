@@ -45,7 +45,7 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"peak-memory-{markers[0]}", daemon=True)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         # Before the contender starts, not whenever the thread gets to it: what runs beside it (Postgres) is in the
         # peaks however soon the contender ends.
         self.sample()

@@ -4,33 +4,40 @@ shows beside a missed target: what bounds the figure."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from microingest.systems.postgres import connection
 
 # (key, name, what it holds), in the order time passes in a run
-PHASES = (("airflow", "Airflow", "trigger → ingest task start: scheduling and the plan task"),
-          ("job_start", "job start", "→ first batch: the Spark application or client process, its session"),
-          ("decode", "read and decode", "Kafka read and decoding on the executors, collected by the driver"),
-          ("commit", "commits", "fence, proof of the read, COPY into the target: one transaction per batch"),
-          ("between", "between batches", "end of one batch's commit → start of the next"))
+PHASES = (
+    ("airflow", "Airflow", "trigger → ingest task start: scheduling and the plan task"),
+    ("job_start", "job start", "→ first batch: the Spark application or client process, its session"),
+    ("decode", "read and decode", "Kafka read and decoding on the executors, collected by the driver"),
+    ("commit", "commits", "fence, proof of the read, COPY into the target: one transaction per batch"),
+    ("between", "between batches", "end of one batch's commit → start of the next"),
+)
 NAMES = {key: name for key, name, _ in PHASES}
 
 
-def split(launched: float, batches: Sequence[tuple[float, float, float]], ingest_started: float | None = None
-          ) -> dict[str, float]:
+def split(
+    launched: float, batches: Sequence[tuple[float, float, float]], ingest_started: float | None = None
+) -> dict[str, float]:
     """A run's time in seconds by phase. `batches` are (started, decoded, committed) epochs in the order they ran;
     `ingest_started` is the epoch the ingest task started when the run went through Airflow. The phases add up to
     launch → last commit."""
     if not batches:
         return {}
     job_launched = launched if ingest_started is None else ingest_started
-    phases = {"airflow": 0.0 if ingest_started is None else ingest_started - launched,
-              "job_start": batches[0][0] - job_launched,
-              "decode": sum(decoded - started for started, decoded, _ in batches),
-              "commit": sum(committed - decoded for _, decoded, committed in batches),
-              "between": sum(nxt[0] - prev[2] for prev, nxt in zip(batches, batches[1:]))}
+    phases = {
+        "airflow": 0.0 if ingest_started is None else ingest_started - launched,
+        "job_start": batches[0][0] - job_launched,
+        "decode": sum(decoded - started for started, decoded, _ in batches),
+        "commit": sum(committed - decoded for _, decoded, committed in batches),
+        "between": sum(nxt[0] - prev[2] for prev, nxt in itertools.pairwise(batches)),
+    }
     if ingest_started is None:
         del phases["airflow"]
     return {key: round(value, 3) for key, value in phases.items()}
@@ -45,10 +52,13 @@ def median_split(splits: Sequence[dict[str, float]]) -> dict[str, float]:
 def batch_times(pg: dict[str, Any], pipeline: str, since: float) -> list[tuple[float, float, float]]:
     """(started, decoded, committed) epochs of the pipeline's batches committed after `since`, in order."""
     with connection(pg) as conn, conn.cursor() as cur:
-        cur.execute("SELECT extract(epoch FROM started_at), extract(epoch FROM coalesce(staged_at, committed_at)), "
-                    "extract(epoch FROM committed_at) FROM microingest.batches WHERE pipeline = %s AND kind = 'ingest' "
-                    "AND committed_at >= to_timestamp(%s) ORDER BY started_at", (pipeline, since))
-        return [tuple(float(v) for v in row) for row in cur.fetchall()]
+        cur.execute(
+            "SELECT extract(epoch FROM started_at), extract(epoch FROM coalesce(staged_at, committed_at)), "
+            "extract(epoch FROM committed_at) FROM microingest.batches WHERE pipeline = %s AND kind = 'ingest' "
+            "AND committed_at >= to_timestamp(%s) ORDER BY started_at",
+            (pipeline, since),
+        )
+        return [(float(started), float(decoded), float(committed)) for started, decoded, committed in cur.fetchall()]
 
 
 def bottleneck(phases: dict[str, float]) -> str:

@@ -32,8 +32,11 @@ def _times(proc: psutil.Process) -> float:
 def postmaster(port: int) -> psutil.Process | None:
     """The postmaster listening on this machine's `port`, or None (a remote server, or not ours to read)."""
     try:
-        listening = [c.pid for c in psutil.net_connections("tcp")
-                     if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid]
+        listening = [
+            c.pid
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid
+        ]
     except psutil.AccessDenied:
         return None
     for pid in listening:
@@ -54,7 +57,7 @@ class PostgresCpu:
         self.root = root
         self.seconds: float | None = None
 
-    def __enter__(self) -> "PostgresCpu":
+    def __enter__(self) -> PostgresCpu:
         self._start = tree_cpu_seconds(self.root) if self.root else None
         return self
 

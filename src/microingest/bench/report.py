@@ -43,12 +43,14 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
     """(target, measured, verdict) for the performance targets a default run can judge."""
     m = _by_key(report)
     rows = []
-    for goal, other, want in (("end to end ≥ 0.5× the COPY limit", COPY_KEY, 0.5),
-                              ("≥ 2× the hand-written loop", "kafka_loop", 2.0),
-                              ("≥ 2× the lean hand-written loop", "kafka_loop_lean", 2.0),
-                              ("≥ 1.5× AvailableNow + foreachBatch", "available_now", 1.5)):
-        judged = [(key, how, _ratio(m.get(key), m.get(other))) for key, how in THROUGH_AIRFLOW]
-        judged = [(key, how, ratio) for key, how, ratio in judged if ratio is not None]
+    for goal, other, want in (
+        ("end to end ≥ 0.5× the COPY limit", COPY_KEY, 0.5),
+        ("≥ 2× the hand-written loop", "kafka_loop", 2.0),
+        ("≥ 2× the lean hand-written loop", "kafka_loop_lean", 2.0),
+        ("≥ 1.5× AvailableNow + foreachBatch", "available_now", 1.5),
+    ):
+        ratios = [(key, how, _ratio(m.get(key), m.get(other))) for key, how in THROUGH_AIRFLOW]
+        judged = [(key, how, ratio) for key, how, ratio in ratios if ratio is not None]
         if not judged:
             rows.append((goal, "not measured in this run", "–"))
         for key, how, ratio in judged:
@@ -57,19 +59,25 @@ def targets(report: dict) -> list[tuple[str, str, str]]:
                 verdict += f"; its time: {bottleneck(m[key]['phases'])}"
             rows.append((f"{goal}, through Airflow on {how}", f"{ratio:.2f}×", verdict))
     copy_cpu = _cpu_per_record(m.get(COPY_KEY))
-    judged = [(how, _cpu_per_record(m.get(key))) for key, how in THROUGH_AIRFLOW]
-    judged = [(how, cpu / copy_cpu) for how, cpu in judged if cpu is not None and copy_cpu]
-    if not judged:
+    cpus = [(how, _cpu_per_record(m.get(key))) for key, how in THROUGH_AIRFLOW]
+    cpu_ratios = [(how, cpu / copy_cpu) for how, cpu in cpus if cpu is not None and copy_cpu]
+    if not cpu_ratios:
         rows.append(("Postgres CPU per record ≤ 1.3× the COPY limit's", "not measured in this run", "–"))
-    for how, ratio in judged:
-        rows.append((f"Postgres CPU per record ≤ 1.3× the COPY limit's, through Airflow on {how}", f"{ratio:.2f}×",
-                     "met" if ratio <= 1.3 else f"missed by {ratio - 1.3:.2f}×"))
-    judged = [(how, AS_AVRO[key], _ratio(m.get(AS_AVRO[key]), m.get(key))) for key, how in THROUGH_AIRFLOW
-              if key in AS_AVRO]
-    judged = [(how, key, ratio) for how, key, ratio in judged if ratio is not None]
-    if not judged:
+    for how, ratio in cpu_ratios:
+        rows.append(
+            (
+                f"Postgres CPU per record ≤ 1.3× the COPY limit's, through Airflow on {how}",
+                f"{ratio:.2f}×",
+                "met" if ratio <= 1.3 else f"missed by {ratio - 1.3:.2f}×",
+            )
+        )
+    avro = [
+        (how, AS_AVRO[key], _ratio(m.get(AS_AVRO[key]), m.get(key))) for key, how in THROUGH_AIRFLOW if key in AS_AVRO
+    ]
+    avro_ratios = [(how, key, ratio) for how, key, ratio in avro if ratio is not None]
+    if not avro_ratios:
         rows.append(("Avro ≥ the JSON figure", "not measured in this run", "–"))
-    for how, key, ratio in judged:
+    for how, key, ratio in avro_ratios:
         verdict = "met" if ratio >= 1 else f"missed: {ratio:.0%} of the target"
         if ratio < 1 and m[key].get("phases"):
             verdict += f"; its time: {bottleneck(m[key]['phases'])}"
@@ -93,15 +101,22 @@ def phase_table(report: dict) -> list[str]:
     if not ours:
         return []
     small = report["options"]["small_records"]
-    lines = ["", "## Where the platform's time goes", "",
-             "From the batch history (each batch's start, end of decoding and commit) and, through Airflow, the "
-             "ingest task's start; the phases add up to the contender's time. "
-             + " ".join(f"*{name}*: {what}." for _, name, what in PHASES), "",
-             "| contender | run | " + " | ".join(name for _, name, _ in PHASES) + " | total |",
-             "|" + "---|" * (3 + len(PHASES))]
+    lines = [
+        "",
+        "## Where the platform's time goes",
+        "",
+        "From the batch history (each batch's start, end of decoding and commit) and, through Airflow, the "
+        "ingest task's start; the phases add up to the contender's time. "
+        + " ".join(f"*{name}*: {what}." for _, name, what in PHASES),
+        "",
+        "| contender | run | " + " | ".join(name for _, name, _ in PHASES) + " | total |",
+        "|" + "---|" * (3 + len(PHASES)),
+    ]
     for x in ours:
-        for run, phases in ((f"{x['records']:,} records", x.get("phases") or {}),
-                            (f"{small}-record batch (median)", x.get("small_phases_median") or {})):
+        for run, phases in (
+            (f"{x['records']:,} records", x.get("phases") or {}),
+            (f"{small}-record batch (median)", x.get("small_phases_median") or {}),
+        ):
             if phases:
                 cells = " | ".join(f"{phases[k]:.1f}s" if k in phases else "–" for k, _, _ in PHASES)
                 lines.append(f"| {x['label']} | {run} | {cells} | {sum(phases.values()):.1f}s |")
@@ -120,38 +135,55 @@ def markdown(report: dict) -> str:
     opts, mach, m = report["options"], report["machine"], _by_key(report)
     copy, count, ours = m.get(COPY_KEY), m.get(COUNT_KEY), m.get(OURS)
     sizes = report["record_bytes"]
-    as_avro = f" (and the same as Avro of {sizes['avro']:.0f} bytes, topic `{report['topic']}-avro`)" \
-        if "avro" in sizes else ""
+    as_avro = (
+        f" (and the same as Avro of {sizes['avro']:.0f} bytes, topic `{report['topic']}-avro`)"
+        if "avro" in sizes
+        else ""
+    )
     warm = report.get("warm_up_records")
-    warmed = (f" Before the contenders, one untimed run of the first {warm:,} records through Airflow on the "
-              "long-lived driver warms it (its JIT, its Python workers) and Airflow, as they are in service."
-              if warm else "")
-    lines = [f"# microingest bench {report['run_id']}", "",
-             f"{opts['records']:,} JSON records of {sizes['json']:.0f} bytes{as_avro} in {opts['partitions']} "
-             f"partitions (topic `{report['topic']}`), batches of {opts['batch_records']:,}; then "
-             f"{opts['small_batches']} batch(es) of {opts['small_records']} new records per contender. Started "
-             f"{report['started']} on {mach['cpus']} CPUs, {mach['memory_gib']} GiB; PostgreSQL {mach['postgres']}, "
-             f"Spark {mach['pyspark']}, Python {mach['python']}.{warmed}", "",
-             "Time is from launch (spark-submit, DAG trigger, process start) to the last commit in Postgres; the "
-             "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
-             "all Postgres processes (shared buffers counted once), sampled at the contender's start and end and "
-             f"every {INTERVAL:g} s between; a process that starts and ends between two samples is not in it. A figure "
-             "marked † is the peak RSS that the contender's own process measured (getrusage): exact however short "
-             "the process, shared library pages counted in full.", "",
-             f"| contender | records/s | seconds | ÷ COPY limit | ÷ Spark count | microingest ÷ it | "
-             f"{opts['small_records']}-record batch (median) | Postgres CPU µs/record | "
-             + " | ".join(f"peak {label} MiB" for _, label in ROLES) + " | landed |",
-             "|" + "---|" * (9 + len(ROLES))]
+    warmed = (
+        f" Before the contenders, one untimed run of the first {warm:,} records through Airflow on the "
+        "long-lived driver warms it (its JIT, its Python workers) and Airflow, as they are in service."
+        if warm
+        else ""
+    )
+    lines = [
+        f"# microingest bench {report['run_id']}",
+        "",
+        f"{opts['records']:,} JSON records of {sizes['json']:.0f} bytes{as_avro} in {opts['partitions']} "
+        f"partitions (topic `{report['topic']}`), batches of {opts['batch_records']:,}; then "
+        f"{opts['small_batches']} batch(es) of {opts['small_records']} new records per contender. Started "
+        f"{report['started']} on {mach['cpus']} CPUs, {mach['memory_gib']} GiB; PostgreSQL {mach['postgres']}, "
+        f"Spark {mach['pyspark']}, Python {mach['python']}.{warmed}",
+        "",
+        "Time is from launch (spark-submit, DAG trigger, process start) to the last commit in Postgres; the "
+        "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
+        "all Postgres processes (shared buffers counted once), sampled at the contender's start and end and "
+        f"every {INTERVAL:g} s between; a process that starts and ends between two samples is not in it. A figure "
+        "marked † is the peak RSS that the contender's own process measured (getrusage): exact however short "
+        "the process, shared library pages counted in full.",
+        "",
+        f"| contender | records/s | seconds | ÷ COPY limit | ÷ Spark count | microingest ÷ it | "
+        f"{opts['small_records']}-record batch (median) | Postgres CPU µs/record | "
+        + " | ".join(f"peak {label} MiB" for _, label in ROLES)
+        + " | landed |",
+        "|" + "---|" * (9 + len(ROLES)),
+    ]
     for x in report["measurements"]:
         small = f"{x['small_median']:.1f}s" if x["small_median"] is not None else "–"
         theirs = "–" if x["family"] == "limit" or x["key"] == OURS else _x(_ratio(ours, x))
-        landed = (f"{x['rows']:,} rows, exact" if x["exact"] else
-                  f"**WRONG**: {x['rows']:,} rows, {x['distinct']:,} positions, expected {x['expected']:,}")
+        landed = (
+            f"{x['rows']:,} rows, exact"
+            if x["exact"]
+            else f"**WRONG**: {x['rows']:,} rows, {x['distinct']:,} positions, expected {x['expected']:,}"
+        )
         peaks = " | ".join(_peak(x, r) for r, _ in ROLES)
         cpu = _cpu_per_record(x)
-        lines.append(f"| {x['label']} | {x['rate']:,.0f} | {x['seconds']:.1f} | {_x(_ratio(x, copy))} | "
-                     f"{_x(_ratio(x, count))} | {theirs} | {small} | {'–' if cpu is None else f'{cpu:.1f}'} | "
-                     f"{peaks} | {landed} |")
+        lines.append(
+            f"| {x['label']} | {x['rate']:,.0f} | {x['seconds']:.1f} | {_x(_ratio(x, copy))} | "
+            f"{_x(_ratio(x, count))} | {theirs} | {small} | {'–' if cpu is None else f'{cpu:.1f}'} | "
+            f"{peaks} | {landed} |"
+        )
     lines += phase_table(report)
     lines += ["", "## Targets (issues 9, 22 and 23)", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {goal} | {measured} | {verdict} |" for goal, measured, verdict in targets(report)]
@@ -159,7 +191,7 @@ def markdown(report: dict) -> str:
 
 
 def write(report: dict, out: Path) -> list[Path]:
-    from microingest.bench.chart import draw
+    from microingest.bench.chart import draw  # matplotlib, only once the chart is drawn
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "report.json", out / "report.md", out / "chart.png"]

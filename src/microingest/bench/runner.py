@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import pyspark
 
@@ -24,7 +24,6 @@ from microingest.bench.postgres_cpu import PostgresCpu, postmaster
 from microingest.bench.targets import create_targets, landed
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
-
 
 # Enough for the long-lived driver's JIT and the Python workers of every core: two batches of the default size.
 WARM_UP_RECORDS = 200_000
@@ -71,14 +70,22 @@ class Measurement:
         return statistics.median(self.small_seconds) if self.small_seconds else None
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "rate": round(self.rate, 1), "exact": self.exact, "small_median": self.small_median,
-                "small_phases_median": median_split(self.small_phases)}
+        return {
+            **asdict(self),
+            "rate": round(self.rate, 1),
+            "exact": self.exact,
+            "small_median": self.small_median,
+            "small_phases_median": median_split(self.small_phases),
+        }
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-                                                        / 2**30, 1),
-            "python": platform.python_version(), "pyspark": pyspark.__version__}
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+    }
 
 
 def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
@@ -115,8 +122,10 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         run = warm_up.run()
         rows, distinct = landed(pg, warm_up.key)
         if not rows == distinct == run.records == warm_up.max_records_per_run:
-            raise BenchError(f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
-                             f"{distinct:,} positions; expected {warm_up.max_records_per_run:,}")
+            raise BenchError(
+                f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
+                f"{distinct:,} positions; expected {warm_up.max_records_per_run:,}"
+            )
         say(f"  {run.seconds:.1f}s, not timed")
 
     results: list[Measurement] = []
@@ -124,8 +133,15 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         say(f"{limits.LABELS[key]} ...")
         with PeakMemory((f"bench-{run_id}-{key}",)) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
             run = measure(ctx, dataset)
-        m = Measurement(key, limits.LABELS[key], "limit", run.records, run.seconds, peak_mib=memory.peaks.to_dict(),
-                        postgres_cpu_seconds=cpu.seconds)
+        m = Measurement(
+            key,
+            limits.LABELS[key],
+            "limit",
+            run.records,
+            run.seconds,
+            peak_mib=memory.peaks.to_dict(),
+            postgres_cpu_seconds=cpu.seconds,
+        )
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
             m.rows, m.distinct = landed(pg, key)
@@ -141,15 +157,24 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         m.postgres_cpu_seconds = cpu.seconds
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
-        say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "
-            f"({'exact' if m.exact else 'WRONG'})")
+        say(
+            f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s), target holds {m.rows:,} rows "
+            f"({'exact' if m.exact else 'WRONG'})"
+        )
 
     by_key = {m.key: m for m in results}
     for k in range(opts.small_batches):
         start = dataset.records + k * opts.small_records
         for produced in datasets.values():
-            produce_range(kafka, produced.topic, opts.partitions, produced.base_ts_ms, start, opts.small_records,
-                          value=produced.value)
+            produce_range(
+                kafka,
+                produced.topic,
+                opts.partitions,
+                produced.base_ts_ms,
+                start,
+                opts.small_records,
+                value=produced.value,
+            )
         for c in contenders:
             run = c.run()
             m = by_key[c.key]
@@ -158,20 +183,27 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
                 m.small_phases.append(run.phases)
             m.expected = start + opts.small_records
             m.rows, m.distinct = landed(pg, c.key)
-            say(f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
-                f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})")
-    return {"run_id": run_id, "started": started.isoformat(timespec="seconds"),
-            "options": {**asdict(opts), "out": str(opts.out)}, "topic": ctx.topic,
-            "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()},
-            "warm_up_records": warm_up.max_records_per_run if warm_up else 0,
-            "machine": {**machine(), "postgres": _pg_version(pg)},
-            "measurements": [m.to_dict() for m in results]}
+            say(
+                f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
+                f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})"
+            )
+    return {
+        "run_id": run_id,
+        "started": started.isoformat(timespec="seconds"),
+        "options": {**asdict(opts), "out": str(opts.out)},
+        "topic": ctx.topic,
+        "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()},
+        "warm_up_records": warm_up.max_records_per_run if warm_up else 0,
+        "machine": {**machine(), "postgres": _pg_version(pg)},
+        "measurements": [m.to_dict() for m in results],
+    }
 
 
 def _measured(key: str, label: str, family: str, run: Run, expected: int, pg: dict) -> Measurement:
     rows, distinct = landed(pg, key)
-    return Measurement(key, label, family, run.records if run.records >= 0 else rows, run.seconds, rows, distinct,
-                       expected)
+    return Measurement(
+        key, label, family, run.records if run.records >= 0 else rows, run.seconds, rows, distinct, expected
+    )
 
 
 def _forget_earlier_declarations() -> None:

@@ -15,43 +15,72 @@ from typing import Any
 
 from microingest.bench.dataset import SCHEMA, VALUE_COLUMNS
 
-_SPARK_TYPES = {"string": "string", "double": "double", "integer": "bigint", "boolean": "boolean",
-                "timestamp": "bigint"}  # the events carry event_time as epoch milliseconds
+_SPARK_TYPES = {
+    "string": "string",
+    "double": "double",
+    "integer": "bigint",
+    "boolean": "boolean",
+    "timestamp": "bigint",
+}  # the events carry event_time as epoch milliseconds
 
 
 def jdbc_target(pg: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """Spark JDBC URL and properties for psycopg2-style parameters. `reWriteBatchedInserts` is the usual tuning a
     Spark user applies (one multi-row INSERT per batch of 1,000 rows); `stringtype=unspecified` lets text become
     uuid."""
-    url = (f"jdbc:postgresql://{pg['host']}:{pg['port']}/{pg['dbname']}?reWriteBatchedInserts=true"
-           "&stringtype=unspecified")
+    url = (
+        f"jdbc:postgresql://{pg['host']}:{pg['port']}/{pg['dbname']}?reWriteBatchedInserts=true&stringtype=unspecified"
+    )
     props = {"driver": "org.postgresql.Driver", "user": pg.get("user", ""), "password": pg.get("password", "")}
     return url, props
 
 
-def available_now(spark, kafka_options: dict[str, str], topic: str, pg: dict[str, Any], table: str,
-                  checkpoint: str, max_offsets_per_trigger: int) -> None:
+def available_now(
+    spark,
+    kafka_options: dict[str, str],
+    topic: str,
+    pg: dict[str, Any],
+    table: str,
+    checkpoint: str,
+    max_offsets_per_trigger: int,
+) -> None:
     from pyspark.sql import functions as F
 
-    schema = ", ".join(f"{name} {_SPARK_TYPES[spec if isinstance(spec, str) else spec['type']]}"
-                       for name, spec in SCHEMA.items())
+    schema = ", ".join(
+        f"{name} {_SPARK_TYPES[spec if isinstance(spec, str) else spec['type']]}" for name, spec in SCHEMA.items()
+    )
     url, props = jdbc_target(pg)
 
     def write(frame, _batch_id: int) -> None:
         decoded = frame.select(
-            F.col("topic").alias("source_topic"), F.col("partition").alias("source_partition"),
-            F.col("offset").alias("source_offset"), F.col("timestamp").alias("kafka_timestamp"),
-            F.lit(str(uuid.uuid4())).alias("batch_id"), F.from_json(F.col("value").cast("string"), schema).alias("v"))
-        columns = [F.timestamp_millis(F.col("v.event_time")).alias(c) if c == "event_time" else F.col(f"v.{c}")
-                   for c in VALUE_COLUMNS]
-        decoded.select("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id",
-                       *columns).write.jdbc(url, table, mode="append", properties=props)
+            F.col("topic").alias("source_topic"),
+            F.col("partition").alias("source_partition"),
+            F.col("offset").alias("source_offset"),
+            F.col("timestamp").alias("kafka_timestamp"),
+            F.lit(str(uuid.uuid4())).alias("batch_id"),
+            F.from_json(F.col("value").cast("string"), schema).alias("v"),
+        )
+        columns = [
+            F.timestamp_millis(F.col("v.event_time")).alias(c) if c == "event_time" else F.col(f"v.{c}")
+            for c in VALUE_COLUMNS
+        ]
+        decoded.select(
+            "source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", *columns
+        ).write.jdbc(url, table, mode="append", properties=props)
 
-    query = (spark.readStream.format("kafka").options(**kafka_options).option("subscribe", topic)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-             .option("kafka.isolation.level", "read_committed").load()
-             .writeStream.trigger(availableNow=True).option("checkpointLocation", checkpoint)
-             .foreachBatch(write).start())
+    query = (
+        spark.readStream.format("kafka")
+        .options(**kafka_options)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+        .writeStream.trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(write)
+        .start()
+    )
     query.awaitTermination()
 
 

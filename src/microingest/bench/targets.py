@@ -20,24 +20,33 @@ def table_name(contender: str) -> str:
 
 def create_targets(pg: dict[str, Any], contenders: list[str]) -> None:
     """Fresh, empty tables (a previous bench run's are dropped)."""
-    values = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(PG_TYPES[spec if isinstance(spec, str)
-                                                                              else spec["type"]]))
-              for name, spec in SCHEMA.items()]
+    values = [
+        sql.SQL("{} {}").format(
+            sql.Identifier(name), sql.SQL(PG_TYPES[spec if isinstance(spec, str) else spec["type"]])
+        )
+        for name, spec in SCHEMA.items()
+    ]
     with connection(pg) as conn, conn, conn.cursor() as cur:
         cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA_NAME)))
         for contender in contenders:
             table = sql.Identifier(SCHEMA_NAME, contender)
             cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
-            cur.execute(sql.SQL(
-                "CREATE TABLE {} (source_topic text NOT NULL, source_partition integer NOT NULL, source_offset bigint "
-                "NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, {}, ingested_at timestamptz NOT NULL "
-                "DEFAULT now(), PRIMARY KEY (source_topic, source_partition, source_offset))").format(
-                table, sql.SQL(", ").join(values)))
+            cur.execute(
+                sql.SQL(
+                    "CREATE TABLE {} (source_topic text NOT NULL, source_partition integer NOT NULL, "
+                    "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, {}, "
+                    "ingested_at timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (source_topic, source_partition, source_offset))"
+                ).format(table, sql.SQL(", ").join(values))
+            )
 
 
 def landed(pg: dict[str, Any], contender: str) -> tuple[int, int]:
     """(rows, distinct source positions) in a contender's target: equal to the records read when exactly once."""
     with connection(pg) as conn, conn.cursor() as cur:
-        cur.execute(sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
-            sql.Identifier(SCHEMA_NAME, contender)))
+        cur.execute(
+            sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
+                sql.Identifier(SCHEMA_NAME, contender)
+            )
+        )
         return cur.fetchone()

@@ -36,9 +36,13 @@ def sample_events(n: int, seed: int) -> list[tuple[bytes, bytes]]:
     for i in range(n):
         user = f"user-{rnd.randrange(500):03d}"
         kind = rnd.choice(EVENT_TYPES)
-        event = {"event_id": str(uuid.UUID(int=rnd.getrandbits(128))), "user_id": user, "event_type": kind,
-                 "amount": round(rnd.uniform(1, 200), 2) if kind == "purchase" else None,
-                 "event_time": (start + timedelta(milliseconds=i * 360)).isoformat()}
+        event = {
+            "event_id": str(uuid.UUID(int=rnd.getrandbits(128))),
+            "user_id": user,
+            "event_type": kind,
+            "amount": round(rnd.uniform(1, 200), 2) if kind == "purchase" else None,
+            "event_time": (start + timedelta(milliseconds=i * 360)).isoformat(),
+        }
         out.append((user.encode(), json_bytes(event)))
     return out
 
@@ -72,14 +76,23 @@ def run_dag(api: AirflowClient, dag_id: str, timeout: float = 900) -> list[DagRu
 
 def report(pipeline, systems: PipelineSystems) -> None:
     with systems.db() as conn, conn.cursor() as cur:
-        cur.execute(sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
-            table_identifier(pipeline.target_table)))
+        cur.execute(
+            sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
+                table_identifier(pipeline.target_table)
+            )
+        )
         rows, distinct = cur.fetchone()
-        cur.execute("SELECT count(*), coalesce(sum(rows_written), 0), max(committed_at) FROM microingest.batches "
-                    "WHERE pipeline = %s AND kind = 'ingest'", (pipeline.name,))
+        cur.execute(
+            "SELECT count(*), coalesce(sum(rows_written), 0), max(committed_at) FROM microingest.batches "
+            "WHERE pipeline = %s AND kind = 'ingest'",
+            (pipeline.name,),
+        )
         batches, written, last = cur.fetchone()
-        cur.execute("SELECT rows_written, extract(epoch FROM committed_at - started_at) FROM microingest.batches "
-                    "WHERE pipeline = %s ORDER BY committed_at DESC LIMIT 1", (pipeline.name,))
+        cur.execute(
+            "SELECT rows_written, extract(epoch FROM committed_at - started_at) FROM microingest.batches "
+            "WHERE pipeline = %s ORDER BY committed_at DESC LIMIT 1",
+            (pipeline.name,),
+        )
         latest = cur.fetchone()
     print("\n=== outcome ===")
     print(f"rows in {pipeline.target_table}: {rows} ({distinct} distinct source positions)")
@@ -91,6 +104,7 @@ def report(pipeline, systems: PipelineSystems) -> None:
     user, password = credentials()  # someone ran the demo to look around: show them the way in
     print(f"\nAirflow UI: {base_url()}/dags/{pipeline.dag_id}  (login: {user} / {password})")
 
+
 def main() -> int:
     pipeline = get_pipeline(PIPELINE)
     systems = PipelineSystems.of(pipeline)
@@ -100,8 +114,10 @@ def main() -> int:
     started = time.time()
     produced = len(produce(kafka, pipeline.topic, sample_events(EVENTS, seed=time.time_ns())))
     _, latest = partition_bounds(kafka, pipeline.topic)
-    print(f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
-          f"offsets across {len(latest)} partitions")
+    print(
+        f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
+        f"offsets across {len(latest)} partitions"
+    )
     api = AirflowClient()
     for dag_id in (pipeline.dag_id, SUMMARY_DAG):
         api.wait_for_dag(dag_id, say=lambda m: print(f"  {m}", flush=True))
@@ -116,8 +132,9 @@ def main() -> int:
     return 0 if all(r.state == "success" for r in runs) and summarized else 1
 
 
-def summary(api: AirflowClient, dag_id: str, runs: list[DagRun], systems: PipelineSystems,
-            timeout: float = 300) -> bool:
+def summary(
+    api: AirflowClient, dag_id: str, runs: list[DagRun], systems: PipelineSystems, timeout: float = 300
+) -> bool:
     """Wait for the downstream runs the runs' Asset events started; print what they summarised."""
     deadline = time.time() + timeout
     events = [e for r in runs for e in api.wait_for_downstream(dag_id, r.run_id, timeout)]
@@ -127,8 +144,10 @@ def summary(api: AirflowClient, dag_id: str, runs: list[DagRun], systems: Pipeli
     for event in events:
         for created in event["created_dagruns"]:
             run = api.wait_for_run(SUMMARY_DAG, created["run_id"], timeout=max(deadline - time.time(), 30))
-            print(f"\n{SUMMARY_DAG} run {run.run_id}: {run.state} (event extra: {len(event['extra']['batch_ids'])} "
-                  f"batch(es), {event['extra']['rows_written']:,} rows)")
+            print(
+                f"\n{SUMMARY_DAG} run {run.run_id}: {run.state} (event extra: {len(event['extra']['batch_ids'])} "
+                f"batch(es), {event['extra']['rows_written']:,} rows)"
+            )
             if run.state != "success":
                 return False
         if not event["created_dagruns"]:
@@ -136,8 +155,11 @@ def summary(api: AirflowClient, dag_id: str, runs: list[DagRun], systems: Pipeli
             return False
     batch_ids = [b for e in events for b in e["extra"]["batch_ids"]]
     with systems.db() as conn, conn.cursor() as cur:
-        cur.execute("SELECT event_type, sum(events), round(sum(amount)::numeric, 2) FROM public.demo_events_summary "
-                    "WHERE batch_id = ANY(%s::uuid[]) GROUP BY 1 ORDER BY 1", (batch_ids,))
+        cur.execute(
+            "SELECT event_type, sum(events), round(sum(amount)::numeric, 2) FROM public.demo_events_summary "
+            "WHERE batch_id = ANY(%s::uuid[]) GROUP BY 1 ORDER BY 1",
+            (batch_ids,),
+        )
         for event_type, n, amount in cur.fetchall():
             print(f"  {event_type:<12} {n:>8,} events  amount {amount}")
     return True

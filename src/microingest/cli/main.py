@@ -1,16 +1,16 @@
 """`microingest` command line: inspect and operate pipelines without the Airflow UI.
 
-  microingest validate            check every declaration in the pipelines folder
-  microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
-  microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
-  microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
-  microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
-                                  move a stuck partition's live position through Airflow, keeping the skipped
-                                  records as dead letters
-  microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
-  microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
-                                  declared pipeline's target table (audited in microingest.schema_changes)
-  microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
+microingest validate            check every declaration in the pipelines folder
+microingest plan PIPELINE       show what the next live run would read, in how many batches (writes nothing)
+microingest lag [PIPELINE]      lag state, offset and time lag per partition, last batches (--json)
+microingest backfill PIPELINE   replay offsets or a time window through Airflow (REST API), print the outcome
+microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
+                                move a stuck partition's live position through Airflow, keeping the skipped
+                                records as dead letters
+microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
+microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
+                                declared pipeline's target table (audited in microingest.schema_changes)
+microingest spark-connect-server   run the long-lived Spark driver pipelines can select (see spark_connect)
 """
 
 from __future__ import annotations
@@ -18,17 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 
+from microingest.cli.remote_run import run_and_report
 from microingest.commit.overlap import OVERLAP_POLICIES
+from microingest.commit.target_tables import prepare_targets
 from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
+from microingest.declare.registry_schema import derive
 from microingest.errors import MicroingestError, Refused
-from microingest.systems.airflow_api import AirflowApiError
+from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
+from microingest.systems.airflow_api import AirflowClient, credentials
 from microingest.systems.connections import get_connection, postgres_params
-
-EXPECTED_ERRORS = (MicroingestError, AirflowApiError)
+from microingest.systems.migrations import migrate
 
 
 class UsageError(Refused, ValueError):
@@ -54,14 +58,14 @@ def declared_pipelines() -> list[Pipeline]:
 
 
 def cmd_plan(args) -> None:
-    from microingest.plan.live import plan_live_run
+    from microingest.plan.live import plan_live_run  # kafka-python: imported by the commands that reach Kafka
 
     plan = plan_live_run(get_pipeline(args.pipeline), record_pins=False)
     print(json.dumps({**plan.to_dict(), "batches": plan.batches_needed}, indent=2))
 
 
 def cmd_lag(args) -> None:
-    from microingest.lag.status import pipeline_status
+    from microingest.lag.status import pipeline_status  # kafka-python, as in cmd_plan
     from microingest.lag.text import status_lines
 
     names = [args.pipeline] if args.pipeline else [p.name for p in declared_pipelines()]
@@ -83,8 +87,11 @@ def backfill_conf(args) -> dict:
     if by_time:
         if not (args.from_time and args.until_time):
             raise UsageError("a time window needs both --from-time and --until-time")
-        return {**conf, "backfill_from_time": _utc_iso(args.from_time, "--from-time"),
-                "backfill_until_time": _utc_iso(args.until_time, "--until-time")}
+        return {
+            **conf,
+            "backfill_from_time": _utc_iso(args.from_time, "--from-time"),
+            "backfill_until_time": _utc_iso(args.until_time, "--until-time"),
+        }
     counts = {len(args.partition or []), len(args.from_offset or []), len(args.until_offset or [])}
     if len(counts) != 1:
         raise UsageError("give one --from and one --until for each --partition")
@@ -106,21 +113,22 @@ def _utc_iso(value: str, option: str) -> str:
 
 
 def cmd_backfill(args) -> int:
-    from microingest.cli.remote_run import run_and_report
-    from microingest.systems.airflow_api import AirflowClient
 
     pipeline = get_pipeline(args.pipeline)
     conf = backfill_conf(args)
-    run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
-                         note="microingest backfill", timeout=args.timeout)
+    run = run_and_report(
+        AirflowClient(),
+        pipeline,
+        conf,
+        say=lambda m: print(m, flush=True),
+        note="microingest backfill",
+        timeout=args.timeout,
+    )
     return 0 if run.state == "success" else 1
 
 
 def cmd_skip(args) -> int:
-    from microingest.cli.remote_run import run_and_report
-    from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
-    from microingest.plan.skip import plan_skip, skip_summary
-    from microingest.systems.airflow_api import AirflowClient, credentials
+    from microingest.plan.skip import plan_skip, skip_summary  # kafka-python, as in cmd_plan
 
     pipeline = get_pipeline(args.pipeline)
     conf = {SKIP_PARTITION: args.partition, SKIP_UNTIL: args.until, SKIP_REASON: args.reason}
@@ -132,14 +140,18 @@ def cmd_skip(args) -> int:
     if args.dry_run:
         print(f"{skip_summary(checked)}; dry run: nothing written")
         return 0
-    run = run_and_report(AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True),
-                         note="microingest skip", timeout=args.timeout)
+    run = run_and_report(
+        AirflowClient(),
+        pipeline,
+        conf,
+        say=lambda m: print(m, flush=True),
+        note="microingest skip",
+        timeout=args.timeout,
+    )
     return 0 if run.state == "success" else 1
 
 
 def cmd_migrate(args) -> int:
-    from microingest.commit.target_tables import prepare_targets
-    from microingest.systems.migrations import migrate
 
     pipelines = declared_pipelines()
     conn_ids = sorted({p.postgres_conn_id for p in pipelines} or {"microingest_postgres"})
@@ -157,7 +169,6 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_schema(args) -> None:
-    from microingest.declare.registry_schema import derive
 
     pipeline = get_pipeline(args.pipeline)
     subject = args.subject or f"{pipeline.topic}-value"
@@ -166,15 +177,13 @@ def cmd_schema(args) -> None:
     print(f"# the fields of {origin}, as a declaration writes them")
     print("schema:")
     for name, spec in derived.fields.items():
-        print(f"  {name}: " + ("{type: %s, required: true}" % spec["type"] if spec["required"] else spec["type"]))
+        print(f"  {name}: " + (f"{{type: {spec['type']}, required: true}}" if spec["required"] else spec["type"]))
     for name, why in derived.left_out.items():
         print(f"# left out: {name}: {why}")
 
 
 def cmd_spark_connect_server(args) -> None:
-    import os
-
-    from microingest.spark.connect import server_argv
+    from microingest.spark.connect import server_argv  # pyspark, for this command only
 
     conf = dict(item.split("=", 1) for item in args.conf)
     argv = server_argv(args.host, args.port, args.master, conf)
@@ -199,22 +208,28 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--json", action="store_true", help="machine-readable output")
     lag.set_defaults(func=cmd_lag)
     sub.add_parser("migrate").set_defaults(func=cmd_migrate)
-    schema = sub.add_parser("schema", help="print the schema fields a registered writer schema gives",
-                            description="Print, as YAML to paste into PIPELINE's declaration, the schema fields its "
-                            "writer schema in the schema registry gives (what `schema: {from_registry: ...}` would "
-                            "derive), and the fields left out with why.")
+    schema = sub.add_parser(
+        "schema",
+        help="print the schema fields a registered writer schema gives",
+        description="Print, as YAML to paste into PIPELINE's declaration, the schema fields its "
+        "writer schema in the schema registry gives (what `schema: {from_registry: ...}` would "
+        "derive), and the fields left out with why.",
+    )
     schema.add_argument("pipeline")
     schema.add_argument("--subject", help="the registry subject (default: <topic>-value, the serializers' default)")
     schema.add_argument("--version", default="latest", help="a version number or latest (the default)")
     schema.set_defaults(func=cmd_schema)
-    skipping = sub.add_parser("skip", help="move a stuck partition's live position forward, through Airflow",
-                              description="Move PIPELINE's live position on one partition to --until, when a batch "
-                              "is refused for a reason no retry cures: checked here, then run as a DAG run of "
-                              "PIPELINE triggered through Airflow's REST API (as `backfill` is), whose outcome is "
-                              "printed. The skipped records are kept whole as dead letters (error_class skipped) "
-                              "with the reason, in the transaction that moves the position, and the history "
-                              "records who (the Airflow user) skipped what. To replay records the target already "
-                              "holds, backfill instead.")
+    skipping = sub.add_parser(
+        "skip",
+        help="move a stuck partition's live position forward, through Airflow",
+        description="Move PIPELINE's live position on one partition to --until, when a batch "
+        "is refused for a reason no retry cures: checked here, then run as a DAG run of "
+        "PIPELINE triggered through Airflow's REST API (as `backfill` is), whose outcome is "
+        "printed. The skipped records are kept whole as dead letters (error_class skipped) "
+        "with the reason, in the transaction that moves the position, and the history "
+        "records who (the Airflow user) skipped what. To replay records the target already "
+        "holds, backfill instead.",
+    )
     skipping.add_argument("pipeline")
     skipping.add_argument("--partition", type=int, required=True)
     skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
@@ -222,32 +237,61 @@ def build_parser() -> argparse.ArgumentParser:
     skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
     skipping.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     skipping.set_defaults(func=cmd_skip)
-    backfill = sub.add_parser("backfill", help="replay offsets or a time window through Airflow",
-                              description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "
-                              "wait for its outcome. Credentials: MICROINGEST_AIRFLOW_USERNAME/PASSWORD, or the "
-                              "local platform's login; API address: AIRFLOW__API__BASE_URL.")
+    backfill = sub.add_parser(
+        "backfill",
+        help="replay offsets or a time window through Airflow",
+        description="Trigger a backfill run of PIPELINE's DAG through Airflow's REST API and "
+        "wait for its outcome. Credentials: MICROINGEST_AIRFLOW_USERNAME/PASSWORD, or the "
+        "local platform's login; API address: AIRFLOW__API__BASE_URL.",
+    )
     backfill.add_argument("pipeline")
     backfill.add_argument("--partition", type=int, action="append", help="partition to replay (repeatable)")
-    backfill.add_argument("--from", dest="from_offset", type=int, action="append", metavar="OFFSET",
-                          help="first offset to replay, one per --partition")
-    backfill.add_argument("--until", dest="until_offset", type=int, action="append", metavar="OFFSET",
-                          help="offset to stop before, one per --partition")
-    backfill.add_argument("--from-time", help="replay records timestamped from this ISO 8601 time (inclusive; "
-                          "UTC unless it has an offset)")
+    backfill.add_argument(
+        "--from",
+        dest="from_offset",
+        type=int,
+        action="append",
+        metavar="OFFSET",
+        help="first offset to replay, one per --partition",
+    )
+    backfill.add_argument(
+        "--until",
+        dest="until_offset",
+        type=int,
+        action="append",
+        metavar="OFFSET",
+        help="offset to stop before, one per --partition",
+    )
+    backfill.add_argument(
+        "--from-time",
+        help="replay records timestamped from this ISO 8601 time (inclusive; UTC unless it has an offset)",
+    )
     backfill.add_argument("--until-time", help="... up to this ISO 8601 time (exclusive)")
-    backfill.add_argument("--overlap", choices=OVERLAP_POLICIES, default="refuse",
-                          help="what to do about positions already in the target (default: refuse)")
+    backfill.add_argument(
+        "--overlap",
+        choices=OVERLAP_POLICIES,
+        default="refuse",
+        help="what to do about positions already in the target (default: refuse)",
+    )
     backfill.add_argument("--dry-run", action="store_true", help="plan and print, write nothing")
     backfill.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     backfill.set_defaults(func=cmd_backfill)
-    server = sub.add_parser("spark-connect-server", help="run a Spark Connect server for pipelines whose Spark "
-                            "connection is of type spark_connect (in the foreground)")
+    server = sub.add_parser(
+        "spark-connect-server",
+        help="run a Spark Connect server for pipelines whose Spark "
+        "connection is of type spark_connect (in the foreground)",
+    )
     server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     server.add_argument("--port", type=int, default=15002, help="port (default 15002)")
     server.add_argument("--master", default="local[*]", help="where its executors run (default local[*])")
-    server.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        type=_spark_setting,
-                        help="a Spark setting of the server (repeatable), e.g. spark.cores.max=2")
+    server.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=_spark_setting,
+        help="a Spark setting of the server (repeatable), e.g. spark.cores.max=2",
+    )
     server.set_defaults(func=cmd_spark_connect_server)
     return parser
 
@@ -261,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except UsageError as exc:
         parser.error(str(exc))
-    except EXPECTED_ERRORS as exc:
+    except MicroingestError as exc:
         print(f"microingest: error: {exc}", file=sys.stderr)
         return 2
 

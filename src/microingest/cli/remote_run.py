@@ -6,16 +6,21 @@ its logs and history rows), so nothing here bypasses Airflow.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
+from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.declare.pipeline import Pipeline
 from microingest.systems.airflow_api import AirflowClient, DagRun
 
-PLAN_SUMMARY_KEY = "plan_summary"  # the XCom the plan task pushes for every run, dry or not
 
-
-def run_and_report(client: AirflowClient, pipeline: Pipeline, conf: dict, say: Callable[[str], None],
-                   note: str | None = None, timeout: float = 3600) -> DagRun:
+def run_and_report(
+    client: AirflowClient,
+    pipeline: Pipeline,
+    conf: dict,
+    say: Callable[[str], None],
+    note: str | None = None,
+    timeout: float = 3600,
+) -> DagRun:
     client.wait_for_dag(pipeline.dag_id, say=say)
     run_id = client.trigger(pipeline.dag_id, conf, note=note)
     say(f"triggered {pipeline.dag_id} run {run_id}; following it (Ctrl-C stops following, not the run)")
@@ -32,9 +37,11 @@ def outcome_lines(client: AirflowClient, run: DagRun) -> list[str]:
         lines.append(summary)
     outcome = client.xcom(run, "ingest") if run.tasks.get("ingest") == "success" else None
     if outcome:
-        lines.append(f"committed {outcome['batches']} batch(es): {outcome['records_read']:,} records read, "
-                     f"{outcome['rows_written']:,} rows written, {outcome['dead_letters']:,} dead letters, "
-                     f"{outcome.get('skipped', 0):,} skipped as already there")
+        lines.append(
+            f"committed {outcome['batches']} batch(es): {outcome['records_read']:,} records read, "
+            f"{outcome['rows_written']:,} rows written, {outcome['dead_letters']:,} dead letters, "
+            f"{outcome.get('skipped', 0):,} skipped as already there"
+        )
         if outcome.get("remaining"):
             lines.append(f"time budget spent: {outcome['remaining']:,} records left; trigger again to go on")
     elif run.tasks.get("ingest") == "skipped":

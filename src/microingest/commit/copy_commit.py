@@ -12,19 +12,19 @@ the read's proof (`read_proof`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from psycopg2 import sql
 
-from microingest.commit.history import BatchRecord, CommitResult, RunInfo, record_batch
+from microingest.batches import DEAD_LETTER_COLUMNS, Batch, CommitResult, RunInfo, Span
+from microingest.commit.history import BatchRecord, record_batch
 from microingest.commit.overlap import Settled
-from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
+from microingest.commit.read_proof import ReadMismatchError, prove_read
+from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
 from microingest.declare.identifiers import identifier_list
-from microingest.plan.offsets import Batch
 
 DEAD_LETTERS = sql.Identifier("microingest", "dead_letters")
 
@@ -49,7 +49,7 @@ class DecodedBatch:
         out = []
         for line in lines:
             fields = line.split("\t")
-            topic, partition, offset = fields[lead:lead + 3]
+            topic, partition, offset = fields[lead : lead + 3]
             out.append(f"{topic}[{partition}]@{offset} {fields[-2]}: {fields[-1]}")
             if len(out) == limit:
                 break
@@ -93,19 +93,39 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
             settled = Settled(counts, 0)
         else:
             sink.create_staging(cur)
-            copied = StagedCounts(copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, csv=True),
-                                  copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, csv=False))
+            copied = StagedCounts(
+                copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, csv=True),
+                copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, csv=False),
+            )
             _check_copied(batch_id, counts, copied)
             written, settled = publish_staged(cur, sink, batch, batch_id, counts)
         kept = settled.kept
         # Last before COMMIT, so the history's committed_at is when the publish really ended.
-        record_batch(cur, pipeline, batch_id, batch.ranges, run,
-                     BatchRecord(batch.kind, counts.records, written, kept.dead, decoded.started_at, decoded.decoded_at,
-                                 batch.number, batch.note if batch.is_skip else settled.note()))
-    return CommitResult(batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records)
+        record_batch(
+            cur,
+            pipeline,
+            batch_id,
+            batch.ranges,
+            run,
+            BatchRecord(
+                batch.kind,
+                counts.records,
+                written,
+                kept.dead,
+                decoded.started_at,
+                decoded.decoded_at,
+                batch.number,
+                batch.note if batch.is_skip else settled.note(),
+            ),
+        )
+    return CommitResult(
+        batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records
+    )
 
 
 def _check_copied(batch_id: str, decoded: StagedCounts, copied: StagedCounts) -> None:
     if copied != decoded:
-        raise ReadMismatchError(f"batch {batch_id}: {decoded.rows} rows and {decoded.dead} dead letters were decoded "
-                                f"but COPY took {copied.rows} and {copied.dead}; nothing was committed")
+        raise ReadMismatchError(
+            f"batch {batch_id}: {decoded.rows} rows and {decoded.dead} dead letters were decoded "
+            f"but COPY took {copied.rows} and {copied.dead}; nothing was committed"
+        )

@@ -22,14 +22,14 @@ and the record lands as a row or as a dead letter of today's reason; the skip ba
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from psycopg2 import sql
 
+from microingest.batches import OffsetRange
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import SKIPPED, Sink, StagedCounts
-from microingest.plan.offsets import OffsetRange
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
 _SHOWN = 12  # overlapping ranges named in an error; the count of the rest follows
@@ -44,9 +44,15 @@ def ranges_unnest(ranges: Sequence[OffsetRange]) -> tuple[sql.SQL, tuple[list[st
 
     The ranges travel as four parallel arrays, one parameter each, so a batch of any number of ranges is a statement
     of one fixed text; the casts give Postgres the element types even when the arrays are empty."""
-    return (sql.SQL("unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"),
-            ([r.topic for r in ranges], [r.partition for r in ranges], [r.from_offset for r in ranges],
-             [r.until_offset for r in ranges]))
+    return (
+        sql.SQL("unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"),
+        (
+            [r.topic for r in ranges],
+            [r.partition for r in ranges],
+            [r.from_offset for r in ranges],
+            [r.until_offset for r in ranges],
+        ),
+    )
 
 
 def _ranges_cte(ranges: Sequence[OffsetRange]) -> tuple[sql.Composable, tuple]:
@@ -58,9 +64,10 @@ def _present(sink: Sink) -> sql.Composable:
     """(topic, part, o) of every position of the ranges CTE `r` present in the target or the dead letters."""
     return sql.SQL(
         "SELECT t.source_topic AS topic, t.source_partition AS part, t.source_offset AS o FROM {target} t JOIN r "
-        "ON t.source_topic = r.topic AND t.source_partition = r.part AND t.source_offset >= r.lo AND t.source_offset < r.hi "
-        "UNION SELECT d.topic, d.partition, d.\"offset\" FROM microingest.dead_letters d JOIN r ON d.pipeline = %s "
-        "AND d.topic = r.topic AND d.partition = r.part AND d.\"offset\" >= r.lo AND d.\"offset\" < r.hi "
+        "ON t.source_topic = r.topic AND t.source_partition = r.part "
+        "AND t.source_offset >= r.lo AND t.source_offset < r.hi "
+        'UNION SELECT d.topic, d.partition, d."offset" FROM microingest.dead_letters d JOIN r ON d.pipeline = %s '
+        'AND d.topic = r.topic AND d.partition = r.part AND d."offset" >= r.lo AND d."offset" < r.hi '
         "AND d.error_class <> {skipped}"
     ).format(target=sink.target, skipped=sql.Literal(SKIPPED))
 
@@ -69,7 +76,8 @@ _COUNTED = sql.SQL(
     "SELECT r.topic, r.part, greatest((e->>'from')::bigint, r.lo) AS lo, least((e->>'until')::bigint, r.hi) AS hi "
     "FROM microingest.batches b CROSS JOIN LATERAL jsonb_array_elements(b.ranges) e JOIN r ON e->>'topic' = r.topic "
     "AND (e->>'partition')::int = r.part AND (e->>'from')::bigint < r.hi AND (e->>'until')::bigint > r.lo "
-    "WHERE b.pipeline = %s AND b.kind IN ('ingest', 'backfill')")
+    "WHERE b.pipeline = %s AND b.kind IN ('ingest', 'backfill')"
+)
 
 
 def overlapping(cur, sink: Sink, ranges: Sequence[OffsetRange]) -> list[tuple[str, int, int, int, int]]:
@@ -77,12 +85,19 @@ def overlapping(cur, sink: Sink, ranges: Sequence[OffsetRange]) -> list[tuple[st
     cte, args = _ranges_cte(ranges)
     name = sink.pipeline.name
     if sink.mode == "aggregate":
-        cur.execute(sql.SQL("WITH {} SELECT topic, part, lo, hi, hi - lo FROM ({}) c ORDER BY 1, 2, 3").format(
-            cte, _COUNTED), (*args, name))
+        cur.execute(
+            sql.SQL("WITH {} SELECT topic, part, lo, hi, hi - lo FROM ({}) c ORDER BY 1, 2, 3").format(cte, _COUNTED),
+            (*args, name),
+        )
         return _merged(cur.fetchall())
-    cur.execute(sql.SQL("WITH {}, p AS ({}) SELECT topic, part, min(o), max(o) + 1, count(*) FROM (SELECT topic, "
-                        "part, o, o - row_number() OVER (PARTITION BY topic, part ORDER BY o) AS island FROM p) x "
-                        "GROUP BY topic, part, island ORDER BY 1, 2, 3").format(cte, _present(sink)), (*args, name))
+    cur.execute(
+        sql.SQL(
+            "WITH {}, p AS ({}) SELECT topic, part, min(o), max(o) + 1, count(*) FROM (SELECT topic, "
+            "part, o, o - row_number() OVER (PARTITION BY topic, part ORDER BY o) AS island FROM p) x "
+            "GROUP BY topic, part, island ORDER BY 1, 2, 3"
+        ).format(cte, _present(sink)),
+        (*args, name),
+    )
     return cur.fetchall()
 
 
@@ -115,28 +130,32 @@ def check_overlap(cur, sink: Sink, ranges: Sequence[OffsetRange], policy: str) -
         raise OverlapError(
             f"pipeline '{sink.pipeline.name}' has an aggregate target, which adds up: these positions were already "
             f"counted and would be counted twice: {describe(spans)}. Whatever the overlap policy, only offsets never "
-            "ingested can be backfilled into an aggregate; nothing was written")
+            "ingested can be backfilled into an aggregate; nothing was written"
+        )
     raise OverlapError(
         f"pipeline '{sink.pipeline.name}': the backfill overlaps records already in {sink.pipeline.target_table} or "
         f"its dead letters: {describe(spans)}. With overlap 'refuse' nothing was written; choose 'replace' to "
-        "rewrite those positions or 'skip_existing' to write only positions not yet there")
+        "rewrite those positions or 'skip_existing' to write only positions not yet there"
+    )
 
 
 def _staged_positions(sink: Sink) -> sql.Composable:
     """(topic, part, o) of every row and dead letter staged for a batch; takes its id twice. Both staging tables
     are indexed on batch_id first, so only the batch's own entries are read."""
-    return sql.SQL("SELECT source_topic AS topic, source_partition AS part, source_offset AS o FROM {} WHERE batch_id "
-                   "= %s UNION ALL SELECT topic, partition, \"offset\" FROM {} WHERE batch_id = %s").format(
-        sink.staging, sink.staged_dead)
+    return sql.SQL(
+        "SELECT source_topic AS topic, source_partition AS part, source_offset AS o FROM {} WHERE batch_id "
+        '= %s UNION ALL SELECT topic, partition, "offset" FROM {} WHERE batch_id = %s'
+    ).format(sink.staging, sink.staged_dead)
 
 
 def _dead_letters_at_staged(sink: Sink, only: str | None = None) -> sql.Composable:
     """DELETE the pipeline's dead letters (of error_class `only`, or all) at the positions the batch staged; takes
     the batch id twice, then the pipeline's name."""
     of_class = sql.SQL("") if only is None else sql.SQL(" AND d.error_class = {}").format(sql.Literal(only))
-    return sql.SQL("WITH s AS ({}) DELETE FROM microingest.dead_letters d USING s WHERE d.pipeline = %s AND "
-                   "d.topic = s.topic AND d.partition = s.part AND d.\"offset\" = s.o{}").format(
-        _staged_positions(sink), of_class)
+    return sql.SQL(
+        "WITH s AS ({}) DELETE FROM microingest.dead_letters d USING s WHERE d.pipeline = %s AND "
+        'd.topic = s.topic AND d.partition = s.part AND d."offset" = s.o{}'
+    ).format(_staged_positions(sink), of_class)
 
 
 def _replace(cur, sink: Sink, batch_id: str) -> None:
@@ -144,9 +163,13 @@ def _replace(cur, sink: Sink, batch_id: str) -> None:
     position of its ranges the read did not bring (compaction removed it) keeps its row or dead letter. A position
     staged as a dead letter frees its target row too, and one staged as a row its dead letter: the replay decides."""
     staged = _staged_positions(sink)
-    cur.execute(sql.SQL("WITH s AS ({}) DELETE FROM {} t USING s WHERE t.source_topic = s.topic AND "
-                        "t.source_partition = s.part AND t.source_offset = s.o").format(staged, sink.target),
-                (batch_id, batch_id))
+    cur.execute(
+        sql.SQL(
+            "WITH s AS ({}) DELETE FROM {} t USING s WHERE t.source_topic = s.topic AND "
+            "t.source_partition = s.part AND t.source_offset = s.o"
+        ).format(staged, sink.target),
+        (batch_id, batch_id),
+    )
     cur.execute(_dead_letters_at_staged(sink), (batch_id, batch_id, sink.pipeline.name))
 
 
@@ -154,12 +177,20 @@ def _skip_existing(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange]
     """Unstage the batch's records whose positions the target or the dead letters already hold."""
     cte, args = _ranges_cte(ranges)
     present = _present(sink)
-    cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.source_topic = "
-                        "p.topic AND s.source_partition = p.part AND s.source_offset = p.o").format(
-        cte, present, sink.staging), (*args, sink.pipeline.name, batch_id))
-    cur.execute(sql.SQL("WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.topic = p.topic "
-                        "AND s.partition = p.part AND s.\"offset\" = p.o").format(cte, present, sink.staged_dead),
-                (*args, sink.pipeline.name, batch_id))
+    cur.execute(
+        sql.SQL(
+            "WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.source_topic = "
+            "p.topic AND s.source_partition = p.part AND s.source_offset = p.o"
+        ).format(cte, present, sink.staging),
+        (*args, sink.pipeline.name, batch_id),
+    )
+    cur.execute(
+        sql.SQL(
+            "WITH {}, p AS ({}) DELETE FROM {} s USING p WHERE s.batch_id = %s AND s.topic = p.topic "
+            'AND s.partition = p.part AND s."offset" = p.o'
+        ).format(cte, present, sink.staged_dead),
+        (*args, sink.pipeline.name, batch_id),
+    )
 
 
 @dataclass(frozen=True)

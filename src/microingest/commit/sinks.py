@@ -20,18 +20,11 @@ from dataclasses import dataclass
 
 from psycopg2 import sql
 
+from microingest.batches import DEAD_LETTER_TYPES, ROW_COLUMNS, ROW_LAYOUT, SOURCE_COLUMNS
 from microingest.declare.identifiers import identifier_list, table_identifier
-from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
+from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import PG_TYPES
 
-_STAGING_TYPES = {"source_topic": "text", "source_partition": "integer", "source_offset": "bigint",
-                  "kafka_timestamp": "timestamptz", "batch_id": "uuid", "record_key": "text", "is_tombstone": "boolean"}
-STAGING_PREFIX = tuple(_STAGING_TYPES)  # the row layout RecordProcessor output is appended to
-# A dead letter's columns besides its pipeline, in the order a decoded batch's COPY text gives them.
-DEAD_LETTER_TYPES = {"batch_id": "uuid", "topic": "text", "partition": "integer", "offset": "bigint",
-                     "kafka_timestamp": "timestamptz", "record_key": "bytea", "record_value": "bytea",
-                     "headers": "jsonb", "error_class": "text", "error_message": "text"}
-DEAD_LETTER_COLUMNS = tuple(DEAD_LETTER_TYPES)
 # error_class of the dead letters an operator's skip writes: records never ingested, which a backfill may resolve.
 SKIPPED = "skipped"
 STAGED_ROWS, STAGED_DEAD = sql.Identifier("microingest_staged_rows"), sql.Identifier("microingest_staged_dead")
@@ -56,7 +49,7 @@ class Sink:
         self.pipeline = pipeline
         self.target = table_identifier(pipeline.target_table)
         self.staging, self.staged_dead = STAGED_ROWS, STAGED_DEAD
-        self.staging_columns = STAGING_PREFIX + pipeline.value_columns
+        self.staging_columns = ROW_COLUMNS + pipeline.value_columns
 
     def target_columns(self) -> tuple[str, ...]:
         raise NotImplementedError
@@ -66,7 +59,7 @@ class Sink:
         raise NotImplementedError
 
     def staging_types(self) -> list[tuple[str, str]]:
-        types = {**_STAGING_TYPES, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
+        types = {**{c.name: c.pg_type for c in ROW_LAYOUT}, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
         return [(c, types[c]) for c in self.staging_columns]
 
     def create_staging(self, cur) -> None:
@@ -86,8 +79,12 @@ class AppendSink(Sink):
     def publish(self, cur, batch_id: str) -> int:
         cols = identifier_list(self.target_columns())
         # No ORDER BY: a sort of the whole batch buys nothing, rows are found by their key.
-        cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE batch_id = %s").format(
-            self.target, cols, cols, self.staging), (batch_id,))
+        cur.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE batch_id = %s").format(
+                self.target, cols, cols, self.staging
+            ),
+            (batch_id,),
+        )
         return cur.rowcount
 
 
@@ -125,33 +122,61 @@ class UpsertLatestSink(Sink):
         live batches, retries and backfill replays all converge on each key's newest record."""
         name = self.pipeline.name
         latest, version = self._latest(), identifier_list(self._VERSION[1:])
-        cur.execute(sql.SQL("WITH l AS ({}) DELETE FROM {} t USING l WHERE l.is_tombstone AND t.record_key = "
-                            "l.record_key AND {}").format(latest, self.target, _newer("l", "t")), (batch_id,))
+        cur.execute(
+            sql.SQL(
+                "WITH l AS ({}) DELETE FROM {} t USING l WHERE l.is_tombstone AND t.record_key = l.record_key AND {}"
+            ).format(latest, self.target, _newer("l", "t")),
+            (batch_id,),
+        )
         deleted = cur.rowcount
         # Remember the deleting tombstones (and tombstones of keys already absent) so older records stay out.
-        cur.execute(sql.SQL(
-            "WITH l AS ({latest}) INSERT INTO {memo} AS m (pipeline, record_key, {version}) SELECT %s, record_key, "
-            "{version} FROM l WHERE l.is_tombstone AND NOT EXISTS (SELECT 1 FROM {target} t WHERE t.record_key = "
-            "l.record_key) ON CONFLICT (pipeline, record_key) DO UPDATE SET {updates} WHERE {newer}").format(
-            latest=latest, memo=self.TOMBSTONES, version=version, target=self.target,
-            updates=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
-                                       for c in self._VERSION[1:]),
-            newer=_newer("excluded", "m")), (batch_id, name))
+        cur.execute(
+            sql.SQL(
+                "WITH l AS ({latest}) INSERT INTO {memo} AS m (pipeline, record_key, {version}) SELECT %s, record_key, "
+                "{version} FROM l WHERE l.is_tombstone AND NOT EXISTS (SELECT 1 FROM {target} t WHERE t.record_key = "
+                "l.record_key) ON CONFLICT (pipeline, record_key) DO UPDATE SET {updates} WHERE {newer}"
+            ).format(
+                latest=latest,
+                memo=self.TOMBSTONES,
+                version=version,
+                target=self.target,
+                updates=sql.SQL(", ").join(
+                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in self._VERSION[1:]
+                ),
+                newer=_newer("excluded", "m"),
+            ),
+            (batch_id, name),
+        )
 
         cols = self.target_columns()
-        updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c))
-                                     for c in cols if c != "record_key")
-        cur.execute(sql.SQL(
-            "WITH l AS ({latest}) INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM l WHERE NOT l.is_tombstone "
-            "AND NOT EXISTS (SELECT 1 FROM {memo} m WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
-            "{newer_than_memo}) ON CONFLICT (record_key) DO UPDATE SET {updates} WHERE {newer}").format(
-            latest=latest, target=self.target, cols=identifier_list(cols), memo=self.TOMBSTONES,
-            newer_than_memo=_newer("l", "m"), updates=updates, newer=_newer("excluded", "t")), (batch_id, name))
+        updates = sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in cols if c != "record_key"
+        )
+        cur.execute(
+            sql.SQL(
+                "WITH l AS ({latest}) INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM l WHERE NOT l.is_tombstone "
+                "AND NOT EXISTS (SELECT 1 FROM {memo} m WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
+                "{newer_than_memo}) ON CONFLICT (record_key) DO UPDATE SET {updates} WHERE {newer}"
+            ).format(
+                latest=latest,
+                target=self.target,
+                cols=identifier_list(cols),
+                memo=self.TOMBSTONES,
+                newer_than_memo=_newer("l", "m"),
+                updates=updates,
+                newer=_newer("excluded", "t"),
+            ),
+            (batch_id, name),
+        )
         written = cur.rowcount
         # A newer value brought the key back: its tombstone no longer decides anything.
-        cur.execute(sql.SQL("WITH l AS ({}) DELETE FROM {} m USING l WHERE m.pipeline = %s AND m.record_key = "
-                            "l.record_key AND NOT l.is_tombstone AND {}").format(
-            latest, self.TOMBSTONES, _newer("l", "m")), (batch_id, name))
+        cur.execute(
+            sql.SQL(
+                "WITH l AS ({}) DELETE FROM {} m USING l WHERE m.pipeline = %s AND m.record_key = "
+                "l.record_key AND NOT l.is_tombstone AND {}"
+            ).format(latest, self.TOMBSTONES, _newer("l", "m")),
+            (batch_id, name),
+        )
         return deleted + written
 
 
@@ -160,26 +185,45 @@ class AggregateSink(Sink):
 
     def __init__(self, pipeline: Pipeline):
         super().__init__(pipeline)
-        self.spec = pipeline.aggregate
+        self.spec = pipeline.aggregate_spec
 
     def target_columns(self) -> tuple[str, ...]:
         return self.spec.key_columns + tuple(m.name for m in self.spec.measures)
 
     def publish(self, cur, batch_id: str) -> int:
         spec = self.spec
-        keys = [sql.Identifier(g) for g in spec.group_by]
+        keys: list[sql.Composable] = [sql.Identifier(g) for g in spec.group_by]
         if spec.bucket_field:
-            keys.append(sql.SQL("date_bin({}::interval, {}, TIMESTAMPTZ '2000-01-01 00:00:00+00')").format(
-                sql.Literal(spec.bucket_width), sql.Identifier(spec.bucket_field)))
-        measures = [sql.SQL("count(*)") if m.function == "count"
-                    else sql.SQL("coalesce(sum({}), 0)").format(sql.Identifier(m.field)) for m in spec.measures]
-        adds = sql.SQL(", ").join(sql.SQL("{} = t.{} + EXCLUDED.{}").format(*[sql.Identifier(m.name)] * 3)
-                                  for m in spec.measures)
-        cur.execute(sql.SQL("INSERT INTO {} AS t ({}) SELECT {}, {} FROM {} WHERE batch_id = %s GROUP BY {} "
-                            "ON CONFLICT ({}) DO UPDATE SET {}").format(
-            self.target, identifier_list(self.target_columns()), sql.SQL(", ").join(keys), sql.SQL(", ").join(measures),
-            self.staging, sql.SQL(", ").join(sql.Literal(i + 1) for i in range(len(keys))),
-            identifier_list(spec.key_columns), adds), (batch_id,))
+            keys.append(
+                sql.SQL("date_bin({}::interval, {}, TIMESTAMPTZ '2000-01-01 00:00:00+00')").format(
+                    sql.Literal(spec.bucket_width), sql.Identifier(spec.bucket_field)
+                )
+            )
+        measures = [
+            sql.SQL("count(*)")
+            if m.function == "count"
+            else sql.SQL("coalesce(sum({}), 0)").format(sql.Identifier(m.summed))
+            for m in spec.measures
+        ]
+        adds = sql.SQL(", ").join(
+            sql.SQL("{} = t.{} + EXCLUDED.{}").format(*[sql.Identifier(m.name)] * 3) for m in spec.measures
+        )
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {} AS t ({}) SELECT {}, {} FROM {} WHERE batch_id = %s GROUP BY {} "
+                "ON CONFLICT ({}) DO UPDATE SET {}"
+            ).format(
+                self.target,
+                identifier_list(self.target_columns()),
+                sql.SQL(", ").join(keys),
+                sql.SQL(", ").join(measures),
+                self.staging,
+                sql.SQL(", ").join(sql.Literal(i + 1) for i in range(len(keys))),
+                identifier_list(spec.key_columns),
+                adds,
+            ),
+            (batch_id,),
+        )
         return cur.rowcount
 
 

@@ -22,8 +22,13 @@ from microingest.declare.identifiers import identifier_list, split_table_name
 from microingest.declare.pipeline import Pipeline
 
 # Postgres types as format_type() spells them, the form the catalog reports them in.
-FIELD_TYPES = {"string": "text", "integer": "bigint", "double": "double precision", "boolean": "boolean",
-               "timestamp": "timestamp with time zone"}
+FIELD_TYPES = {
+    "string": "text",
+    "integer": "bigint",
+    "double": "double precision",
+    "boolean": "boolean",
+    "timestamp": "timestamp with time zone",
+}
 # For each type a column is declared with, the types that hold every one of its values unchanged.
 HOLDS = {
     "text": {"text", "character varying"},
@@ -34,8 +39,13 @@ HOLDS = {
     "timestamp with time zone": {"timestamp with time zone"},
     "uuid": {"uuid"},
 }
-_POSITION = (("source_topic", "text", True), ("source_partition", "integer", True), ("source_offset", "bigint", True),
-             ("kafka_timestamp", "timestamp with time zone", False), ("batch_id", "uuid", True))
+_POSITION = (
+    ("source_topic", "text", True),
+    ("source_partition", "integer", True),
+    ("source_offset", "bigint", True),
+    ("kafka_timestamp", "timestamp with time zone", False),
+    ("batch_id", "uuid", True),
+)
 _NEW_TABLE = "point target_table at a new table (microingest creates it) and backfill it from the topic"
 
 
@@ -112,7 +122,7 @@ class Comparison:
 
     @property
     def additions(self) -> tuple[Column, ...]:
-        return tuple(self.shape.column(d.column) for d in self._with("add"))
+        return tuple(c for d in self._with("add") if (c := self.shape.column(d.column)) is not None)
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -129,21 +139,35 @@ def declared_shape(pipeline: Pipeline) -> TableShape:
     position = tuple(Column(name, type_, not_null, "position") for name, type_, not_null in _POSITION)
     stamp = Column("ingested_at", "timestamp with time zone", True, "bookkeeping", "now()")
     if pipeline.sink_mode == "append":
-        return TableShape(pipeline.target_table, "append", position + values + (stamp,),
-                          key=("source_topic", "source_partition", "source_offset"), key_required=False)
+        return TableShape(
+            pipeline.target_table,
+            "append",
+            position + values + (stamp,),
+            key=("source_topic", "source_partition", "source_offset"),
+            key_required=False,
+        )
     if pipeline.sink_mode == "upsert_latest":
         # The position index serves backfills: overlap looks replayed positions up in the target.
-        return TableShape(pipeline.target_table, "upsert_latest",
-                          (Column("record_key", "text", True, "key"),) + position + values + (stamp,),
-                          key=("record_key",), key_required=True,
-                          position_index=("source_partition", "source_offset", "source_topic"))
-    spec = pipeline.aggregate
+        return TableShape(
+            pipeline.target_table,
+            "upsert_latest",
+            (Column("record_key", "text", True, "key"),) + position + values + (stamp,),
+            key=("record_key",),
+            key_required=True,
+            position_index=("source_partition", "source_offset", "source_topic"),
+        )
+    spec = pipeline.aggregate_spec
     groups = tuple(Column(g, FIELD_TYPES[pipeline.field(g).type], True, "key") for g in spec.group_by)
     bucket = (Column("bucket_start", "timestamp with time zone", True, "key"),) if spec.bucket_field else ()
-    measures = tuple(Column(m.name, "bigint" if m.function == "count" else FIELD_TYPES[pipeline.field(m.field).type],
-                            True, "measure") for m in spec.measures)
-    return TableShape(pipeline.target_table, "aggregate", groups + bucket + measures, key=spec.key_columns,
-                      key_required=True)
+    measures = tuple(
+        Column(
+            m.name, "bigint" if m.function == "count" else FIELD_TYPES[pipeline.field(m.summed).type], True, "measure"
+        )
+        for m in spec.measures
+    )
+    return TableShape(
+        pipeline.target_table, "aggregate", groups + bucket + measures, key=spec.key_columns, key_required=True
+    )
 
 
 def compare(shape: TableShape, existing: ExistingTable) -> Comparison:
@@ -155,30 +179,61 @@ def compare(shape: TableShape, existing: ExistingTable) -> Comparison:
             differences += _missing(shape, wanted)
             continue
         if found.type not in HOLDS.get(wanted.type, {wanted.type}):
-            differences.append(Difference(
-                wanted.name, found.type, wanted.type, "refuse",
-                f"{found.type} cannot hold every {wanted.type} value the pipeline writes there; widen it "
-                f"(ALTER TABLE {table} ALTER COLUMN {wanted.name} TYPE {wanted.type}) or {_NEW_TABLE}"))
+            differences.append(
+                Difference(
+                    wanted.name,
+                    found.type,
+                    wanted.type,
+                    "refuse",
+                    f"{found.type} cannot hold every {wanted.type} value the pipeline writes there; widen it "
+                    f"(ALTER TABLE {table} ALTER COLUMN {wanted.name} TYPE {wanted.type}) or {_NEW_TABLE}",
+                )
+            )
         elif found.type != wanted.type:
-            differences.append(Difference(wanted.name, found.type, wanted.type, "note",
-                                          f"{found.type} holds every {wanted.type} value: kept as it is"))
+            differences.append(
+                Difference(
+                    wanted.name,
+                    found.type,
+                    wanted.type,
+                    "note",
+                    f"{found.type} holds every {wanted.type} value: kept as it is",
+                )
+            )
         if found.not_null and not wanted.not_null:
-            differences.append(Difference(
-                wanted.name, found.shown(), wanted.ddl(), "refuse",
-                f"records may lack field {wanted.name} (it is not required), and the table would refuse their rows; "
-                f"declare it required, or ALTER TABLE {table} ALTER COLUMN {wanted.name} DROP NOT NULL"))
+            differences.append(
+                Difference(
+                    wanted.name,
+                    found.shown(),
+                    wanted.ddl(),
+                    "refuse",
+                    f"records may lack field {wanted.name} (it is not required), and the table would refuse their "
+                    f"rows; declare it required, or ALTER TABLE {table} ALTER COLUMN {wanted.name} DROP NOT NULL",
+                )
+            )
     for found in existing.columns:
         if shape.column(found.name) is not None:
             continue
         if found.not_null and not found.has_default:
-            differences.append(Difference(
-                found.name, found.shown(), "no column (the declaration does not write it)", "refuse",
-                f"no row could be written without it: put field {found.name} back in the schema, or "
-                f"ALTER TABLE {table} ALTER COLUMN {found.name} DROP NOT NULL"))
+            differences.append(
+                Difference(
+                    found.name,
+                    found.shown(),
+                    "no column (the declaration does not write it)",
+                    "refuse",
+                    f"no row could be written without it: put field {found.name} back in the schema, or "
+                    f"ALTER TABLE {table} ALTER COLUMN {found.name} DROP NOT NULL",
+                )
+            )
         else:
-            differences.append(Difference(found.name, found.shown(), "no column", "note",
-                                          "not written by the pipeline: new rows get " +
-                                          ("its default" if found.has_default else "NULL")))
+            differences.append(
+                Difference(
+                    found.name,
+                    found.shown(),
+                    "no column",
+                    "note",
+                    "not written by the pipeline: new rows get " + ("its default" if found.has_default else "NULL"),
+                )
+            )
     differences += _key(shape, existing)
     return Comparison(shape, tuple(differences))
 
@@ -187,12 +242,21 @@ def _missing(shape: TableShape, wanted: Column) -> list[Difference]:
     if wanted.role == "bookkeeping":
         return []
     if wanted.role == "value":
-        return [Difference(wanted.name, None, wanted.type, "add",
-                           "added as a nullable column; rows already there keep NULL (a backfill with overlap "
-                           "replace fills it for past records)")]
-    why = {"position": "every row carries its source position",
-           "key": f"the {shape.sink_mode} sink's key is made of it",
-           "measure": "a measure cannot be computed afterwards for the records already counted"}[wanted.role]
+        return [
+            Difference(
+                wanted.name,
+                None,
+                wanted.type,
+                "add",
+                "added as a nullable column; rows already there keep NULL (a backfill with overlap "
+                "replace fills it for past records)",
+            )
+        ]
+    why = {
+        "position": "every row carries its source position",
+        "key": f"the {shape.sink_mode} sink's key is made of it",
+        "measure": "a measure cannot be computed afterwards for the records already counted",
+    }[wanted.role]
     return [Difference(wanted.name, None, wanted.ddl(), "refuse", f"{why}; {_NEW_TABLE}")]
 
 
@@ -202,12 +266,24 @@ def _key(shape: TableShape, existing: ExistingTable) -> list[Difference]:
     found = "; ".join("(" + ", ".join(sorted(k)) + ")" for k in existing.unique_keys) or "none"
     wanted = "a unique key on (" + ", ".join(shape.key) + ")"
     if not shape.key_required:
-        return [Difference("(key)", f"unique keys {found}", wanted, "note",
-                           "without it the table itself would not refuse a position written twice (the ledger "
-                           "still does)")]
-    return [Difference("(key)", f"unique keys {found}", wanted, "refuse",
-                       f"the {shape.sink_mode} sink finds each row by it; a key that changed means another table: "
-                       f"{_NEW_TABLE}")]
+        return [
+            Difference(
+                "(key)",
+                f"unique keys {found}",
+                wanted,
+                "note",
+                "without it the table itself would not refuse a position written twice (the ledger still does)",
+            )
+        ]
+    return [
+        Difference(
+            "(key)",
+            f"unique keys {found}",
+            wanted,
+            "refuse",
+            f"the {shape.sink_mode} sink finds each row by it; a key that changed means another table: {_NEW_TABLE}",
+        )
+    ]
 
 
 def create_statements(shape: TableShape) -> list[sql.Composed]:
@@ -217,6 +293,9 @@ def create_statements(shape: TableShape) -> list[sql.Composed]:
     columns.append(sql.SQL("PRIMARY KEY ({})").format(identifier_list(shape.key)))
     statements = [sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(schema, name), sql.SQL(", ").join(columns))]
     if shape.position_index:  # CREATE INDEX takes its name unqualified: in the table's schema
-        statements.append(sql.SQL("CREATE INDEX {} ON {} ({})").format(
-            sql.Identifier(f"{name}_position"), sql.Identifier(schema, name), identifier_list(shape.position_index)))
+        statements.append(
+            sql.SQL("CREATE INDEX {} ON {} ({})").format(
+                sql.Identifier(f"{name}_position"), sql.Identifier(schema, name), identifier_list(shape.position_index)
+            )
+        )
     return statements

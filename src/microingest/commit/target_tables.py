@@ -12,11 +12,20 @@ from dataclasses import dataclass
 
 from psycopg2 import sql
 
-from microingest.commit.table_shape import (Column, Comparison, Difference, ExistingColumn, ExistingTable, compare,
-                                            create_statements, declared_shape)
+from microingest.commit.table_shape import (
+    Column,
+    Comparison,
+    Difference,
+    ExistingColumn,
+    ExistingTable,
+    compare,
+    create_statements,
+    declared_shape,
+)
 from microingest.declare.identifiers import split_table_name
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError, Refused
+from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import advisory_lock, require_utf8
 
 
@@ -27,8 +36,10 @@ class TargetError(Refused):
 class TargetShapeError(TargetError):
     def __init__(self, pipeline: Pipeline, differences: tuple[Difference, ...]):
         self.differences = differences
-        super().__init__(f"target table {pipeline.target_table} does not fit pipeline {pipeline.name}'s declaration "
-                         "and was left as it is:\n" + "\n".join(f"  - {d}" for d in differences))
+        super().__init__(
+            f"target table {pipeline.target_table} does not fit pipeline {pipeline.name}'s declaration "
+            "and was left as it is:\n" + "\n".join(f"  - {d}" for d in differences)
+        )
 
 
 @dataclass(frozen=True)
@@ -56,13 +67,19 @@ def existing_table(cur, table: str) -> ExistingTable | None:
     oid = cur.fetchone()[0]
     if oid is None:
         return None
-    cur.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
-                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (oid,))
+    cur.execute(
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef FROM pg_attribute "
+        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        (oid,),
+    )
     columns = tuple(ExistingColumn(*row) for row in cur.fetchall())
     # Keys ON CONFLICT can name: unique, over plain columns (indexprs), for every row (indpred).
-    cur.execute("SELECT array(SELECT attname FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
-                "ANY(i.indkey)) FROM pg_index i WHERE i.indrelid = %s AND i.indisunique AND i.indexprs IS NULL "
-                "AND i.indpred IS NULL", (oid,))
+    cur.execute(
+        "SELECT array(SELECT attname FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = "
+        "ANY(i.indkey)) FROM pg_index i WHERE i.indrelid = %s AND i.indisunique AND i.indexprs IS NULL "
+        "AND i.indpred IS NULL",
+        (oid,),
+    )
     return ExistingTable(columns, tuple(frozenset(r[0]) for r in cur.fetchall()))
 
 
@@ -83,8 +100,11 @@ def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
     if comparison.refusals:
         raise TargetShapeError(pipeline, comparison.refusals)
     for column in comparison.additions:
-        cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
-            sql.Identifier(*split_table_name(shape.table)), sql.Identifier(column.name), sql.SQL(column.type)))
+        cur.execute(
+            sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                sql.Identifier(*split_table_name(shape.table)), sql.Identifier(column.name), sql.SQL(column.type)
+            )
+        )
     _audit(cur, pipeline, "added", comparison.additions, changed_by)
     return Preparation(pipeline.name, shape.table, added=comparison.additions, notes=comparison.notes)
 
@@ -92,10 +112,20 @@ def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
 def _audit(cur, pipeline: Pipeline, change: str, columns: tuple[Column, ...], changed_by: str) -> None:
     declared = json.dumps({f.name: {"type": f.type, "required": f.required} for f in pipeline.schema})
     for column in columns:
-        cur.execute("INSERT INTO microingest.schema_changes (pipeline, target_table, change, column_name, column_type, "
-                    "declaration, declared_schema, changed_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    (pipeline.name, pipeline.target_table, change, column.name, column.ddl(),
-                     pipeline.source or "<unknown>", declared, changed_by))
+        cur.execute(
+            "INSERT INTO microingest.schema_changes (pipeline, target_table, change, column_name, column_type, "
+            "declaration, declared_schema, changed_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                pipeline.name,
+                pipeline.target_table,
+                change,
+                column.name,
+                column.ddl(),
+                pipeline.source or "<unknown>",
+                declared,
+                changed_by,
+            ),
+        )
 
 
 def check_target(cur, pipeline: Pipeline) -> Comparison:
@@ -103,24 +133,27 @@ def check_target(cur, pipeline: Pipeline) -> Comparison:
     require_utf8(cur)
     found = existing_table(cur, pipeline.target_table)
     if found is None:
-        raise TargetError(f"target table {pipeline.target_table} does not exist; `microingest migrate` creates it "
-                          "from the declaration, as does the plan task of the pipeline's DAG")
+        raise TargetError(
+            f"target table {pipeline.target_table} does not exist; `microingest migrate` creates it "
+            "from the declaration, as does the plan task of the pipeline's DAG"
+        )
     comparison = compare(declared_shape(pipeline), found)
     if comparison.refusals:
         raise TargetShapeError(pipeline, comparison.refusals)
     if comparison.additions:
-        raise TargetError(f"target table {pipeline.target_table} lacks the columns of declared field(s) "
-                          f"{', '.join(c.name for c in comparison.additions)}; `microingest migrate` adds them "
-                          "(audited in microingest.schema_changes), as does the plan task of the pipeline's DAG")
+        raise TargetError(
+            f"target table {pipeline.target_table} lacks the columns of declared field(s) "
+            f"{', '.join(c.name for c in comparison.additions)}; `microingest migrate` adds them "
+            "(audited in microingest.schema_changes), as does the plan task of the pipeline's DAG"
+        )
     return comparison
 
 
 def prepare_targets(pipelines: list[Pipeline], changed_by: str) -> list[Preparation | MicroingestError]:
     """Prepare each pipeline's target in its own transaction: one that does not fit, or whose Postgres is away, is
     reported in its place and the others are still prepared."""
-    from microingest.systems.pipeline_systems import PipelineSystems
 
-    results = []
+    results: list[Preparation | MicroingestError] = []
     for pipeline in pipelines:
         try:
             with PipelineSystems.of(pipeline).db() as conn, conn, conn.cursor() as cur:

@@ -10,21 +10,22 @@ A crash anywhere before COMMIT leaves target, ledger and history untouched.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg2
 from psycopg2 import sql
 from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
+from microingest.batches import DEAD_LETTER_COLUMNS, Batch
 from microingest.commit.ledger import fence_and_advance, fence_below
 from microingest.commit.overlap import Settled, settle_overlap
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, Sink, StagedCounts
+from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
 from microingest.errors import Transient
-from microingest.plan.offsets import Batch
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ def _bound_transaction(cur) -> None:
     (stricter levels would fail a commit that merely waited for another). Bounded waits, so a stuck lock or a hung
     statement fails the batch (and Airflow retries it) instead of holding a worker forever."""
     cur.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-    cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
-                (f"{settings.commit_lock_timeout_ms()}ms", f"{settings.commit_statement_timeout_ms()}ms"))
+    cur.execute(
+        "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+        (f"{settings.commit_lock_timeout_ms()}ms", f"{settings.commit_statement_timeout_ms()}ms"),
+    )
 
 
 @contextmanager
@@ -55,7 +58,8 @@ def target_refusal(sink: Sink, batch: Batch, batch_id: str) -> Iterator[None]:
         raise TargetError(
             f"batch {batch_id} of pipeline '{sink.pipeline.name}' ({', '.join(map(str, batch.ranges))}): the target "
             f"refused the rows ({reason}); nothing was committed. A retry meets the same rows: change the table or "
-            "the pipeline's transform, or skip the records (microingest skip)") from None
+            "the pipeline's transform, or skip the records (microingest skip)"
+        ) from None
 
 
 @contextmanager
@@ -81,7 +85,8 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
         raise CommitTimeoutError(
             f"batch {batch_id} of pipeline '{pipeline}': gave up waiting for {waited} ({str(exc).strip()}; "
             "MICROINGEST_COMMIT_LOCK_TIMEOUT_SECONDS / _STATEMENT_TIMEOUT_SECONDS); nothing was committed, a retry "
-            "goes on from here") from None
+            "goes on from here"
+        ) from None
     except BaseException:
         if not conn.closed:  # after a lost connection the server has rolled back already; keep the real error
             conn.rollback()
@@ -98,7 +103,10 @@ def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedC
     with target_refusal(sink, batch, batch_id):
         written = sink.publish(cur, batch_id)
     columns = identifier_list(DEAD_LETTER_COLUMNS)
-    cur.execute(sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} "
-                        "WHERE batch_id = %s").format(columns, columns, sink.staged_dead),
-                (sink.pipeline.name, batch_id))
+    cur.execute(
+        sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} WHERE batch_id = %s").format(
+            columns, columns, sink.staged_dead
+        ),
+        (sink.pipeline.name, batch_id),
+    )
     return written, kept

@@ -19,18 +19,59 @@ from typing import Any
 
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 
-_AVRO = {"string": "string", "enum": "string", "int": "integer", "long": "integer", "float": "double",
-         "double": "double", "boolean": "boolean"}
-_AVRO_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp", "uuid": "string",
-                 "decimal": "double"}
-_PROTO = {F.TYPE_STRING: "string", F.TYPE_ENUM: "string", F.TYPE_BOOL: "boolean", F.TYPE_FLOAT: "double",
-          F.TYPE_DOUBLE: "double", **{t: "integer" for t in (
-              F.TYPE_INT32, F.TYPE_INT64, F.TYPE_UINT32, F.TYPE_UINT64, F.TYPE_SINT32, F.TYPE_SINT64,
-              F.TYPE_FIXED32, F.TYPE_FIXED64, F.TYPE_SFIXED32, F.TYPE_SFIXED64)}}
-_PROTO_MESSAGES = {".google.protobuf.Timestamp": "timestamp", **{
-    f".google.protobuf.{kind}Value": type_ for kind, type_ in (
-        ("Double", "double"), ("Float", "double"), ("Int64", "integer"), ("UInt64", "integer"), ("Int32", "integer"),
-        ("UInt32", "integer"), ("Bool", "boolean"), ("String", "string"))}}
+_AVRO = {
+    "string": "string",
+    "enum": "string",
+    "int": "integer",
+    "long": "integer",
+    "float": "double",
+    "double": "double",
+    "boolean": "boolean",
+}
+_AVRO_LOGICAL = {
+    "timestamp-millis": "timestamp",
+    "timestamp-micros": "timestamp",
+    "uuid": "string",
+    "decimal": "double",
+}
+_PROTO = {
+    F.TYPE_STRING: "string",
+    F.TYPE_ENUM: "string",
+    F.TYPE_BOOL: "boolean",
+    F.TYPE_FLOAT: "double",
+    F.TYPE_DOUBLE: "double",
+    **{
+        t: "integer"
+        for t in (
+            F.TYPE_INT32,
+            F.TYPE_INT64,
+            F.TYPE_UINT32,
+            F.TYPE_UINT64,
+            F.TYPE_SINT32,
+            F.TYPE_SINT64,
+            F.TYPE_FIXED32,
+            F.TYPE_FIXED64,
+            F.TYPE_SFIXED32,
+            F.TYPE_SFIXED64,
+        )
+    },
+}
+_PROTO_MESSAGES = {
+    ".google.protobuf.Timestamp": "timestamp",
+    **{
+        f".google.protobuf.{kind}Value": type_
+        for kind, type_ in (
+            ("Double", "double"),
+            ("Float", "double"),
+            ("Int64", "integer"),
+            ("UInt64", "integer"),
+            ("Int32", "integer"),
+            ("UInt32", "integer"),
+            ("Bool", "boolean"),
+            ("String", "string"),
+        )
+    },
+}
 _JSON = {"string": "string", "integer": "integer", "number": "double", "boolean": "boolean"}
 
 
@@ -63,7 +104,10 @@ def _avro_type(kind: Any) -> str | None:
         logical = kind.get("logicalType")
         if logical in _AVRO_LOGICAL:
             return _AVRO_LOGICAL[logical]
-        return "string" if kind.get("type") == "enum" else _AVRO.get(kind.get("type")) if not logical else None
+        name = kind.get("type")
+        if name == "enum":
+            return "string"
+        return _AVRO.get(name) if isinstance(name, str) and not logical else None
     return _AVRO.get(kind) if isinstance(kind, str) else None
 
 
@@ -95,10 +139,17 @@ def json_schema_fields(schema: Any) -> Derived:
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
             kind = others[0] if len(others) == 1 else None
-        type_ = "timestamp" if kind == "string" and spec.get("format") == "date-time" else _JSON.get(kind)
+        type_ = (
+            "timestamp"
+            if kind == "string" and spec.get("format") == "date-time"
+            else _JSON.get(kind)
+            if isinstance(kind, str)
+            else None
+        )
         if type_ is None:
-            left_out[name] = f"JSON type {_shown(spec.get('type') if isinstance(spec, dict) else spec)} has no " \
-                             "declared type"
+            left_out[name] = (
+                f"JSON type {_shown(spec.get('type') if isinstance(spec, dict) else spec)} has no declared type"
+            )
         else:
             fields[name] = {"type": type_, "required": name in required and not nullable}
     return Derived(fields, left_out)

@@ -39,9 +39,12 @@ def _read_yaml(path: Path) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise DeclarationError(str(path), "<file>", f"is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}; "
-                                                    "save the file as UTF-8") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise DeclarationError(
+            str(path),
+            "<file>",
+            f"is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}; save the file as UTF-8",
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -61,7 +64,9 @@ def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[
     """The valid declarations in the folder, and the errors of the malformed ones, each on its own: one broken
     file does not hide the others."""
     folder = folder or settings.pipelines_dir()
-    pipelines, errors, files = [], [], {}
+    pipelines: list[Pipeline] = []
+    errors: list[DeclarationError] = []
+    files: dict[str, str] = {}
     for path in sorted(folder.glob("*.y*ml")):
         try:
             pipeline = load_pipeline_file(path)
@@ -69,8 +74,13 @@ def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[
             errors.append(exc)
             continue
         if pipeline.name in files:  # x.yaml and x.yml: two DAGs of one id, and get_pipeline reads only x.yaml
-            errors.append(DeclarationError(str(path), "name", f"pipeline '{pipeline.name}' is also declared in "
-                                                               f"{files[pipeline.name]}; keep one of the two files"))
+            errors.append(
+                DeclarationError(
+                    str(path),
+                    "name",
+                    f"pipeline '{pipeline.name}' is also declared in {files[pipeline.name]}; keep one of the two files",
+                )
+            )
             continue
         files[pipeline.name] = path.name
         pipelines.append(pipeline)

@@ -7,7 +7,7 @@ both together mean an injection attempt is rejected with a clear error before an
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from psycopg2 import sql
 

@@ -9,32 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
+from microingest.declare.lag_policy import LagPolicy
 from microingest.errors import Refused
-from microingest.lag.policy import LagPolicy
 
 FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 START_POSITIONS = ("earliest", "latest")
 VALUE_FORMATS = ("json", "avro", "protobuf", "json_schema")
-REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # Confluent-framed: magic byte 0, the writer schema's id, the payload
+REGISTRY_FORMATS = (
+    "avro",
+    "protobuf",
+    "json_schema",
+)  # Confluent-framed: magic byte 0, the writer schema's id, the payload
 KEY_FORMATS = ("string",) + REGISTRY_FORMATS
 SINK_MODES = ("append", "upsert_latest", "aggregate")
 GAP_POLICIES = ("fail", "skip")
 RECREATED_TOPIC_POLICIES = ("fail", "restart")
 MEASURES = ("count", "sum")
-# The staging table's own columns (sinks.STAGING_PREFIX), with what each holds; the declared value columns are
-# appended to them, so a value field of the same name would make every run fail creating the table.
-STAGING_COLUMN_USES = {
-    "source_topic": "the Kafka topic of each record",
-    "source_partition": "the Kafka partition of each record",
-    "source_offset": "the Kafka offset of each record",
-    "kafka_timestamp": "the Kafka timestamp of each record",
-    "batch_id": "the batch that wrote each row",
-    "record_key": "the Kafka record key",
-    "is_tombstone": "marking tombstones (records with a null value)",
-}
-STAGING_COLUMNS = tuple(STAGING_COLUMN_USES)
-# The source position: columns every target row carries besides the declared value fields.
-SOURCE_COLUMNS = STAGING_COLUMNS[:5]
 
 
 class DeclarationError(Refused, ValueError):
@@ -63,7 +53,9 @@ class DeadLetterPolicy:
         if self.max_records is not None and bad > self.max_records:
             return f"{bad} bad records exceed dead_letter.max_records {self.max_records}"
         if self.max_fraction is not None and total and bad / total > self.max_fraction:
-            return f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+            return (
+                f"{bad} of {total} records bad ({bad / total:.1%}) exceeds dead_letter.max_fraction {self.max_fraction}"
+            )
         return None
 
 
@@ -72,6 +64,13 @@ class Measure:
     name: str
     function: str  # count | sum
     field: str | None = None
+
+    @property
+    def summed(self) -> str:
+        """The field a sum adds up (validation requires one for every sum)."""
+        if self.field is None:
+            raise ValueError(f"measure {self.name} ({self.function}) sums no field")
+        return self.field
 
 
 @dataclass(frozen=True)
@@ -131,6 +130,13 @@ class Pipeline:
     @property
     def value_columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.schema)
+
+    @property
+    def aggregate_spec(self) -> Aggregate:
+        """The `aggregate:` section of a pipeline in sink mode aggregate (validation requires it there)."""
+        if self.aggregate is None:
+            raise ValueError(f"pipeline {self.name} declares no aggregate (sink_mode {self.sink_mode})")
+        return self.aggregate
 
     def field(self, name: str) -> Field:
         return next(f for f in self.schema if f.name == name)

@@ -15,6 +15,8 @@ from typing import Any
 
 from microingest.declare.derived_fields import Derived, avro_fields, json_schema_fields, protobuf_fields
 from microingest.declare.pipeline import DeclarationError
+from microingest.systems.connections import get_connection, schema_registry_config
+from microingest.systems.schema_registry import shown_url, subject_version
 
 LATEST_SECONDS = 60
 _DERIVED: dict[tuple, tuple[float, Derived, str]] = {}
@@ -33,8 +35,11 @@ def resolved(raw: dict, source: str) -> dict:
     where = "schema.from_registry"
     spec = from_registry(raw)
     if not isinstance(spec, dict) or set(spec) - {"subject", "version"} or not isinstance(spec.get("subject"), str):
-        raise DeclarationError(source, where, "must be a mapping with subject (text) and optional version "
-                                              "(latest, the default, or a number)")
+        raise DeclarationError(
+            source,
+            where,
+            "must be a mapping with subject (text) and optional version (latest, the default, or a number)",
+        )
     version = spec.get("version", "latest")
     if version != "latest" and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise DeclarationError(source, f"{where}.version", f"must be latest or a positive number, got {version!r}")
@@ -44,15 +49,17 @@ def resolved(raw: dict, source: str) -> dict:
     except Exception as exc:  # the registry away, the subject unknown, a schema with no fields: this file alone fails
         raise DeclarationError(source, where, f"subject {spec['subject']} version {version}: {exc}") from None
     if not derived.fields:
-        raise DeclarationError(source, where, f"subject {spec['subject']} version {version} has no field a "
-                                              f"declared type can hold (left out: {derived.left_out})")
+        raise DeclarationError(
+            source,
+            where,
+            f"subject {spec['subject']} version {version} has no field a "
+            f"declared type can hold (left out: {derived.left_out})",
+        )
     return {**raw, "schema": derived.fields}
 
 
 def derive(conn_id: str, subject: str, version: int | str) -> tuple[Derived, str]:
     """(the fields, a description of the registered schema they come from: subject, version, id, where)."""
-    from microingest.systems.connections import get_connection, schema_registry_config
-    from microingest.systems.schema_registry import shown_url, subject_version
 
     config = schema_registry_config(get_connection(conn_id))
     key = (config["url"], config.get("basic.auth.user.info"), subject, version)
@@ -60,8 +67,10 @@ def derive(conn_id: str, subject: str, version: int | str) -> tuple[Derived, str
     if cached is None or (version == "latest" and time.monotonic() - cached[0] > LATEST_SECONDS):
         registered = subject_version(config, subject, version)
         derived = _fields(registered.schema, config, registered.schema_id)
-        origin = f"subject {subject} version {registered.version} (schema id {registered.schema_id}) at " \
-                 f"{shown_url(config['url'])}"
+        origin = (
+            f"subject {subject} version {registered.version} (schema id {registered.schema_id}) at "
+            f"{shown_url(config['url'])}"
+        )
         _DERIVED[key] = cached = (time.monotonic(), derived, origin)
     return cached[1], cached[2]
 
@@ -72,6 +81,8 @@ def _fields(schema, config: dict[str, str], schema_id: int) -> Derived:
         return avro_fields(json.loads(schema.schema_str))
     if kind == "JSON":
         return json_schema_fields(json.loads(schema.schema_str))
+    # A Protobuf schema's fields come from its file descriptor as the decoder builds it (imports resolved through the
+    # registry): the one place the declaration reaches into decode, so only for `microingest schema` on Protobuf.
     from microingest.decode.protobuf import writer_file
 
     return protobuf_fields(writer_file(config, schema_id, schema))

@@ -9,11 +9,24 @@ import reprlib
 from datetime import date, datetime
 from typing import Any
 
+from microingest.batches import ROW_LAYOUT
 from microingest.declare.identifiers import IdentifierError, check_identifier, check_topic, split_table_name
-from microingest.declare.pipeline import (FIELD_TYPES, GAP_POLICIES, KEY_FORMATS, RECREATED_TOPIC_POLICIES, SINK_MODES, STAGING_COLUMN_USES,
-                                          START_POSITIONS, VALUE_FORMATS, Aggregate, DeadLetterPolicy, DeclarationError,
-                                          Field, Measure, Pipeline)
-from microingest.lag.policy import PolicyError, parse_lag_policy
+from microingest.declare.lag_policy import PolicyError, parse_lag_policy
+from microingest.declare.pipeline import (
+    FIELD_TYPES,
+    GAP_POLICIES,
+    KEY_FORMATS,
+    RECREATED_TOPIC_POLICIES,
+    SINK_MODES,
+    START_POSITIONS,
+    VALUE_FORMATS,
+    Aggregate,
+    DeadLetterPolicy,
+    DeclarationError,
+    Field,
+    Measure,
+    Pipeline,
+)
 
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
@@ -97,8 +110,9 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
             fields[key] = _integer(source, key, raw[key], minimum)
     if raw.get("transform") is not None:
         if not _TRANSFORM.match(text("transform")):
-            raise DeclarationError(source, "transform",
-                                   f"must be 'package.module:function', got {_shown(raw['transform'])}")
+            raise DeclarationError(
+                source, "transform", f"must be 'package.module:function', got {_shown(raw['transform'])}"
+            )
         fields["transform"] = raw["transform"]
     if raw.get("dead_letter") is not None:
         fields["dead_letter"] = _parse_dead_letter(raw["dead_letter"], source)
@@ -115,8 +129,9 @@ def parse_pipeline(raw: Any, source: str = "<declaration>") -> Pipeline:
     elif raw.get("aggregate") is not None:
         raise DeclarationError(source, "aggregate", f"only applies to sink_mode aggregate, not {mode}")
     if fields.get("key_format", "string") != "string" and mode != "upsert_latest":
-        raise DeclarationError(source, "key_format", f"only applies to sink_mode upsert_latest (the only sink that "
-                                                     f"reads keys), not {mode}")
+        raise DeclarationError(
+            source, "key_format", f"only applies to sink_mode upsert_latest (the only sink that reads keys), not {mode}"
+        )
     return Pipeline(**fields)
 
 
@@ -142,14 +157,17 @@ def _kind(value: Any) -> str:
         return f"text ({_shown(value)})"
     if isinstance(value, (date, datetime)):
         return f"a date ({value})"
-    return {list: "a list", dict: "a mapping"}.get(type(value), f"a {type(value).__name__}")
+    if isinstance(value, list):
+        return "a list"
+    return "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
 def _check_keys_and_durations(raw: dict, source: str) -> None:
     """Before any value is used: every key of every mapping is text (YAML makes 1, yes or ~ numbers, booleans and
     null, which break sorting and lookups further on), and no *_seconds value exceeds MAX_SECONDS. Each container
     is visited once: YAML aliases can share and even nest a node inside itself."""
-    pending, seen = [("", raw)], set()
+    pending: list[tuple[str, dict | list]] = [("", raw)]
+    seen: set[int] = set()
     while pending:
         where, node = pending.pop()
         if id(node) in seen:
@@ -186,15 +204,17 @@ def _parse_schedule(schedule: str, source: str) -> str:
 
     schedule = schedule.strip()
     if not _CRON_OR_PRESET.match(schedule):
-        raise DeclarationError(source, "schedule", f"must be a cron expression or @preset ({', '.join(_PRESETS)}), "
-                                                   f"got {_shown(schedule)}")
+        raise DeclarationError(
+            source, "schedule", f"must be a cron expression or @preset ({', '.join(_PRESETS)}), got {_shown(schedule)}"
+        )
     try:
         croniter(schedule, datetime(2026, 1, 1)).get_next(datetime)
     except CroniterBadDateError:
         raise DeclarationError(source, "schedule", f"{_shown(schedule)} never fires") from None
     except (ValueError, KeyError) as exc:
-        raise DeclarationError(source, "schedule",
-                               f"{_shown(schedule)} is not a valid cron expression: {exc}") from None
+        raise DeclarationError(
+            source, "schedule", f"{_shown(schedule)} is not a valid cron expression: {exc}"
+        ) from None
     return schedule
 
 
@@ -209,9 +229,11 @@ MAX_PIPELINE_NAME = 63 - len(_DERIVED_NAME_SUFFIX)
 def check_pipeline_name(name: str) -> str:
     check_identifier(name)
     if len(name) > MAX_PIPELINE_NAME:
-        raise IdentifierError(f"{name!r} is {len(name)} characters; pipeline names may have at most "
-                              f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (such as "
-                              f"'<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit")
+        raise IdentifierError(
+            f"{name!r} is {len(name)} characters; pipeline names may have at most "
+            f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (such as "
+            f"'<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit"
+        )
     if name in RESERVED_PIPELINE_NAMES:
         raise IdentifierError(f"{name!r} is reserved: the platform's own objects (a table, a DAG) have that name")
     return name
@@ -220,8 +242,10 @@ def check_pipeline_name(name: str) -> str:
 def check_target_table(name: str) -> str:
     schema, table = split_table_name(name)
     if schema in PLATFORM_SCHEMAS or schema.startswith("pg_") or schema == "information_schema":
-        raise IdentifierError(f"{schema}.{table} is in schema {schema!r}, which belongs to the platform or to "
-                              "Postgres itself; put targets in a schema of your own (e.g. public or analytics)")
+        raise IdentifierError(
+            f"{schema}.{table} is in schema {schema!r}, which belongs to the platform or to "
+            "Postgres itself; put targets in a schema of your own (e.g. public or analytics)"
+        )
     return f"{schema}.{table}"
 
 
@@ -238,16 +262,20 @@ def _parse_dead_letter(raw: Any, source: str) -> DeadLetterPolicy:
     if max_records is not None:
         max_records = _integer(source, "dead_letter.max_records", max_records, 0)
     max_fraction = raw.get("max_fraction", DeadLetterPolicy.max_fraction)
-    if max_fraction is not None and (isinstance(max_fraction, bool) or not isinstance(max_fraction, (int, float))
-                                     or not 0 <= max_fraction <= 1):
-        raise DeclarationError(source, "dead_letter.max_fraction",
-                               f"must be a number from 0 to 1, got {_shown(max_fraction)}")
+    if max_fraction is not None and (
+        isinstance(max_fraction, bool) or not isinstance(max_fraction, (int, float)) or not 0 <= max_fraction <= 1
+    ):
+        raise DeclarationError(
+            source, "dead_letter.max_fraction", f"must be a number from 0 to 1, got {_shown(max_fraction)}"
+        )
     return DeadLetterPolicy(max_records, None if max_fraction is None else float(max_fraction))
 
 
 def _parse_aggregate(raw: Any, schema: tuple[Field, ...], source: str) -> Aggregate:
     if not isinstance(raw, dict) or set(raw) - {"group_by", "time_bucket", "measures"}:
-        raise DeclarationError(source, "aggregate", "must be a mapping with group_by, measures and optional time_bucket")
+        raise DeclarationError(
+            source, "aggregate", "must be a mapping with group_by, measures and optional time_bucket"
+        )
     by_name = {f.name: f for f in schema}
     bucket_field, bucket_width = _parse_time_bucket(raw.get("time_bucket"), by_name, source)
     group_by = _parse_group_by(raw.get("group_by"), by_name, bucket_field is not None, source)
@@ -272,8 +300,9 @@ def _parse_group_by(raw: Any, by_name: dict[str, Field], bucketed: bool, source:
         if g in raw[:i]:
             raise DeclarationError(source, where, f"'{g}' is listed twice")
         if bucketed and g == "bucket_start":
-            raise DeclarationError(source, where, "'bucket_start' clashes with the time bucket's column; rename the "
-                                                  "field")
+            raise DeclarationError(
+                source, where, "'bucket_start' clashes with the time bucket's column; rename the field"
+            )
     return tuple(raw)
 
 
@@ -284,20 +313,22 @@ def _parse_time_bucket(raw: Any, by_name: dict[str, Field], source: str) -> tupl
         raise DeclarationError(source, "aggregate.time_bucket", "must be a mapping with field and width")
     field, width = raw["field"], raw["width"]
     if not isinstance(field, str):
-        raise DeclarationError(source, "aggregate.time_bucket.field",
-                               f"must be a field name (text), got {_kind(field)}")
+        raise DeclarationError(
+            source, "aggregate.time_bucket.field", f"must be a field name (text), got {_kind(field)}"
+        )
     f = by_name.get(field)
     if f is None or f.type != "timestamp" or not f.required:
-        raise DeclarationError(source, "aggregate.time_bucket.field",
-                               f"{_shown(field)} must be a required timestamp field of the schema")
+        raise DeclarationError(
+            source, "aggregate.time_bucket.field", f"{_shown(field)} must be a required timestamp field of the schema"
+        )
     if not isinstance(width, str) or not _INTERVAL.match(width):
-        raise DeclarationError(source, "aggregate.time_bucket.width",
-                               f"must look like '15 minutes' or '1 hour', got {_shown(width)}")
+        raise DeclarationError(
+            source, "aggregate.time_bucket.width", f"must look like '15 minutes' or '1 hour', got {_shown(width)}"
+        )
     return field, width
 
 
-def _parse_measure(name: str, spec: Any, by_name: dict[str, Field], group_by: tuple[str, ...],
-                   source: str) -> Measure:
+def _parse_measure(name: str, spec: Any, by_name: dict[str, Field], group_by: tuple[str, ...], source: str) -> Measure:
     where = f"aggregate.measures.{name}"
     try:
         check_identifier(name)
@@ -311,11 +342,13 @@ def _parse_measure(name: str, spec: Any, by_name: dict[str, Field], group_by: tu
         raise DeclarationError(source, where, f"must be count or {{sum: <numeric field>}}, got {_shown(spec)}")
     field = spec["sum"]
     if not isinstance(field, str):
-        raise DeclarationError(source, f"{where}.sum", f"must name a numeric field of the schema (text), got "
-                                                       f"{_kind(field)}")
+        raise DeclarationError(
+            source, f"{where}.sum", f"must name a numeric field of the schema (text), got {_kind(field)}"
+        )
     if field not in by_name or by_name[field].type not in ("integer", "double"):
-        raise DeclarationError(source, f"{where}.sum",
-                               f"{_shown(field)} must be an integer or double field of the schema")
+        raise DeclarationError(
+            source, f"{where}.sum", f"{_shown(field)} must be an integer or double field of the schema"
+        )
     return Measure(name, "sum", field)
 
 
@@ -331,16 +364,21 @@ def _parse_field(name: str, spec: Any, source: str) -> Field:
         check_identifier(name)
     except IdentifierError as exc:
         raise DeclarationError(source, where, str(exc)) from None
-    if name in STAGING_COLUMN_USES:
-        raise DeclarationError(source, where, f"'{name}' is reserved: the platform's staging table uses it for "
-                                              f"{STAGING_COLUMN_USES[name]}; leave it out of the schema")
+    holds = {c.name: c.holds for c in ROW_LAYOUT}
+    if name in holds:
+        raise DeclarationError(
+            source,
+            where,
+            f"'{name}' is reserved: the platform's staging table uses it for {holds[name]}; leave it out of the schema",
+        )
     if isinstance(spec, str):
         spec = {"type": spec}
     if not isinstance(spec, dict) or set(spec) - {"type", "required"}:
         raise DeclarationError(source, where, "must be a type name or a mapping with 'type' and 'required'")
     if spec.get("type") not in FIELD_TYPES:
-        raise DeclarationError(source, f"{where}.type",
-                               f"must be one of {', '.join(FIELD_TYPES)}, got {_shown(spec.get('type'))}")
+        raise DeclarationError(
+            source, f"{where}.type", f"must be one of {', '.join(FIELD_TYPES)}, got {_shown(spec.get('type'))}"
+        )
     required = spec.get("required", False)
     if not isinstance(required, bool):
         raise DeclarationError(source, f"{where}.required", f"must be true or false, got {_shown(required)}")

@@ -22,7 +22,7 @@ tests/unit/decode/test_arrow_json.py checks this against the reference on genera
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,9 +69,11 @@ def _read(values: pa.Array, schema: Sequence[Field]) -> list[pa.Array] | None:
     lines = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), b"\n")
     arrow_schema = pa.schema([(f.name, READ_TYPES[f.type]) for f in schema])
     try:
-        table = pa_json.read_json(pa.BufferReader(lines[0].as_buffer()), read_options=pa_json.ReadOptions(use_threads=False),
-                                  parse_options=pa_json.ParseOptions(explicit_schema=arrow_schema,
-                                                                     unexpected_field_behavior="ignore"))
+        table = pa_json.read_json(
+            pa.BufferReader(lines[0].as_buffer()),
+            read_options=pa_json.ReadOptions(use_threads=False),
+            parse_options=pa_json.ParseOptions(explicit_schema=arrow_schema, unexpected_field_behavior="ignore"),
+        )
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     # Every value holds an opening brace and none is blank, so each gives at least one row: as many rows as values

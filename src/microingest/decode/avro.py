@@ -23,8 +23,9 @@ def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
     """The writer's record, its logical types as the declared types take them."""
     record, schema_id = decode_avro_datum(value, registry)
     if not isinstance(record, dict):
-        raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but "
-                                       f"{type(record).__name__}")
+        raise DecodeError(
+            UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but {type(record).__name__}"
+        )
     return {name: plain(v) for name, v in record.items()}
 
 
@@ -39,22 +40,30 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
             writer = json.loads(schema.schema_str)
             _PARSED[key] = fastavro.parse_schema(writer), unbounded_array(writer)
         except Exception as exc:  # the registry's schema, not the record: no dead letter
-            raise UnreadableSchemaError(f"writer schema id {schema_id} is no Avro schema fastavro reads: "
-                                        f"{type(exc).__name__}: {exc}") from None
+            raise UnreadableSchemaError(
+                f"writer schema id {schema_id} is no Avro schema fastavro reads: {type(exc).__name__}: {exc}"
+            ) from None
     parsed, unbounded = _PARSED[key]
     if unbounded is not None:  # the records are kept whole as dead letters; the pipeline goes on
-        raise DecodeError(UNDECODABLE, f"writer schema id {schema_id} has an array of items that take no bytes "
-                                       f"(at {unbounded or 'the top'}), whose count no value's length bounds: "
-                                       "microingest does not decode it")
+        raise DecodeError(
+            UNDECODABLE,
+            f"writer schema id {schema_id} has an array of items that take no bytes "
+            f"(at {unbounded or 'the top'}), whose count no value's length bounds: "
+            "microingest does not decode it",
+        )
     stream = io.BytesIO(payload)
     try:
         record = fastavro.schemaless_reader(stream, parsed, None)
     except Exception as exc:  # truncated or corrupt: the same bytes fail the same way on every retry
-        raise DecodeError(UNDECODABLE, f"{part} does not decode as Avro with writer schema id {schema_id}: "
-                                       f"{type(exc).__name__}: {exc}") from None
+        raise DecodeError(
+            UNDECODABLE,
+            f"{part} does not decode as Avro with writer schema id {schema_id}: {type(exc).__name__}: {exc}",
+        ) from None
     if stream.tell() != len(payload):
-        raise DecodeError(UNDECODABLE, f"{part} has {len(payload) - stream.tell()} byte(s) beyond the Avro datum of "
-                                       f"writer schema id {schema_id}")
+        raise DecodeError(
+            UNDECODABLE,
+            f"{part} has {len(payload) - stream.tell()} byte(s) beyond the Avro datum of writer schema id {schema_id}",
+        )
     return record, schema_id
 
 

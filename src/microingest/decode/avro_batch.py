@@ -43,24 +43,35 @@ from microingest.decode.codec import DecodeError
 from microingest.decode.framing import split_frame
 from microingest.decode.registered import registered
 
-_TAKEN_AS_IS = {"string": ("string",), "integer": ("int", "long"), "double": ("float", "double"),
-                "boolean": ("boolean",), "timestamp": ("int", "long")}
-_TIMESTAMP_UNITS = {"timestamp-millis": MICROS_PER_MS, "local-timestamp-millis": MICROS_PER_MS,
-                    "timestamp-micros": 1, "local-timestamp-micros": 1}
+_TAKEN_AS_IS = {
+    "string": ("string",),
+    "integer": ("int", "long"),
+    "double": ("float", "double"),
+    "boolean": ("boolean",),
+    "timestamp": ("int", "long"),
+}
+_TIMESTAMP_UNITS = {
+    "timestamp-millis": MICROS_PER_MS,
+    "local-timestamp-millis": MICROS_PER_MS,
+    "timestamp-micros": 1,
+    "local-timestamp-micros": 1,
+}
 
 
 @dataclass(frozen=True)
 class _Reading:
     """How to read one writer schema's values for one declaration."""
+
     parsed: Any  # fastavro's parsed writer schema, the declared timestamps' logical types left out
     units: tuple[int, ...]  # per declared field: µs per unit of a timestamp's number (1 for the other types)
 
 
-_READINGS: dict[tuple, _Reading] = {}
+_READINGS: dict[tuple, _Reading | None] = {}
 
 
-def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline,
-                  registry: dict[str, str]) -> list[pa.Array] | None:
+def decode_values(
+    keys: pa.Array, values: pa.Array, pipeline: Pipeline, registry: dict[str, str]
+) -> list[pa.Array] | None:
     """(record_key, is_tombstone, value columns...) of the staged rows, as RecordProcessor would give them for each
     record, or None when this batch must go through RecordProcessor."""
     record_keys = staged_keys(keys, values, pipeline, "avro")
@@ -85,23 +96,23 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline,
     return [record_keys, pc.is_null(values)] + columns
 
 
-def _read(values: list[bytes], pipeline: Pipeline,
-          registry: dict[str, str]) -> tuple[list[dict], tuple[int, ...]] | None:
+def _read(
+    values: list[bytes], pipeline: Pipeline, registry: dict[str, str]
+) -> tuple[list[dict], tuple[int, ...]] | None:
     """Each value's writer record and the timestamps' units, or None."""
     from fastavro import schemaless_reader  # imported where records are read: the Spark driver need not load it
 
-    readings: dict[int, _Reading | None] = {}
-    records = []
+    readings: dict[int, _Reading] = {}
+    records: list[Any] = []
     for value in values:
         try:
             schema_id, payload = split_frame(value)
         except DecodeError:  # not framed: a dead letter
             return None
-        if schema_id not in readings:
-            readings[schema_id] = _reading(registry, schema_id, pipeline)
-        reading = readings[schema_id]
+        reading = readings.get(schema_id) or _reading(registry, schema_id, pipeline)
         if reading is None:
             return None
+        readings[schema_id] = reading
         stream = BytesIO(payload)
         try:
             records.append(schemaless_reader(stream, reading.parsed, None))
@@ -169,8 +180,8 @@ def _as_is(declared: str, avro_type: Any) -> tuple[Any, int] | None:
         return None if read is None else ([read[0] if t != "null" else t for t in avro_type], read[1])
     if isinstance(avro_type, str):
         name, logical = avro_type, None
-    elif isinstance(avro_type, dict):
-        name, logical = avro_type.get("type"), avro_type.get("logicalType")
+    elif isinstance(avro_type, dict) and isinstance(avro_type.get("type"), str):
+        name, logical = avro_type["type"], avro_type.get("logicalType")
     else:
         return None
     if declared == "string" and name == "enum" and isinstance(avro_type, dict):
@@ -182,4 +193,3 @@ def _as_is(declared: str, avro_type: Any) -> tuple[Any, int] | None:
     if declared == "timestamp" and name == "long" and logical in _TIMESTAMP_UNITS:
         return "long", _TIMESTAMP_UNITS[logical]
     return None
-

@@ -12,8 +12,13 @@ import pyarrow.compute as pc
 from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import storable
 
-ARROW_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_(),
-               "timestamp": pa.timestamp("us", tz="UTC")}
+ARROW_TYPES = {
+    "string": pa.string(),
+    "integer": pa.int64(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
 READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # a number of ms (or µs), converted by `checked`
 MICROS_PER_MS = 1000
 
@@ -30,8 +35,10 @@ def staged_keys(keys: pa.Array, values: pa.Array, pipeline: Pipeline, value_form
     record_keys = utf8(keys)
     if record_keys is None or (pipeline.sink_mode == "upsert_latest" and record_keys.null_count):
         return None
-    if pc.any(pc.match_substring(record_keys, "\x00")).as_py() or \
-            pc.any(pc.starts_with(record_keys, storable.KEY_HEX_PREFIX)).as_py():
+    if (
+        pc.any(pc.match_substring(record_keys, "\x00")).as_py()
+        or pc.any(pc.starts_with(record_keys, storable.KEY_HEX_PREFIX)).as_py()
+    ):
         return None
     return record_keys
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 from microingest.declare.pipeline import Field
 from microingest.decode import storable, timestamps
@@ -24,7 +25,7 @@ class DecodeError(ValueError):
         super().__init__(message)
 
 
-def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]:
+def decode_json(value: bytes | memoryview | None, schema: Sequence[Field]) -> tuple[Any, ...]:
     if value is None:
         raise DecodeError("tombstone", "value is null (tombstone)")
     try:
@@ -34,8 +35,9 @@ def decode_json(value: bytes | None, schema: Sequence[Field]) -> tuple[Any, ...]
     try:
         doc = json.loads(text, parse_float=Decimal, parse_int=_json_int)
     except json.JSONDecodeError as exc:
-        raise DecodeError("invalid_json", f"value is not valid JSON: {exc.msg} at line {exc.lineno} column "
-                                          f"{exc.colno}") from None
+        raise DecodeError(
+            "invalid_json", f"value is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise DecodeError("invalid_json", "value is JSON nested too deeply to decode") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
@@ -54,8 +56,9 @@ def _field(doc: dict, field: Field) -> Any:
     raw = doc.get(field.name)
     if raw is None:
         if field.required:
-            raise DecodeError("missing_field",
-                              f"field '{field.name}' is required but {'null' if field.name in doc else 'missing'}")
+            raise DecodeError(
+                "missing_field", f"field '{field.name}' is required but {'null' if field.name in doc else 'missing'}"
+            )
         return None
     try:
         return _CONVERTERS[field.type](raw)
@@ -121,8 +124,13 @@ def _timestamp(v: Any) -> datetime:
 
 _CONVERTERS = {"string": _string, "integer": _integer, "double": _double, "boolean": _boolean, "timestamp": _timestamp}
 
-PG_TYPES = {"string": "text", "integer": "bigint", "double": "double precision", "boolean": "boolean",
-            "timestamp": "timestamptz"}
+PG_TYPES = {
+    "string": "text",
+    "integer": "bigint",
+    "double": "double precision",
+    "boolean": "boolean",
+    "timestamp": "timestamptz",
+}
 
 
 def copy_text_row(values: Sequence[Any]) -> str:

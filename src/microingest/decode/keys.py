@@ -11,30 +11,37 @@ A key that does not decode is the record's problem: a dead letter with its reaso
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microingest.decode import storable
 from microingest.decode.codec import DecodeError
+from microingest.decode.registered import required
 
 KEY = "key"  # the `part` named in decode errors
 
 
 def key_decoder(key_format: str, registry: dict[str, str] | None) -> Callable[[bytes], str]:
+    # Each format's decoder (fastavro, protobuf) is loaded only by the pipelines whose keys are in that format.
     if key_format == "avro":
         from microingest.decode.avro import decode_avro_datum, plain
 
-        return lambda key: key_text_of(plain(decode_avro_datum(key, registry, KEY)[0]))
+        avro_registry = required(registry, key_format)
+        return lambda key: key_text_of(plain(decode_avro_datum(key, avro_registry, KEY)[0]))
     if key_format == "protobuf":
         from google.protobuf.json_format import MessageToDict
 
         from microingest.decode.protobuf import decode_protobuf_message
 
-        return lambda key: key_text_of(MessageToDict(decode_protobuf_message(key, registry, KEY)[0],
-                                                     preserving_proto_field_name=True))
+        proto_registry = required(registry, key_format)
+        return lambda key: key_text_of(
+            MessageToDict(decode_protobuf_message(key, proto_registry, KEY)[0], preserving_proto_field_name=True)
+        )
     if key_format == "json_schema":
         from microingest.decode.registered import framed
 
-        return lambda key: key_text_of(_json(framed(key, registry, "JSON", KEY)[1]))
+        json_registry = required(registry, key_format)
+        return lambda key: key_text_of(_json(framed(key, json_registry, "JSON", KEY)[1]))
     return lambda key: storable.key_text(bytes(key))
 
 

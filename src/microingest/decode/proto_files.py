@@ -66,8 +66,16 @@ def _compiled(text: dict[str, str], binary: list, what: str) -> list[descriptor_
             (root / name).write_text(schema, encoding="utf-8")
         known_path, out = Path(tmp, "known.pb"), Path(tmp, "out.pb")
         known_path.write_bytes(known.SerializeToString())
-        command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}", f"--descriptor_set_in={known_path}",
-                   "--include_imports", f"--descriptor_set_out={out}", *text]
+        command = [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{root}",
+            f"--descriptor_set_in={known_path}",
+            "--include_imports",
+            f"--descriptor_set_out={out}",
+            *text,
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=_PROTOC_SECONDS)
         if done.returncode != 0:
             problem = (done.stderr or done.stdout).strip().replace(str(root) + "/", "")
@@ -81,8 +89,11 @@ def _unregistered_imports() -> list[descriptor_pb2.FileDescriptorProto]:
     from confluent_kafka.schema_registry.common.protobuf import _init_pool
 
     files = []
-    _init_pool(SimpleNamespace(AddSerializedFile=lambda data: files.append(
-        descriptor_pb2.FileDescriptorProto.FromString(data))))
+    _init_pool(
+        SimpleNamespace(
+            AddSerializedFile=lambda data: files.append(descriptor_pb2.FileDescriptorProto.FromString(data))
+        )
+    )
     return files
 
 

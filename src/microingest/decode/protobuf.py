@@ -10,8 +10,9 @@ writer's version lacks, or one with presence that is unset, is null; a scalar wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timezone
-from typing import Any, Sequence
+from typing import Any
 
 from google.protobuf import descriptor_pb2
 
@@ -22,8 +23,10 @@ from microingest.systems.schema_registry import UnreadableSchemaError, reference
 
 _CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
 _FILES: dict[tuple[str, int], Any] = {}
-_WRAPPERS = {f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool",
-                                                   "String", "Bytes")}
+_WRAPPERS = {
+    f"google.protobuf.{n}Value"
+    for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
+}
 
 
 def message_indexes(payload: memoryview) -> tuple[tuple[int, ...], memoryview]:
@@ -59,8 +62,11 @@ def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]
     try:
         return {name: _value(message, name) for name in names}
     except (ValueError, OverflowError) as exc:  # e.g. a Timestamp beyond the years 1 to 9999
-        raise DecodeError(UNDECODABLE, f"the Protobuf message {message.DESCRIPTOR.full_name} of writer schema id "
-                                       f"{schema_id} holds a value out of range: {exc}") from None
+        raise DecodeError(
+            UNDECODABLE,
+            f"the Protobuf message {message.DESCRIPTOR.full_name} of writer schema id "
+            f"{schema_id} holds a value out of range: {exc}",
+        ) from None
 
 
 def decode_protobuf_message(value: bytes, registry: dict[str, str], part: str = "value") -> tuple[Any, int]:
@@ -71,8 +77,11 @@ def decode_protobuf_message(value: bytes, registry: dict[str, str], part: str = 
     try:
         message.ParseFromString(bytes(body))
     except Exception as exc:  # a DecodeError of protobuf's: the same bytes fail the same way on every retry
-        raise DecodeError(UNDECODABLE, f"{part} does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
-                                       f"of writer schema id {schema_id}: {exc}") from None
+        raise DecodeError(
+            UNDECODABLE,
+            f"{part} does not decode as the Protobuf message {message.DESCRIPTOR.full_name} "
+            f"of writer schema id {schema_id}: {exc}",
+        ) from None
     return message, schema_id
 
 
@@ -108,8 +117,9 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
             for index in path[1:]:
                 descriptor = descriptor.nested_types[index]
         except (IndexError, TypeError, OverflowError):  # beyond the file's messages, or no index at all
-            raise DecodeError(UNDECODABLE, f"message indexes {list(path)} name no message of writer schema id "
-                                           f"{schema_id}") from None
+            raise DecodeError(
+                UNDECODABLE, f"message indexes {list(path)} name no message of writer schema id {schema_id}"
+            ) from None
         _CLASSES[key] = message_factory.GetMessageClass(descriptor)
     return _CLASSES[key]
 
@@ -127,8 +137,9 @@ def _file(registry: dict[str, str], schema_id: int, schema):
         from confluent_kafka.schema_registry.common.protobuf import _init_pool
         from google.protobuf import descriptor_pool
 
-        main = (from_base64(schema.schema_str) or descriptor_pb2.FileDescriptorProto()).name or \
-            f"schema_{schema_id}.proto"
+        main = (
+            from_base64(schema.schema_str) or descriptor_pb2.FileDescriptorProto()
+        ).name or f"schema_{schema_id}.proto"
         what = f"writer schema id {schema_id}"
         pool = descriptor_pool.DescriptorPool()
         _init_pool(pool)
@@ -142,8 +153,9 @@ def _file(registry: dict[str, str], schema_id: int, schema):
             try:
                 pool.AddSerializedFile(proto.SerializeToString())
             except Exception as exc:  # an import none of those provide: not the record's fault
-                raise UnreadableSchemaError(f"{what} cannot be built into a descriptor ({proto.name}): "
-                                            f"{type(exc).__name__}: {exc}") from None
+                raise UnreadableSchemaError(
+                    f"{what} cannot be built into a descriptor ({proto.name}): {type(exc).__name__}: {exc}"
+                ) from None
         _FILES[key] = pool.FindFileByName(main), next(f for f in files if f.name == main)
     return _FILES[key]
 

@@ -7,11 +7,13 @@ again on retry) become dead letters; anything else propagates and fails the batc
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
 from microingest.decode.keys import key_decoder
+from microingest.decode.registered import required
 
 # error_class values of microingest.dead_letters
 TOMBSTONE = "tombstone"
@@ -54,34 +56,41 @@ class RecordProcessor:
         if value is None:
             if self.keyed:
                 return (record_key, True) + (None,) * len(self.names)
-            raise BadRecord(TOMBSTONE, f"value is null (tombstone); sink mode {self.pipeline.sink_mode} has no "
-                                       "use for deletions")
+            raise BadRecord(
+                TOMBSTONE, f"value is null (tombstone); sink mode {self.pipeline.sink_mode} has no use for deletions"
+            )
         if len(value) > self.pipeline.max_value_bytes:
-            raise BadRecord(VALUE_TOO_LARGE, f"value is {len(value)} bytes, more than max_value_bytes "
-                                             f"{self.pipeline.max_value_bytes}")
+            raise BadRecord(
+                VALUE_TOO_LARGE,
+                f"value is {len(value)} bytes, more than max_value_bytes {self.pipeline.max_value_bytes}",
+            )
         try:
             values = self._decoded(value)
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
         if self.transform is not None:
-            values = self._transformed(values)
+            values = self._transformed(self.transform, values)
         return (record_key, False) + values
 
     def _value_decoder(self) -> Callable[[bytes], tuple[Any, ...]]:
         """value bytes -> the declared fields, typed, for the pipeline's value format."""
-        fmt, registry, schema = self.pipeline.value_format, self.registry, self.schema
+        fmt, schema = self.pipeline.value_format, self.schema
+        # Each format's decoder (fastavro, protobuf) is loaded only by the pipelines that read that format.
         if fmt == "avro":
             from microingest.decode.avro import decode_avro
 
-            return lambda value: fields_from_object(decode_avro(value, registry), schema)
+            avro_registry = required(self.registry, fmt)
+            return lambda value: fields_from_object(decode_avro(value, avro_registry), schema)
         if fmt == "protobuf":
             from microingest.decode.protobuf import decode_protobuf
 
-            return lambda value: fields_from_object(decode_protobuf(value, registry, self.names), schema)
+            proto_registry = required(self.registry, fmt)
+            return lambda value: fields_from_object(decode_protobuf(value, proto_registry, self.names), schema)
         if fmt == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
             from microingest.decode.registered import framed
 
-            return lambda value: decode_json(framed(value, registry, "JSON")[1], schema)
+            json_registry = required(self.registry, fmt)
+            return lambda value: decode_json(framed(value, json_registry, "JSON")[1], schema)
         return lambda value: decode_json(value, schema)
 
     def _key(self, key: bytes | None) -> str | None:
@@ -94,14 +103,14 @@ class RecordProcessor:
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
 
-    def _transformed(self, values: tuple) -> tuple:
+    def _transformed(self, transform: Callable[[dict], dict], values: tuple) -> tuple:
         try:
-            out = self.transform(dict(zip(self.names, values)))
+            out = transform(dict(zip(self.names, values)))
             if not isinstance(out, dict):
                 raise TypeError(f"transform returned {type(out).__name__}, not a dict")
             coerced = fields_from_object(out, self.schema)
         except Exception as exc:  # a transform is user code: any exception it raises is this record's problem
-            raise BadRecord(TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: "
-                                              f"{type(exc).__name__}: {exc}") from None
+            raise BadRecord(
+                TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: {type(exc).__name__}: {exc}"
+            ) from None
         return coerced
-

@@ -2,8 +2,8 @@
 Postgres as CSV) and its dead letters (COPY text lines).
 
 The batch is decoded whole by `arrow_json` (JSON) or `avro_batch` (Avro) when it can be, else record by record by
-`records.RecordProcessor`, which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's CSV writer: strings
-always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
+`records.RecordProcessor`, which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's
+CSV writer: strings always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -22,6 +23,7 @@ from microingest.decode import arrow_json, avro_batch, storable
 from microingest.decode.batch_columns import ARROW_TYPES
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.registered import required
 
 KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark.batch reads them
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -35,8 +37,9 @@ class StagedBatch:
     dead_letters: list[str]
 
 
-def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str,
-                dead_letter_lead: tuple[str, ...] | None = None) -> StagedBatch:
+def stage_batch(
+    batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str, dead_letter_lead: tuple[str, ...] | None = None
+) -> StagedBatch:
     """The staged rows and dead letters of one Arrow batch with KAFKA_COLUMNS. Each dead letter's line starts with
     `dead_letter_lead` (by default the batch id alone, as staging keeps them)."""
     lead = (batch_id,) if dead_letter_lead is None else dead_letter_lead
@@ -48,8 +51,11 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
         try:
             staged.append(processor.process(key, value))
         except BadRecord as exc:
-            dead.append(_dead_letter(lead, (topic, partition, offset, ts_micros, key, value, headers),
-                                     exc.error_class, str(exc)))
+            dead.append(
+                _dead_letter(
+                    lead, (topic, partition, offset, ts_micros, key, value, headers), exc.error_class, str(exc)
+                )
+            )
             continue
         kept.append(i)
     types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in processor.pipeline.schema]
@@ -58,23 +64,34 @@ def stage_batch(batch: pa.RecordBatch, processor: RecordProcessor, batch_id: str
     return StagedBatch(_rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded), dead)
 
 
-def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str,
-                 message: str) -> list[str]:
+def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str, message: str) -> list[str]:
     """Every record of the batch as a dead letter of one class and message (a skip's)."""
     return [_dead_letter(dead_letter_lead, record, error_class, message) for record in _records(batch)]
 
 
 def _dead_letter(lead: tuple[str, ...], record: tuple, error_class: str, message: str) -> str:
     topic, partition, offset, ts_micros, key, value, headers = record
-    return copy_text_row((*lead, topic, partition, offset, _kafka_time(ts_micros), key, value, headers_json(headers),
-                          error_class, storable.message(message)))
+    return copy_text_row(
+        (
+            *lead,
+            topic,
+            partition,
+            offset,
+            _kafka_time(ts_micros),
+            key,
+            value,
+            headers_json(headers),
+            error_class,
+            storable.message(message),
+        )
+    )
 
 
 def whole_batch(batch: pa.RecordBatch, processor: RecordProcessor) -> list[pa.Array] | None:
     """The batch's staged columns decoded at once, when its format's whole-batch decoder takes it."""
     keys, values, pipeline = batch.column("key"), batch.column("value"), processor.pipeline
     if pipeline.value_format == "avro":
-        return avro_batch.decode_values(keys, values, pipeline, processor.registry)
+        return avro_batch.decode_values(keys, values, pipeline, required(processor.registry, "avro"))
     return arrow_json.decode_values(keys, values, pipeline)
 
 
@@ -85,8 +102,13 @@ def csv_bytes(rows: pa.Table) -> bytes:
 
 
 def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array]) -> pa.Table:
-    source = [batch.column("topic"), batch.column("partition"), batch.column("offset"),
-              batch.column("ts_micros").cast(_KAFKA_TIMESTAMP), pa.array([batch_id] * batch.num_rows, pa.string())]
+    source = [
+        batch.column("topic"),
+        batch.column("partition"),
+        batch.column("offset"),
+        batch.column("ts_micros").cast(_KAFKA_TIMESTAMP),
+        pa.array([batch_id] * batch.num_rows, pa.string()),
+    ]
     return pa.Table.from_arrays(source + decoded, names=[str(i) for i in range(len(source) + len(decoded))])
 
 
@@ -109,8 +131,9 @@ def headers_json(spark_json: str | None) -> list[dict] | None:
     one), in the dead-letter table's form (`stored_headers`)."""
     if not spark_json:
         return None
-    return stored_headers([(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
-                           for h in json.loads(spark_json)])
+    return stored_headers(
+        [(h["key"], None if h.get("value") is None else base64.b64decode(h["value"])) for h in json.loads(spark_json)]
+    )
 
 
 def stored_headers(headers: list[tuple[str, bytes | None]]) -> list[dict] | None:

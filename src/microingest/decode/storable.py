@@ -35,8 +35,10 @@ def text(value: str) -> str:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise Unstorable(f"contains a lone surrogate (U+{ord(value[exc.start]):04X} at character {exc.start}), "
-                             "which UTF-8 cannot encode") from None
+            raise Unstorable(
+                f"contains a lone surrogate (U+{ord(value[exc.start]):04X} at character {exc.start}), "
+                "which UTF-8 cannot encode"
+            ) from None
     return value
 
 

@@ -24,8 +24,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
 # The extended time of day after the date and its separator: hours, minutes, seconds, the fraction's digits.
-_TIME_OF_DAY = re.compile(r"(?P<head>.+?[T ])(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?(?P<tail>.*)",
-                          re.DOTALL)
+_TIME_OF_DAY = re.compile(
+    r"(?P<head>.+?[T ])(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d+))?(?P<tail>.*)", re.DOTALL
+)
 
 
 def from_epoch_millis(value: int | float | Decimal) -> datetime:

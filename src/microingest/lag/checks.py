@@ -14,15 +14,19 @@ last run's position, and a row of those would read as a stuck position (STALL) w
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
 
+from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags, time_lag
-from microingest.lag.policy import GatePolicy, SlaPolicy
 from microingest.lag.states import LagState, Observation
+from microingest.lag.status import pipeline_status
+from microingest.systems.kafka_access import record_timestamps
+from microingest.systems.pipeline_systems import PipelineSystems
+from microingest.systems.postgres import PostgresUnavailableError
 
 UNHEALTHY = (LagState.STALL, LagState.STOP, LagState.ERR)
 log = logging.getLogger(__name__)
@@ -42,8 +46,6 @@ class Check:
 
 
 def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None) -> Check:
-    from microingest.systems.kafka_access import record_timestamps
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     systems = PipelineSystems.of(pipeline)
@@ -60,16 +62,23 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
     oldest = max((a for a in ages if a is not None), default=None)
     seconds = None if oldest is None else oldest.total_seconds()
     if oldest is not None and oldest >= timedelta(seconds=gate.max_wait_seconds):
-        return Check(True, f"{waiting:,} records wait, the oldest for {seconds:.0f}s (max_wait_seconds "
-                           f"{gate.max_wait_seconds})", waiting, seconds)
+        return Check(
+            True,
+            f"{waiting:,} records wait, the oldest for {seconds:.0f}s (max_wait_seconds {gate.max_wait_seconds})",
+            waiting,
+            seconds,
+        )
     age = "unknown age" if seconds is None else f"the oldest for {seconds:.0f}s"
-    return Check(False, f"{waiting:,} records wait ({age}): below min_records {gate.min_records:,} and "
-                        f"max_wait_seconds {gate.max_wait_seconds}", waiting, seconds)
+    return Check(
+        False,
+        f"{waiting:,} records wait ({age}): below min_records {gate.min_records:,} and "
+        f"max_wait_seconds {gate.max_wait_seconds}",
+        waiting,
+        seconds,
+    )
 
 
 def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None) -> Check:
-    from microingest.lag.status import pipeline_status
-    from microingest.systems.pipeline_systems import PipelineSystems
 
     now = now or datetime.now(timezone.utc)
     systems = PipelineSystems.of(pipeline)
@@ -78,15 +87,21 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
     age = status.time_lag
     seconds = None if age is None else age.total_seconds()
     state = status.verdict.state
-    common = {"offset_lag": status.offset_lag, "time_lag_seconds": seconds, "state": state.name}
+
+    def check(met: bool, summary: str, breach: str = "") -> Check:
+        return Check(met, summary, status.offset_lag, seconds, state.name, breach)
+
     if seconds is not None and seconds > sla.max_time_lag_seconds:
-        return Check(False, f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
-                            f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
-                     breach="time_lag", **common)
+        return check(
+            False,
+            f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
+            f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
+            breach="time_lag",
+        )
     if state in UNHEALTHY:
-        return Check(False, f"state {state.name}: {status.verdict.reason}", breach="state", **common)
+        return check(False, f"state {state.name}: {status.verdict.reason}", breach="state")
     lag_text = "unknown" if seconds is None else f"{seconds:.0f}s"
-    return Check(True, f"state {state.name}, time lag {lag_text}, {status.offset_lag:,} records wait", **common)
+    return check(True, f"state {state.name}, time lag {lag_text}, {status.offset_lag:,} records wait")
 
 
 def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]:
@@ -96,14 +111,19 @@ def caught_up(lags: Iterable[PartitionLag], now: datetime) -> list[PartitionLag]
 
 def record_caught_up(pipeline: Pipeline, systems, lags: Iterable[PartitionLag], source: str, now: datetime) -> None:
     """Best effort: a check that could not record still answers (the next poke records again)."""
-    from microingest.systems.postgres import PostgresUnavailableError
 
     seen = caught_up(lags, now)
     if not seen:
         return
     try:
         with systems.db() as conn, conn:
-            lag_history.record(conn, pipeline.name, {lag.partition: lag.next_offset for lag in seen},
-                               {lag.partition: lag.latest for lag in seen}, source, at=now)
+            lag_history.record(
+                conn,
+                pipeline.name,
+                {lag.partition: lag.next_offset for lag in seen},
+                {lag.partition: lag.latest for lag in seen},
+                source,
+                at=now,
+            )
     except PostgresUnavailableError as exc:
         log.warning("could not record the caught-up partitions of %s: %s", pipeline.name, exc)

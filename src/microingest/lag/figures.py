@@ -9,11 +9,15 @@ A partition with no offset lag has no time lag, however long ago its producer la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
 
+from microingest.batches import Positions
+from microingest.commit.ledger import read_ledger
 from microingest.declare.pipeline import Pipeline
+from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, record_timestamps
+from microingest.systems.pipeline_systems import PipelineSystems
 
 
 @dataclass(frozen=True)
@@ -58,31 +62,41 @@ def interpolated_time(offset: int, points: Sequence[tuple[datetime, int]]) -> da
     return lower_at + (upper_at - lower_at) * fraction
 
 
-def time_lag(position: int, latest: int, now: datetime, record_ms: int | None,
-             points: Sequence[tuple[datetime, int]] = ()) -> tuple[timedelta | None, str]:
+def time_lag(
+    position: int, latest: int, now: datetime, record_ms: int | None, points: Sequence[tuple[datetime, int]] = ()
+) -> tuple[timedelta | None, str]:
     """(time lag, where it came from) of a partition at `position` whose last stable offset is `latest`."""
     if position >= latest:
         return timedelta(0), ""
     if record_ms is not None and record_ms >= 0:
         written = datetime.fromtimestamp(record_ms / 1000, timezone.utc)
         return max(now - written, timedelta(0)), "record"
-    written = interpolated_time(position, points)
-    if written is None:
+    estimated = interpolated_time(position, points)
+    if estimated is None:
         return None, ""
-    return max(now - written, timedelta(0)), "interpolated"
+    return max(now - estimated, timedelta(0)), "interpolated"
 
 
-def partition_lags(pipeline: Pipeline, systems, now: datetime | None = None,
-                   points: dict[int, list[tuple[datetime, int]]] | None = None,
-                   fetch_records: bool = True) -> list[PartitionLag]:
+def pipeline_positions(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
+    """Where the pipeline is (its ledger), and what Kafka holds."""
+    with systems.db() as conn:
+        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
+    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
+    return Positions(ledger, earliest, latest)
+
+
+def partition_lags(
+    pipeline: Pipeline,
+    systems,
+    now: datetime | None = None,
+    points: dict[int, list[tuple[datetime, int]]] | None = None,
+    fetch_records: bool = True,
+) -> list[PartitionLag]:
     """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
     query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
     `points` (observations per partition) fill in where no record was fetched."""
-    from microingest.plan.live import observe
-    from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
-
     now = now or datetime.now(timezone.utc)
-    ledger, earliest, latest = observe(pipeline, systems)
+    ledger, earliest, latest = pipeline_positions(pipeline, systems)
     base = [PartitionLag(pipeline.topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]
     waiting = {lag.partition: lag.position for lag in base if lag.lag}
     stamps: dict[int, int] = {}
@@ -93,7 +107,8 @@ def partition_lags(pipeline: Pipeline, systems, now: datetime | None = None,
             stamps = {}  # the offsets were just read; interpolation still gives a figure
     out = []
     for lag in base:
-        age, source = time_lag(lag.position, lag.latest, now, stamps.get(lag.partition),
-                               (points or {}).get(lag.partition, ()))
+        age, source = time_lag(
+            lag.position, lag.latest, now, stamps.get(lag.partition), (points or {}).get(lag.partition, ())
+        )
         out.append(PartitionLag(lag.topic, lag.partition, lag.next_offset, lag.latest, lag.earliest, age, source))
     return out

@@ -27,7 +27,7 @@ class GroupMirror:
         self._pending: dict[int, int] = {}
         self._wake = threading.Condition()
         self._closing = False
-        self._consumer = None
+        self._consumer: Any = None  # a KafkaConsumer, made on the first commit
         self._thread = threading.Thread(target=self._loop, name=f"group-mirror-{pipeline}", daemon=True)
         self._thread.start()
 
@@ -45,8 +45,9 @@ class GroupMirror:
             self._wake.notify()
         self._thread.join(timeout)
         if self._thread.is_alive():
-            log.warning("consumer group %s: mirroring still pending after %.0fs; left to the next commit",
-                        self.group, timeout)
+            log.warning(
+                "consumer group %s: mirroring still pending after %.0fs; left to the next commit", self.group, timeout
+            )
 
     def _loop(self) -> None:
         while True:
@@ -68,13 +69,23 @@ class GroupMirror:
 
         try:
             if self._consumer is None:
-                self._consumer = KafkaConsumer(**self.config, group_id=self.group, enable_auto_commit=False,
-                                               bootstrap_timeout_ms=self.timeout_ms,
-                                               request_timeout_ms=self.timeout_ms + 1000)
-            self._consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, METADATA, -1)
-                                   for p, o in positions.items()}, timeout_ms=self.timeout_ms)
-            log.info("consumer group %s: mirrored %s", self.group,
-                     ", ".join(f"{self.topic}[{p}]@{o}" for p, o in sorted(positions.items())))
+                self._consumer = KafkaConsumer(
+                    **self.config,
+                    group_id=self.group,
+                    enable_auto_commit=False,
+                    bootstrap_timeout_ms=self.timeout_ms,
+                    request_timeout_ms=self.timeout_ms + 1000,
+                )
+            self._consumer.commit(
+                {TopicPartition(self.topic, p): OffsetAndMetadata(o, METADATA, -1) for p, o in positions.items()},
+                timeout_ms=self.timeout_ms,
+            )
+            log.info(
+                "consumer group %s: mirrored %s",
+                self.group,
+                ", ".join(f"{self.topic}[{p}]@{o}" for p, o in sorted(positions.items())),
+            )
         except Exception as exc:  # best effort by design: the Postgres commit already happened and stands
-            log.warning("consumer group %s: could not mirror the ledger positions (%s); the next commit will",
-                        self.group, exc)
+            log.warning(
+                "consumer group %s: could not mirror the ledger positions (%s); the next commit will", self.group, exc
+            )

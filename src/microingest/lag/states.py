@@ -28,9 +28,10 @@ without a schedule).
 from __future__ import annotations
 
 import enum
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Sequence
 
 MIN_WINDOW = timedelta(minutes=15)
 UNSCHEDULED_WINDOW = timedelta(hours=1)
@@ -90,11 +91,16 @@ def schedule_period(schedule: str) -> timedelta:
     it, fires = croniter(schedule, start), [start]
     while len(fires) < 2 or (fires[-1] < start + timedelta(days=7) and len(fires) < 2000):
         fires.append(it.get_next(datetime))
-    return max(b - a for a, b in zip(fires[1:], fires[2:])) if len(fires) > 2 else fires[1] - fires[0]
+    return max(b - a for a, b in itertools.pairwise(fires[1:])) if len(fires) > 2 else fires[1] - fires[0]
 
 
-def evaluate_partition(observations: Sequence[Observation], now: datetime, rules: Rules,
-                       last_commit: datetime | None, error: str | None = None) -> Verdict:
+def evaluate_partition(
+    observations: Sequence[Observation],
+    now: datetime,
+    rules: Rules,
+    last_commit: datetime | None,
+    error: str | None = None,
+) -> Verdict:
     if error:
         return Verdict(LagState.ERR, error)
     if not observations:
@@ -111,8 +117,9 @@ def last_caught_up(observations: Iterable[Observation]) -> datetime | None:
     return max((o.at for o in observations if o.caught_up), default=None)
 
 
-def _stopped(latest: Observation, now: datetime, rules: Rules, last_commit: datetime | None,
-             caught_up: datetime | None) -> Verdict | None:
+def _stopped(
+    latest: Observation, now: datetime, rules: Rules, last_commit: datetime | None, caught_up: datetime | None
+) -> Verdict | None:
     waiting = f"{latest.lag:,} records wait"
     if last_commit is None and caught_up is None:
         return Verdict(LagState.STOP, f"{waiting} and the pipeline has never committed")
@@ -121,27 +128,37 @@ def _stopped(latest: Observation, now: datetime, rules: Rules, last_commit: date
     if idle <= rules.window:
         return None
     if since == last_commit:
-        return Verdict(LagState.STOP, f"{waiting} and nothing was committed for {_span(idle)} "
-                                      f"(window {_span(rules.window)})")
+        return Verdict(
+            LagState.STOP, f"{waiting} and nothing was committed for {_span(idle)} (window {_span(rules.window)})"
+        )
     committed = "the pipeline has never committed" if last_commit is None else "nothing was committed since"
-    return Verdict(LagState.STOP, f"{waiting}: the partition was last seen caught up {_span(idle)} ago and "
-                                  f"{committed} (window {_span(rules.window)})")
+    return Verdict(
+        LagState.STOP,
+        f"{waiting}: the partition was last seen caught up {_span(idle)} ago and "
+        f"{committed} (window {_span(rules.window)})",
+    )
 
 
-def _trend(observations: Sequence[Observation], latest: Observation, now: datetime, rules: Rules,
-           caught_up: datetime | None) -> Verdict:
+def _trend(
+    observations: Sequence[Observation], latest: Observation, now: datetime, rules: Rules, caught_up: datetime | None
+) -> Verdict:
     # Up to the last caught-up observation no records waited: a position that did not move then is no stall.
-    window = sorted((o for o in observations if o.at >= now - rules.window and (caught_up is None or o.at > caught_up)),
-                    key=lambda o: o.at)[-rules.sample:]
+    window = sorted(
+        (o for o in observations if o.at >= now - rules.window and (caught_up is None or o.at > caught_up)),
+        key=lambda o: o.at,
+    )[-rules.sample :]
     if len(window) < rules.min_observations:
-        return Verdict(LagState.OK, f"{latest.lag:,} records behind; {len(window)} observation(s) in the window, "
-                                    f"too few to judge a trend")
+        return Verdict(
+            LagState.OK,
+            f"{latest.lag:,} records behind; {len(window)} observation(s) in the window, too few to judge a trend",
+        )
     if window[0].position == window[-1].position:
         where = "not started" if window[-1].position is None else f"stuck at {window[-1].position:,}"
-        return Verdict(LagState.STALL, f"position {where} for {_span(now - window[0].at)} while {latest.lag:,} "
-                                       "records wait")
+        return Verdict(
+            LagState.STALL, f"position {where} for {_span(now - window[0].at)} while {latest.lag:,} records wait"
+        )
     lags = [o.lag for o in window]
-    if all(b >= a for a, b in zip(lags, lags[1:])):
+    if all(b >= a for a, b in itertools.pairwise(lags)):
         return Verdict(LagState.WARN, f"lag not shrinking over the window: {lags[0]:,} → {lags[-1]:,} records")
     return Verdict(LagState.OK, f"{latest.lag:,} records behind and catching up")
 

@@ -21,20 +21,28 @@ def age(delta: timedelta | None) -> str:
 def status_lines(status: PipelineStatus, now: datetime | None = None) -> list[str]:
     now = now or datetime.now(timezone.utc)
     since = f"{age(now - status.last_commit)} ago" if status.last_commit else "never"
-    lines = [f"{status.pipeline} ({status.topic}): {status.verdict.state.name}  {status.verdict.reason}",
-             f"  offset lag {status.offset_lag:,}, time lag {age(status.time_lag)}; last commit {since}; "
-             f"window {age(status.window)}"]
+    lines = [
+        f"{status.pipeline} ({status.topic}): {status.verdict.state.name}  {status.verdict.reason}",
+        f"  offset lag {status.offset_lag:,}, time lag {age(status.time_lag)}; last commit {since}; "
+        f"window {age(status.window)}",
+    ]
     if status.partitions:
-        lines.append(f"  {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} {'time lag':>10}  "
-                     "state  reason")
+        lines.append(
+            f"  {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} {'time lag':>10}  "
+            "state  reason"
+        )
         for lag, verdict in status.partitions:
             time_lag = age(lag.time_lag) + ("~" if lag.time_source == "interpolated" else "")
-            lines.append(f"  {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} {time_lag:>10}  "
-                         f"{verdict.state.name:<5}  {verdict.reason}")
+            lines.append(
+                f"  {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} {time_lag:>10}  "
+                f"{verdict.state.name:<5}  {verdict.reason}"
+            )
     if status.batches:
         lines.append("  last batches:")
         for b in status.batches:
-            lines.append(f"    {b.committed_at:%Y-%m-%d %H:%M:%S} {b.kind:<8} {b.records_read:>9,} read "
-                         f"{b.rows_written:>9,} rows {b.dead_letters:>5,} dead letters {b.seconds:>7.1f}s "
-                         f"({b.rows_per_second:,.0f} rows/s)" + (f"  {b.note}" if b.note else ""))
+            lines.append(
+                f"    {b.committed_at:%Y-%m-%d %H:%M:%S} {b.kind:<8} {b.records_read:>9,} read "
+                f"{b.rows_written:>9,} rows {b.dead_letters:>5,} dead letters {b.seconds:>7.1f}s "
+                f"({b.rows_per_second:,.0f} rows/s)" + (f"  {b.note}" if b.note else "")
+            )
     return lines

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
 
-from microingest.commit.history import CommittedBatch
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import CommittedBatch, OffsetRange
 
 
 def announced_batch_ids(extras: Iterable[Mapping | None]) -> set[str]:

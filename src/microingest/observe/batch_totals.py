@@ -25,10 +25,14 @@ def batch_totals(conn, pipeline: str) -> list[KindTotals]:
     """Per kind of batch that reads records (pins read none)."""
     buckets = ", ".join("count(*) FILTER (WHERE d <= %s)" for _ in DURATION_BUCKETS)
     with conn.cursor() as cur:
-        cur.execute(f"SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), {buckets} "
-                    "FROM (SELECT kind, records_read, rows_written, dead_letters, "
-                    "extract(epoch FROM committed_at - started_at)::float8 AS d FROM microingest.batches "
-                    "WHERE pipeline = %s AND kind <> 'pin') b GROUP BY kind ORDER BY kind",
-                    (*DURATION_BUCKETS, pipeline))
-        return [KindTotals(kind, n, int(read), int(written), int(dead), float(seconds or 0), tuple(les))
-                for kind, n, read, written, dead, seconds, *les in cur.fetchall()]
+        cur.execute(
+            f"SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), {buckets} "
+            "FROM (SELECT kind, records_read, rows_written, dead_letters, "
+            "extract(epoch FROM committed_at - started_at)::float8 AS d FROM microingest.batches "
+            "WHERE pipeline = %s AND kind <> 'pin') b GROUP BY kind ORDER BY kind",
+            (*DURATION_BUCKETS, pipeline),
+        )
+        return [
+            KindTotals(kind, n, int(read), int(written), int(dead), float(seconds or 0), tuple(les))
+            for kind, n, read, written, dead, seconds, *les in cur.fetchall()
+        ]

@@ -31,7 +31,7 @@ class TableName:
     table: str
 
     @classmethod
-    def of(cls, postgres: ConnectionInfo, target_table: str) -> "TableName":
+    def of(cls, postgres: ConnectionInfo, target_table: str) -> TableName:
         params = postgres_params(postgres)
         schema, table = split_table_name(target_table)
         return cls(params["host"], int(params["port"]), params["dbname"], schema, table)

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 
 import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
-from openlineage.client.facet_v2 import (RunFacet,
-                                         output_statistics_output_dataset,
-                                         schema_dataset)
+from openlineage.client.facet_v2 import RunFacet, output_statistics_output_dataset, schema_dataset
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 from microingest.commit.table_shape import declared_shape
 from microingest.declare.pipeline import Pipeline
 from microingest.observe.announcements import merged_ranges
@@ -32,7 +30,7 @@ class MicroingestOffsetsRunFacet(RunFacet):
 
     pipeline: str
     kind: str  # live | backfill | skip
-    batchIds: list[str]  # noqa: N815 (OpenLineage facets name fields in camelCase)
+    batchIds: list[str]
     ranges: list[dict]
 
     @staticmethod
@@ -47,27 +45,46 @@ class Lineage:
     run_facets: dict[str, RunFacet] = field(default_factory=dict)
 
 
-def ingest_lineage(pipeline: Pipeline, kafka: ConnectionInfo, postgres: ConnectionInfo, kind: str,
-                   batches: Sequence[CommittedBatch] | None = None) -> Lineage:
+def ingest_lineage(
+    pipeline: Pipeline,
+    kafka: ConnectionInfo,
+    postgres: ConnectionInfo,
+    kind: str,
+    batches: Sequence[CommittedBatch] | None = None,
+) -> Lineage:
     """The datasets of a run; with its committed `batches` (after the run, or after it failed), their figures too."""
     topic = topic_dataset(kafka, pipeline.topic)
     target = TableName.of(postgres, pipeline.target_table).dataset
     dead = TableName.of(postgres, DEAD_LETTERS_TABLE).dataset
-    fields = [schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type)
-              for c in declared_shape(pipeline).columns]
+    fields = [
+        schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type) for c in declared_shape(pipeline).columns
+    ]
     target_stats: dict = {}
     dead_stats: dict = {}
     run_facets: dict = {}
     if batches is not None:
         target_stats["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=sum(b.rows_written for b in batches))
+            rowCount=sum(b.rows_written for b in batches)
+        )
         dead_stats["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=sum(b.dead_letters for b in batches))
+            rowCount=sum(b.dead_letters for b in batches)
+        )
         run_facets["microingest_offsets"] = MicroingestOffsetsRunFacet(
-            pipeline=pipeline.name, kind=kind, batchIds=[b.batch_id for b in batches],
-            ranges=merged_ranges(r for b in batches for r in b.ranges))
-    return Lineage(inputs=[InputDataset(namespace=topic.namespace, name=topic.name)],
-                   outputs=[OutputDataset(namespace=target.namespace, name=target.name, outputFacets=target_stats,
-                                          facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)}),
-                            OutputDataset(namespace=dead.namespace, name=dead.name, outputFacets=dead_stats)],
-                   run_facets=run_facets)
+            pipeline=pipeline.name,
+            kind=kind,
+            batchIds=[b.batch_id for b in batches],
+            ranges=merged_ranges(r for b in batches for r in b.ranges),
+        )
+    return Lineage(
+        inputs=[InputDataset(namespace=topic.namespace, name=topic.name)],
+        outputs=[
+            OutputDataset(
+                namespace=target.namespace,
+                name=target.name,
+                outputFacets=target_stats,
+                facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)},
+            ),
+            OutputDataset(namespace=dead.namespace, name=dead.name, outputFacets=dead_stats),
+        ],
+        run_facets=run_facets,
+    )

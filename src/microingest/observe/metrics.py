@@ -17,8 +17,9 @@ from prometheus_client.registry import Collector
 
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.states import LagState
-from microingest.lag.status import PipelineStatus
-from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals
+from microingest.lag.status import PipelineStatus, pipeline_status
+from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals, batch_totals
+from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
 STATES = [s.name for s in LagState]
@@ -29,26 +30,44 @@ class PipelineFamilies:
 
     def __init__(self) -> None:
         part = ["pipeline", "topic", "partition"]
-        self.offset_lag = GaugeMetricFamily("microingest_offset_lag_records", "Records between the pipeline's "
-                                            "position and the partition's last stable offset", labels=part)
-        self.time_lag = GaugeMetricFamily("microingest_time_lag_seconds", "Age of the oldest record not ingested "
-                                          "(0 when caught up; absent when unknown)", labels=part)
-        self.partition_state = GaugeMetricFamily("microingest_partition_state", "Lag state of the partition: 1 for "
-                                                 "the current one of OK, WARN, STALL, STOP, ERR",
-                                                 labels=[*part, "state"])
-        self.pipeline_state = GaugeMetricFamily("microingest_pipeline_state", "Lag state of the pipeline (its worst "
-                                                "partition's, or ERR): 1 for the current one", labels=["pipeline", "state"])
-        self.commit_age = GaugeMetricFamily("microingest_last_commit_age_seconds", "Seconds since the pipeline last "
-                                            "committed a live batch that read records", labels=["pipeline"])
+        self.offset_lag = GaugeMetricFamily(
+            "microingest_offset_lag_records",
+            "Records between the pipeline's position and the partition's last stable offset",
+            labels=part,
+        )
+        self.time_lag = GaugeMetricFamily(
+            "microingest_time_lag_seconds",
+            "Age of the oldest record not ingested (0 when caught up; absent when unknown)",
+            labels=part,
+        )
+        self.partition_state = GaugeMetricFamily(
+            "microingest_partition_state",
+            "Lag state of the partition: 1 for the current one of OK, WARN, STALL, STOP, ERR",
+            labels=[*part, "state"],
+        )
+        self.pipeline_state = GaugeMetricFamily(
+            "microingest_pipeline_state",
+            "Lag state of the pipeline (its worst partition's, or ERR): 1 for the current one",
+            labels=["pipeline", "state"],
+        )
+        self.commit_age = GaugeMetricFamily(
+            "microingest_last_commit_age_seconds",
+            "Seconds since the pipeline last committed a live batch that read records",
+            labels=["pipeline"],
+        )
         kind = ["pipeline", "kind"]
         self.batches = CounterMetricFamily("microingest_batches", "Committed batches", labels=kind)
         self.records = CounterMetricFamily("microingest_records_read", "Records read by committed batches", labels=kind)
         self.rows = CounterMetricFamily("microingest_rows_written", "Rows written to the target", labels=kind)
         self.dead = CounterMetricFamily("microingest_dead_letters", "Records kept as dead letters", labels=kind)
-        self.duration = HistogramMetricFamily("microingest_batch_duration_seconds", "Seconds from a batch's start to "
-                                              "its commit", labels=kind)
-        self.up = GaugeMetricFamily("microingest_pipeline_up", "1 when this scrape read the pipeline's figures, 0 "
-                                    "when it could not (its other metrics are then absent)", labels=["pipeline"])
+        self.duration = HistogramMetricFamily(
+            "microingest_batch_duration_seconds", "Seconds from a batch's start to its commit", labels=kind
+        )
+        self.up = GaugeMetricFamily(
+            "microingest_pipeline_up",
+            "1 when this scrape read the pipeline's figures, 0 when it could not (its other metrics are then absent)",
+            labels=["pipeline"],
+        )
 
     def add(self, status: PipelineStatus, totals: Iterable[KindTotals], now: datetime) -> None:
         name = status.pipeline
@@ -79,8 +98,19 @@ class PipelineFamilies:
         self.up.add_metric([pipeline], 0)
 
     def all(self) -> list[Metric]:
-        return [self.offset_lag, self.time_lag, self.partition_state, self.pipeline_state, self.commit_age,
-                self.batches, self.records, self.rows, self.dead, self.duration, self.up]
+        return [
+            self.offset_lag,
+            self.time_lag,
+            self.partition_state,
+            self.pipeline_state,
+            self.commit_age,
+            self.batches,
+            self.records,
+            self.rows,
+            self.dead,
+            self.duration,
+            self.up,
+        ]
 
 
 class PipelineCollector(Collector):
@@ -90,9 +120,6 @@ class PipelineCollector(Collector):
         self.pipelines = pipelines
 
     def collect(self) -> Iterable[Metric]:
-        from microingest.lag.status import pipeline_status
-        from microingest.observe.batch_totals import batch_totals
-        from microingest.systems.pipeline_systems import PipelineSystems
 
         families, now = PipelineFamilies(), datetime.now(timezone.utc)
         for pipeline in self.pipelines():

@@ -4,28 +4,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 
 DRY_RUN_SUFFIX = " (dry run: nothing written)"
 FAILED = ("failed", "upstream_failed")
 
 
-def run_note(batches: Sequence[CommittedBatch], elapsed_seconds: float, *, plan_state: str | None,
-             ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int = 0,
-             restarts: Sequence[str] = ()) -> str:
+def run_note(
+    batches: Sequence[CommittedBatch],
+    elapsed_seconds: float,
+    *,
+    plan_state: str | None,
+    ingest_state: str | None,
+    plan_summary: str | None,
+    dry_run: bool,
+    remaining: int = 0,
+    restarts: Sequence[str] = (),
+) -> str:
     """`batches` are what the run committed over all its tries; the states are its plan and ingest tasks' ones;
     `restarts` the notes of the topic restarts its planning made, which come first."""
     note = _what_it_did(batches, elapsed_seconds, plan_state, ingest_state, plan_summary, dry_run, remaining)
     return "; ".join([*restarts, note])
 
 
-def _what_it_did(batches: Sequence[CommittedBatch], elapsed_seconds: float, plan_state: str | None,
-                 ingest_state: str | None, plan_summary: str | None, dry_run: bool, remaining: int) -> str:
+def _what_it_did(
+    batches: Sequence[CommittedBatch],
+    elapsed_seconds: float,
+    plan_state: str | None,
+    ingest_state: str | None,
+    plan_summary: str | None,
+    dry_run: bool,
+    remaining: int,
+) -> str:
     if batches:
-        note = (f"{_count(len(batches), 'batch', 'batches')}, {sum(b.records_read for b in batches):,} records, "
-                f"{sum(b.rows_written for b in batches):,} rows, "
-                f"{_count(sum(b.dead_letters for b in batches), 'dead letter', 'dead letters')}, "
-                f"{duration(elapsed_seconds)}")
+        note = (
+            f"{_count(len(batches), 'batch', 'batches')}, {sum(b.records_read for b in batches):,} records, "
+            f"{sum(b.rows_written for b in batches):,} rows, "
+            f"{_count(sum(b.dead_letters for b in batches), 'dead letter', 'dead letters')}, "
+            f"{duration(elapsed_seconds)}"
+        )
         if batches[0].kind != "ingest":
             note = f"{batches[0].kind}: {note}"  # backfill, or an operator's skip (its records are the dead letters)
         if remaining:

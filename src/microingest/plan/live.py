@@ -1,4 +1,4 @@
-"""Plan live runs against the ledger and Kafka (the I/O around planning.plan_ranges).
+"""Plan live runs against the ledger and Kafka (the I/O around plan.offsets.plan_ranges).
 
 A live run reads from the ledger up to the last stable offsets Kafka reports when it is planned, capped by the
 pipeline's records per run, and commits that in batches of at most max_records_per_batch.
@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import logging
 
-from microingest.commit.history import RunInfo
-from microingest.commit.ledger import ledger_topic_ids, pin_positions, read_ledger, restart_topic
+from microingest.batches import Positions, RunInfo, RunPlan
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, restart_topic
 from microingest.declare.pipeline import Pipeline
+from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
-from microingest.plan.offsets import Plan, PlanningError, Positions, RunPlan, TopicRecreatedError, plan_ranges
-from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, topic_id
+from microingest.lag.figures import pipeline_positions
+from microingest.plan.offsets import Plan, TopicRecreatedError, plan_ranges
+from microingest.systems.kafka_access import KafkaAccessError, topic_id
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
-
-
-def observe(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
-    """Where the pipeline is (its ledger), and what Kafka holds."""
-    with systems.db() as conn:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
-    return Positions(ledger, earliest, latest)
 
 
 def checked_topic_id(pipeline: Pipeline, systems: PipelineSystems, positions: Positions) -> str | None:
@@ -45,8 +39,9 @@ def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins:
     return _plan(pipeline, pipeline.max_records_per_batch, run, record_pins)[0]
 
 
-def plan_live_run(pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None,
-                  record_pins: bool = True) -> RunPlan:
+def plan_live_run(
+    pipeline: Pipeline, run: RunInfo | None = None, max_records: int | None = None, record_pins: bool = True
+) -> RunPlan:
     """Plan a live run: everything up to the last stable offsets, at most `max_records` (default: the pipeline's
     max_records_per_run), in batches of max_records_per_batch, within max_run_seconds."""
     plan, topic = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
@@ -62,12 +57,13 @@ def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: 
         log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
 
 
-def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None,
-                   writes: bool) -> tuple[Positions, str | None]:
+def _observe_topic(
+    pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None, writes: bool
+) -> tuple[Positions, str | None]:
     """The positions and Kafka's topic id. A topic made again since the last commit is refused, or with
     on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the plan
     may write, else only planned as if forgotten."""
-    positions = observe(pipeline, systems)
+    positions = pipeline_positions(pipeline, systems)
     try:
         return positions, checked_topic_id(pipeline, systems, positions)
     except TopicRecreatedError as exc:
@@ -75,13 +71,13 @@ def _observe_topic(pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | 
             raise
         if not writes:
             return Positions({}, positions.earliest, positions.latest), exc.new_id
-        restart_topic(systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from,
-                      run or RunInfo())
-        return observe(pipeline, systems), exc.new_id
+        restart_topic(
+            systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from, run or RunInfo()
+        )
+        return pipeline_positions(pipeline, systems), exc.new_id
 
 
-def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
-          record_pins: bool) -> tuple[Plan, str | None]:
+def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, str | None]:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
@@ -98,12 +94,19 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None,
             lag_history.record_planning(conn, pipeline.name, None)
     if plan.pins and record_pins:
         pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), topic)
-        log.info("recorded start positions (latest) of new partitions: %s",
-                 ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins))
+        log.info(
+            "recorded start positions (latest) of new partitions: %s",
+            ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins),
+        )
     for r in plan.ranges:
         if r.gap:
-            log.warning("retention gap on %s[%d]: offsets [%d, %d) were deleted before ingestion; skipping them "
-                        "(on_retention_gap: skip), the commit records the gap", r.topic, r.partition, *r.gap)
+            log.warning(
+                "retention gap on %s[%d]: offsets [%d, %d) were deleted before ingestion; skipping them "
+                "(on_retention_gap: skip), the commit records the gap",
+                r.topic,
+                r.partition,
+                *r.gap,
+            )
         log.info("planned %s[%d] [%d, %d): %d records", r.topic, r.partition, r.from_offset, r.until_offset, r.size)
     if not plan.ranges:
         log.info("nothing new on %s for pipeline %s", pipeline.topic, pipeline.name)

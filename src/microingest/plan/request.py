@@ -8,9 +8,10 @@ checks what the schema cannot express (combinations of fields, order of times) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.plan.offsets import RequestError
@@ -50,18 +51,24 @@ class RunRequest:
             spans = ", ".join(f"{p}: [{lo}, {hi})" for p, (lo, hi) in sorted(self.offsets.items()))
             return f"backfill of offsets {{{spans}}} (overlap {self.overlap})"
         if self.window is not None:
-            return (f"backfill of records timestamped [{self.window[0].isoformat()}, {self.window[1].isoformat()}) "
-                    f"(overlap {self.overlap})")
+            return (
+                f"backfill of records timestamped [{self.window[0].isoformat()}, {self.window[1].isoformat()}) "
+                f"(overlap {self.overlap})"
+            )
         cap = f", at most {self.max_records} records" if self.max_records else ""
         return f"live run{cap}"
 
 
-def parse_request(params: Mapping[str, Any], run_type: str | None = None,
-                  data_interval: tuple[datetime, datetime] | None = None) -> RunRequest:
+def parse_request(
+    params: Mapping[str, Any],
+    run_type: str | None = None,
+    data_interval: tuple[datetime | None, datetime | None] | None = None,
+) -> RunRequest:
     """A run's Params (and, for Airflow's own backfill runs, its data interval) -> RunRequest."""
     max_records = params.get("max_records")
-    if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
-                                    or max_records < 1):
+    if max_records is not None and (
+        isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+    ):
         raise RequestError("max_records", f"must be a positive integer, got {max_records!r}")
     dry_run = params.get("dry_run") or False
     if not isinstance(dry_run, bool):
@@ -69,7 +76,7 @@ def parse_request(params: Mapping[str, Any], run_type: str | None = None,
     overlap = params.get("overlap") or "refuse"
     if overlap not in OVERLAP_POLICIES:
         raise RequestError("overlap", f"must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
-    common = {"max_records": max_records, "dry_run": dry_run, "overlap": overlap}
+    common = RunRequest(max_records=max_records, dry_run=dry_run, overlap=overlap)
 
     skip = _skip(params)
     ranges, start, end = params.get(BACKFILL_RANGES), params.get(FROM_TIME), params.get(UNTIL_TIME)
@@ -78,39 +85,48 @@ def parse_request(params: Mapping[str, Any], run_type: str | None = None,
     if skip is not None:
         if ranges is not None or start is not None or end is not None:
             raise RequestError(SKIP_PARTITION, "a skip is a run of its own: give no backfill params with it")
-        return RunRequest(**common, skip=skip)
+        return replace(common, skip=skip)
     if ranges is not None:
-        return RunRequest(**common, offsets=_offsets(ranges))
+        return replace(common, offsets=_offsets(ranges))
     if start is not None or end is not None:
         if start is None or end is None:
-            raise RequestError(FROM_TIME if start is None else UNTIL_TIME,
-                               f"a time window needs both {FROM_TIME} and {UNTIL_TIME}")
+            raise RequestError(
+                FROM_TIME if start is None else UNTIL_TIME, f"a time window needs both {FROM_TIME} and {UNTIL_TIME}"
+            )
         window = (_time(FROM_TIME, start), _time(UNTIL_TIME, end))
         if window[0] >= window[1]:
             raise RequestError(UNTIL_TIME, f"must be later than {FROM_TIME} ({start} >= {end})")
-        return RunRequest(**common, window=window, field=FROM_TIME)
+        return replace(common, window=window, field=FROM_TIME)
     if run_type == "backfill":
-        if data_interval is None or None in data_interval or data_interval[0] >= data_interval[1]:
-            raise RequestError("data_interval", f"an Airflow backfill run replays its data interval, got {data_interval}")
-        return RunRequest(**common, window=(data_interval[0], data_interval[1]), field="data_interval")
-    return RunRequest(**common)
+        interval_start, interval_end = data_interval or (None, None)
+        if interval_start is None or interval_end is None or interval_start >= interval_end:
+            raise RequestError(
+                "data_interval", f"an Airflow backfill run replays its data interval, got {data_interval}"
+            )
+        return replace(common, window=(interval_start, interval_end), field="data_interval")
+    return common
 
 
 def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
     given = {name: params.get(name) for name in (SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON)}
     if all(v is None for v in given.values()):
         return None
+    positions: list[int] = []
     for name in (SKIP_PARTITION, SKIP_UNTIL):
         value = given[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise RequestError(name, f"a skip needs {SKIP_PARTITION}, {SKIP_UNTIL} and {SKIP_REASON}; {name} must "
-                                     f"be an integer >= 0, got {value!r}")
+            raise RequestError(
+                name,
+                f"a skip needs {SKIP_PARTITION}, {SKIP_UNTIL} and {SKIP_REASON}; {name} must "
+                f"be an integer >= 0, got {value!r}",
+            )
+        positions.append(value)
     reason = given[SKIP_REASON]
     if not isinstance(reason, str) or not reason.strip():
         raise RequestError(SKIP_REASON, "a skip needs a reason: it is kept with the skipped records and in the history")
     if "\x00" in reason or not _storable(reason):
         raise RequestError(SKIP_REASON, "must be text Postgres can keep (no NUL character, no lone surrogate)")
-    return SkipRequest(given[SKIP_PARTITION], given[SKIP_UNTIL], reason.strip())
+    return SkipRequest(positions[0], positions[1], reason.strip())
 
 
 def _storable(text: str) -> bool:
@@ -129,8 +145,11 @@ def _offsets(raw: Any) -> dict[int, tuple[int, int]]:
         where = f"{BACKFILL_RANGES}['{key}']"
         if not str(key).isdigit():
             raise RequestError(where, f"partition must be a non-negative integer, got {key!r}")
-        if (not isinstance(span, (list, tuple)) or len(span) != 2
-                or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in span)):
+        if (
+            not isinstance(span, (list, tuple))
+            or len(span) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in span)
+        ):
             raise RequestError(where, f"must be [from, until] with non-negative integer offsets, got {span!r}")
         out[int(key)] = (span[0], span[1])
     return out

@@ -12,10 +12,12 @@ resolves them (`commit.overlap`): each becomes a row or a dead letter of its own
 
 from __future__ import annotations
 
+from microingest.batches import RunPlan
 from microingest.commit.sinks import SKIPPED
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.live import checked_topic_id, observe
-from microingest.plan.offsets import RunPlan, skip_range
+from microingest.lag.figures import pipeline_positions
+from microingest.plan.live import checked_topic_id
+from microingest.plan.offsets import skip_range
 from microingest.plan.request import SkipRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
@@ -25,16 +27,17 @@ def plan_skip(pipeline: Pipeline, request: SkipRequest, who: str) -> RunPlan:
     run then splits it, as any batch). RequestError, with nothing written, when the request makes no sense against
     the ledger and Kafka."""
     systems = PipelineSystems.of(pipeline)
-    positions = observe(pipeline, systems)
+    positions = pipeline_positions(pipeline, systems)
     topic = checked_topic_id(pipeline, systems, positions)
     skipped = skip_range(pipeline.topic, request.partition, request.until, positions, pipeline.start_from)
-    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic,
-                   note=f"skipped by {who}: {request.reason}")
+    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic, note=f"skipped by {who}: {request.reason}")
 
 
 def skip_summary(plan: RunPlan) -> str:
     """What the skip will do, for the plan's log, its XCom and `microingest skip`."""
     [r] = plan.ranges
     lost = f"; offsets [{r.gap[0]}, {r.gap[1]}) were already deleted by retention (recorded as a gap)" if r.gap else ""
-    return (f"skip of {r} ({r.size} offsets): the live position moves to {r.until_offset}, the records kept as dead "
-            f"letters ({SKIPPED}, \"{plan.note}\"){lost}")
+    return (
+        f"skip of {r} ({r.size} offsets): the live position moves to {r.until_offset}, the records kept as dead "
+        f'letters ({SKIPPED}, "{plan.note}"){lost}'
+    )

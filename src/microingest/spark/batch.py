@@ -7,18 +7,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Callable, Sequence
 
 from microingest import faults
-from microingest.errors import Refused
+from microingest.batches import Batch, CommitResult, OffsetRange
 from microingest.commit.copy_commit import commit_decoded
-from microingest.commit.history import CommitResult
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import StagedCounts, sink_for
 from microingest.commit.target_tables import check_target
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import Batch, OffsetRange
+from microingest.errors import Refused
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
 
@@ -81,8 +80,13 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
             with conn.cursor() as cur:
                 check_target(cur, pipeline)
         faults.crash_point("after_open")
-        log.info("batch %s of pipeline %s: %s %s", batch_id, pipeline.name,
-                 "skipping" if batch.is_skip else "reading", ", ".join(map(str, batch.ranges)))
+        log.info(
+            "batch %s of pipeline %s: %s %s",
+            batch_id,
+            pipeline.name,
+            "skipping" if batch.is_skip else "reading",
+            ", ".join(map(str, batch.ranges)),
+        )
         decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
         decoded = collected(_collect(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
         log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
@@ -101,8 +105,10 @@ def _collect(frame, batch: Batch):
         if "spark.driver.maxResultSize" not in str(exc):
             raise
         first = next((line for line in str(exc).splitlines() if "maxResultSize" in line), "")
-        raise BatchTooLargeError(f"a batch of {batch.offsets} offsets ({', '.join(map(str, batch.ranges))}) is more "
-                                 f"than the driver may collect decoded: {first.strip()}") from None
+        raise BatchTooLargeError(
+            f"a batch of {batch.offsets} offsets ({', '.join(map(str, batch.ranges))}) is more "
+            f"than the driver may collect decoded: {first.strip()}"
+        ) from None
 
 
 def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts, sample: Callable[[], list[str]]):
@@ -110,21 +116,35 @@ def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts,
     if too_many:
         raise DeadLetterLimitError(
             f"batch {batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
-            f"first reasons: {'; '.join(sample())}")
+            f"first reasons: {'; '.join(sample())}"
+        )
 
 
 def _read(job: IngestJob, batch: Batch):
     """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions."""
     # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
     # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
-    frame = (job.spark.read.format("kafka").options(**job.systems.spark_kafka)
-             .options(**kafka_read_options(batch.ranges)).load())
+    frame = (
+        job.spark.read.format("kafka")
+        .options(**job.systems.spark_kafka)
+        .options(**kafka_read_options(batch.ranges))
+        .load()
+    )
     if batch.time_window_ms is not None:
         # Before any decoding: a record outside the window is not part of this backfill at all.
-        frame = frame.where(f"timestamp >= timestamp_millis({batch.time_window_ms[0]}) AND "
-                            f"timestamp < timestamp_millis({batch.time_window_ms[1]})")
-    frame = (frame.selectExpr("topic", "partition", "offset", "unix_micros(timestamp) AS ts_micros", "key", "value",
-                              "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers"))
+        frame = frame.where(
+            f"timestamp >= timestamp_millis({batch.time_window_ms[0]}) AND "
+            f"timestamp < timestamp_millis({batch.time_window_ms[1]})"
+        )
+    frame = frame.selectExpr(
+        "topic",
+        "partition",
+        "offset",
+        "unix_micros(timestamp) AS ts_micros",
+        "key",
+        "value",
+        "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers",
+    )
     tasks = decode_tasks(batch.ranges)
     if tasks < len(batch.ranges):
         # Without a shuffle: each task reads whole ranges, in order, and hands on what it decoded.

@@ -22,12 +22,12 @@ import logging
 import os
 import sys
 import uuid
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import RunPlan
 from microingest.spark.submit import JOB_CONF, job_args
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo
 
@@ -58,11 +58,11 @@ def remote_url(conn: ConnectionInfo, session_id: str | None = None) -> str:
     host = conn.host if "://" in conn.host else f"sc://{conn.host}"
     parts = urlsplit(host)
     if parts.scheme != "sc" or not parts.hostname:
-        raise ConnectionConfigError(f"connection '{conn.conn_id}': Spark Connect needs a host like sc://spark-host, "
-                                    f"got {conn.host!r}")
+        raise ConnectionConfigError(
+            f"connection '{conn.conn_id}': Spark Connect needs a host like sc://spark-host, got {conn.host!r}"
+        )
     if parts.path.strip("/"):
-        raise ConnectionConfigError(f"connection '{conn.conn_id}': a Spark Connect host takes no path "
-                                    f"({parts.path!r})")
+        raise ConnectionConfigError(f"connection '{conn.conn_id}': a Spark Connect host takes no path ({parts.path!r})")
     port = conn.port or parts.port or DEFAULT_PORT
     params = []
     if conn.login:
@@ -78,8 +78,13 @@ def remote_url(conn: ConnectionInfo, session_id: str | None = None) -> str:
 
 def job_command(pipeline: Pipeline, plan: RunPlan, run: RunInfo) -> list[str]:
     """The ingest job as a Spark Connect client: this interpreter, the job script, the plan; no secret."""
-    return [sys.executable, str(settings.spark_job_path()), *job_args(pipeline.name, plan, run),
-            "--spark-connect", pipeline.spark_conn_id]
+    return [
+        sys.executable,
+        str(settings.spark_job_path()),
+        *job_args(pipeline.name, plan, run),
+        "--spark-connect",
+        pipeline.spark_conn_id,
+    ]
 
 
 def retry_policy():
@@ -93,7 +98,7 @@ def retry_policy():
 def _remote_session(url: str, *, create: bool):
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.remote(url)
+    builder: Any = SparkSession.builder.remote(url)  # pyspark types `builder` as a class property mypy cannot call
     spark = builder.create() if create else builder.getOrCreate()
     spark.client.set_retry_policies([retry_policy()])
     return spark
@@ -126,8 +131,11 @@ def job_session(conn: ConnectionInfo, tag: str):
             spark.stop()
             if session_id is None or exc.getCondition() != "INVALID_HANDLE.SESSION_CLOSED":
                 raise
-            log.warning("the server closed the shared session %s (idle timeout?); this job uses a session of its own, "
-                        "whose Python workers start for it alone", session_id)
+            log.warning(
+                "the server closed the shared session %s (idle timeout?); this job uses a session of its own, "
+                "whose Python workers start for it alone",
+                session_id,
+            )
             continue
         spark.addTag(tag)
         return spark
@@ -158,10 +166,24 @@ def answers(conn: ConnectionInfo) -> bool:
 def server_argv(host: str, port: int, master: str = "local[*]", extra_conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of a Spark Connect server with the Kafka source's jars and the job's Spark conf (the executors'
     Python and worker daemon apply to the whole server)."""
-    conf = {**JOB_CONF, **SERVER_CONF, "spark.connect.grpc.binding.address": host,
-            "spark.connect.grpc.binding.port": str(port), **(extra_conf or {})}
-    argv = ["spark-submit", "--class", SERVER_CLASS, "--master", master, "--name", "microingest-spark-connect",
-            "--jars", ",".join(settings.spark_jars())]
+    conf = {
+        **JOB_CONF,
+        **SERVER_CONF,
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+        **(extra_conf or {}),
+    }
+    argv = [
+        "spark-submit",
+        "--class",
+        SERVER_CLASS,
+        "--master",
+        master,
+        "--name",
+        "microingest-spark-connect",
+        "--jars",
+        ",".join(settings.spark_jars()),
+    ]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return argv

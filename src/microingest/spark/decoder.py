@@ -6,27 +6,28 @@ so a retried or speculative task leaves nothing behind."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from microingest import faults
+from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS, Span
 from microingest.commit.copy_commit import DecodedBatch
-from microingest.commit.read_proof import Span
-from microingest.commit.sinks import SKIPPED, STAGING_PREFIX, StagedCounts
-from microingest.declare.pipeline import SOURCE_COLUMNS, Pipeline
+from microingest.commit.sinks import SKIPPED, StagedCounts
+from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
 DECODED_SCHEMA = "rows binary, dead binary, good long, bad long, spans string"
-_ARROW_SCHEMA = pa.schema([("rows", pa.binary()), ("dead", pa.binary()), ("good", pa.int64()), ("bad", pa.int64()),
-                           ("spans", pa.string())])
+_ARROW_SCHEMA = pa.schema(
+    [("rows", pa.binary()), ("dead", pa.binary()), ("good", pa.int64()), ("bad", pa.int64()), ("spans", pa.string())]
+)
 # A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
 # The staged layout's columns that an append target has too: the source position and the declared values.
-_TARGET_INDICES = [i for i, c in enumerate(STAGING_PREFIX) if c in SOURCE_COLUMNS]
+_TARGET_INDICES = [i for i, c in enumerate(ROW_COLUMNS) if c in SOURCE_COLUMNS]
 
 
 class Decoder:
@@ -36,8 +37,14 @@ class Decoder:
     pipeline); otherwise they keep the staged layout, for a merge inside the commit (`copy_commit`). `skip_note`: a
     skip's batch, whose every record is a dead letter (`skipped`, the note its message), nothing decoded."""
 
-    def __init__(self, pipeline: Pipeline, batch_id: str, registry: dict[str, str] | None, into_target: bool,
-                 skip_note: str | None = None):
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        batch_id: str,
+        registry: dict[str, str] | None,
+        into_target: bool,
+        skip_note: str | None = None,
+    ):
         self.pipeline, self.batch_id, self.registry, self.into_target = pipeline, batch_id, registry, into_target
         self.skip_note = skip_note
         self.faults = faults.executor_faults()
@@ -45,7 +52,7 @@ class Decoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         processor = RecordProcessor(self.pipeline, self.registry)
         lead = (self.pipeline.name, self.batch_id) if self.into_target else None
-        values = list(range(len(STAGING_PREFIX), len(STAGING_PREFIX) + len(self.pipeline.value_columns)))
+        values = list(range(len(ROW_COLUMNS), len(ROW_COLUMNS) + len(self.pipeline.value_columns)))
         for batch in batches:
             if not batch.num_rows:
                 continue
@@ -57,10 +64,18 @@ class Decoder:
             first, *rest = _csv_chunks(rows)
             # The counts, dead letters and positions ride on the first chunk; the rest carry only rows.
             yield pa.RecordBatch.from_pylist(
-                [{"rows": first, "dead": "".join(staged.dead_letters).encode("utf-8"), "good": rows.num_rows,
-                  "bad": len(staged.dead_letters), "spans": json.dumps(read_spans(batch))}]
+                [
+                    {
+                        "rows": first,
+                        "dead": "".join(staged.dead_letters).encode("utf-8"),
+                        "good": rows.num_rows,
+                        "bad": len(staged.dead_letters),
+                        "spans": json.dumps(read_spans(batch)),
+                    }
+                ]
                 + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": "[]"} for chunk in rest],
-                schema=_ARROW_SCHEMA)
+                schema=_ARROW_SCHEMA,
+            )
         faults.crash_point("executor_after_decode", self.faults)
 
 
@@ -71,11 +86,15 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
     first, *rest = _text_chunks(dead)
     return pa.RecordBatch.from_pylist(
         [{"rows": b"", "dead": first, "good": 0, "bad": len(dead), "spans": json.dumps(read_spans(batch))}]
-        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": "[]"} for chunk in rest], schema=_ARROW_SCHEMA)
+        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": "[]"} for chunk in rest],
+        schema=_ARROW_SCHEMA,
+    )
 
 
 def _text_chunks(lines: list[str]) -> list[bytes]:
-    chunks, chunk, size = [], [], 0
+    chunks: list[bytes] = []
+    chunk: list[bytes] = []
+    size = 0
     for line in lines:
         data = line.encode("utf-8")
         if chunk and size + len(data) > CHUNK_BYTES:
@@ -93,12 +112,16 @@ def read_spans(batch: pa.RecordBatch) -> list[Span]:
     n = batch.num_rows
     if n == 0:
         return []
-    breaks = pc.or_(pc.or_(pc.not_equal(topic[1:], topic[:-1]), pc.not_equal(partition[1:], partition[:-1])),
-                    pc.less_equal(offset[1:], offset[:-1]))
+    breaks = pc.or_(
+        pc.or_(pc.not_equal(topic[1:], topic[:-1]), pc.not_equal(partition[1:], partition[:-1])),
+        pc.less_equal(offset[1:], offset[:-1]),
+    )
     starts = [0] + [i + 1 for i in pc.indices_nonzero(breaks).to_pylist()]
     ends = starts[1:] + [n]
-    return [Span(topic[s].as_py(), partition[s].as_py(), offset[s].as_py(), offset[e - 1].as_py(), e - s)
-            for s, e in zip(starts, ends)]
+    return [
+        Span(topic[s].as_py(), partition[s].as_py(), offset[s].as_py(), offset[e - 1].as_py(), e - s)
+        for s, e in zip(starts, ends)
+    ]
 
 
 def _csv_chunks(rows: pa.Table) -> Iterator[bytes]:
@@ -113,10 +136,13 @@ def _csv_chunks(rows: pa.Table) -> Iterator[bytes]:
 
 def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> DecodedBatch:
     """What the driver collected from the Decoders (an Arrow table with DECODED_SCHEMA), ready to commit."""
-    return DecodedBatch(batch_id=decoder.batch_id, rows=[c for c in table.column("rows").to_pylist() if c],
-                        dead=[c for c in table.column("dead").to_pylist() if c],
-                        counts=StagedCounts(pc.sum(table.column("good")).as_py() or 0,
-                                            pc.sum(table.column("bad")).as_py() or 0),
-                        spans=[Span(*s) for text in table.column("spans").to_pylist() for s in json.loads(text)],
-                        into_target=decoder.into_target, started_at=started_at,
-                        decoded_at=datetime.now(timezone.utc))
+    return DecodedBatch(
+        batch_id=decoder.batch_id,
+        rows=[c for c in table.column("rows").to_pylist() if c],
+        dead=[c for c in table.column("dead").to_pylist() if c],
+        counts=StagedCounts(pc.sum(table.column("good")).as_py() or 0, pc.sum(table.column("bad")).as_py() or 0),
+        spans=[Span(*s) for text in table.column("spans").to_pylist() for s in json.loads(text)],
+        into_target=decoder.into_target,
+        started_at=started_at,
+        decoded_at=datetime.now(timezone.utc),
+    )

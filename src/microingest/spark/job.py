@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.mirror import GroupMirror
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -20,7 +20,7 @@ class IngestJob:
     mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
 
     @classmethod
-    def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> "IngestJob":
+    def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> IngestJob:
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
         return cls(spark, pipeline, systems, run, GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic))
 

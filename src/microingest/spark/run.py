@@ -7,8 +7,8 @@ import logging
 import time
 from dataclasses import replace
 
-from microingest.commit.history import RunOutcome, committed_by_run
-from microingest.plan.offsets import RunPlan
+from microingest.batches import RunOutcome, RunPlan
+from microingest.commit.history import committed_by_run
 from microingest.spark.batch import BatchTooLargeError, run_batch
 from microingest.spark.job import IngestJob
 
@@ -30,11 +30,18 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
     total, expected, first = plan.total_records, outcome.batches + plan.batches_needed, outcome.batches
     done = 0
     while plan.ranges:
-        if plan.time_budget_seconds is not None and outcome.batches > first and \
-                clock() - started >= plan.time_budget_seconds:
+        if (
+            plan.time_budget_seconds is not None
+            and outcome.batches > first
+            and clock() - started >= plan.time_budget_seconds
+        ):
             outcome.remaining = plan.total_records
-            log.info("time budget of %ss spent after %d batch(es); %d records left for the next run",
-                     plan.time_budget_seconds, outcome.batches - first, outcome.remaining)
+            log.info(
+                "time budget of %ss spent after %d batch(es); %d records left for the next run",
+                plan.time_budget_seconds,
+                outcome.batches - first,
+                outcome.remaining,
+            )
             break
         batch, rest = plan.next_batch(outcome.batches + 1)
         batch_started = clock()
@@ -45,8 +52,9 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
                 raise
             plan = replace(plan, batch_cap=max(1, batch.offsets // 2))
             expected = outcome.batches + plan.batches_needed
-            log.warning("%s; nothing was written, splitting it: batches of at most %d records from here", exc,
-                        plan.batch_cap)
+            log.warning(
+                "%s; nothing was written, splitting it: batches of at most %d records from here", exc, plan.batch_cap
+            )
             continue
         plan = rest
         outcome.add(result)
@@ -55,10 +63,21 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
         done += batch.offsets
         seconds = max(clock() - batch_started, 1e-6)
         skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
-        log.info("batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
-                 "(%.0f rows/s); offsets %d of %d done", outcome.batches, expected, result.batch_id,
-                 result.records_read, result.rows_written, result.dead_letters, skipped, seconds,
-                 result.records_read / seconds, done, total)
+        log.info(
+            "batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
+            "(%.0f rows/s); offsets %d of %d done",
+            outcome.batches,
+            expected,
+            result.batch_id,
+            result.records_read,
+            result.rows_written,
+            result.dead_letters,
+            skipped,
+            seconds,
+            result.records_read / seconds,
+            done,
+            total,
+        )
     return outcome
 
 
@@ -69,6 +88,11 @@ def _resume(job: IngestJob, plan: RunPlan, outcome: RunOutcome) -> RunPlan:
         return plan
     outcome.extend(before)
     plan = plan.without(before.ranges)
-    log.info("run %s committed %d batch(es) in earlier tries (%d records); %d records of its plan remain",
-             job.run.run_id, before.batches, before.records_read, plan.total_records)
+    log.info(
+        "run %s committed %d batch(es) in earlier tries (%d records); %d records of its plan remain",
+        job.run.run_id,
+        before.batches,
+        before.records_read,
+        plan.total_records,
+    )
     return plan

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import RunPlan
 
 JOB_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -23,7 +22,8 @@ JOB_CONF = {
     # The executors' Python must be the one that has the microingest package (the project's virtualenv).
     "spark.pyspark.python": sys.executable,
     "spark.python.daemon.module": "microingest.spark.worker_daemon",  # see there: saves about 0.3 s per task
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{settings.spark_job_path().parent / 'log4j2.properties'}",
+    "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:"
+    + str(settings.spark_job_path().parent / "log4j2.properties"),
     # The driver collects each batch decoded (spark.batch): past this, the batch is split in smaller ones instead of
     # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
     "spark.driver.maxResultSize": "256m",
@@ -51,30 +51,54 @@ def job_args(pipeline: str, plan: RunPlan, run: RunInfo) -> list[str]:
 
 
 def parse_job_args(argv: list[str]) -> JobArgs:
-    parser = argparse.ArgumentParser(prog="ingest_job.py", description="Ingest a run's planned offset ranges of one "
-                                     "pipeline into Postgres, batch by batch, exactly once.")
+    parser = argparse.ArgumentParser(
+        prog="ingest_job.py",
+        description="Ingest a run's planned offset ranges of one pipeline into Postgres, batch by batch, exactly once.",
+    )
     parser.add_argument("--pipeline", required=True)
     parser.add_argument("--plan", required=True, type=json.loads, help="the run plan (RunPlan.to_dict) as JSON")
     parser.add_argument("--run", default="{}", type=json.loads, help="JSON {dag_id, run_id, task_try}: who asked")
-    parser.add_argument("--spark-connect", metavar="CONN_ID",
-                        help="run on the Spark Connect server of this connection instead of a Spark application of "
-                             "its own")
+    parser.add_argument(
+        "--spark-connect",
+        metavar="CONN_ID",
+        help="run on the Spark Connect server of this connection instead of a Spark application of its own",
+    )
     args = parser.parse_args(argv)
     return JobArgs(args.pipeline, RunPlan.from_dict(args.plan), RunInfo.from_dict(args.run), args.spark_connect)
 
 
-def command(pipeline: Pipeline, plan: RunPlan, run: RunInfo, master: str = "local[2]",
-            extra_conf: dict[str, str] | None = None) -> list[str]:
+def command(
+    pipeline: Pipeline, plan: RunPlan, run: RunInfo, master: str = "local[2]", extra_conf: dict[str, str] | None = None
+) -> list[str]:
     """A spark-submit command line for running the job outside Airflow (tests, debugging)."""
-    return submit_argv(settings.spark_job_path(), job_args(pipeline.name, plan, run), f"microingest-{pipeline.name}",
-                       master, extra_conf)
+    return submit_argv(
+        settings.spark_job_path(),
+        job_args(pipeline.name, plan, run),
+        f"microingest-{pipeline.name}",
+        master,
+        extra_conf,
+    )
 
 
-def submit_argv(script: Path, args: list[str], name: str, master: str = "local[2]",
-                extra_conf: dict[str, str] | None = None, jars: list[str] | None = None) -> list[str]:
+def submit_argv(
+    script: Path,
+    args: list[str],
+    name: str,
+    master: str = "local[2]",
+    extra_conf: dict[str, str] | None = None,
+    jars: list[str] | None = None,
+) -> list[str]:
     """spark-submit of a Python script with the job's Spark conf and the Kafka source's jars (plus `jars`)."""
     conf = {**JOB_CONF, **(extra_conf or {})}
-    argv = ["spark-submit", "--master", master, "--name", name, "--jars", ",".join(settings.spark_jars() + (jars or []))]
+    argv = [
+        "spark-submit",
+        "--master",
+        master,
+        "--name",
+        name,
+        "--jars",
+        ",".join(settings.spark_jars() + (jars or [])),
+    ]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return argv + [str(script), *args]

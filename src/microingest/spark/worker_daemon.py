@@ -22,7 +22,7 @@ def without_bundled_archives(path: list[str]) -> list[str]:
     spec = importlib.machinery.PathFinder.find_spec("pyspark", [p for p in path if p not in archives])
     if spec is None or not spec.submodule_search_locations:
         return path
-    package = os.path.realpath(list(spec.submodule_search_locations)[0]) + os.sep
+    package = os.path.realpath(next(iter(spec.submodule_search_locations))) + os.sep
     return [p for p in path if p not in archives or not os.path.realpath(p).startswith(package)]
 
 

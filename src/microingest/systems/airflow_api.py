@@ -13,22 +13,27 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from microingest import settings
+from microingest.errors import MicroingestError
 
 FINISHED = ("success", "failed")
 
 
-class AirflowApiError(RuntimeError):
-    """The API refused a request (bad Params, unknown DAG, ...) or could not be reached."""
+class AirflowApiError(MicroingestError):
+    """The API refused a request (bad Params, unknown DAG, ...) or could not be reached. Whether another try may
+    succeed is the answer's: unreachable, or a server error (5xx), is transient; a refusal (4xx) or missing
+    credentials are the request's own."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, *, retryable: bool = False):
         super().__init__(message)
         self.status = status
+        self.retryable = retryable or (status is not None and status >= 500)
 
 
 @dataclass
@@ -54,13 +59,19 @@ def credentials() -> tuple[str, str]:
     user, password = os.environ.get("MICROINGEST_AIRFLOW_USERNAME"), os.environ.get("MICROINGEST_AIRFLOW_PASSWORD")
     if user and password:
         return user, password
-    path = Path(os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
-                               settings.state_dir() / "airflow" / "simple_auth_manager_passwords.json"))
+    path = Path(
+        os.environ.get(
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+            settings.state_dir() / "airflow" / "simple_auth_manager_passwords.json",
+        )
+    )
     try:
         return next(iter(json.loads(path.read_text()).items()))
     except (OSError, ValueError, StopIteration):
-        raise AirflowApiError(f"no Airflow credentials: set MICROINGEST_AIRFLOW_USERNAME and "
-                              f"MICROINGEST_AIRFLOW_PASSWORD, or run `make up` (which writes {path})") from None
+        raise AirflowApiError(
+            f"no Airflow credentials: set MICROINGEST_AIRFLOW_USERNAME and "
+            f"MICROINGEST_AIRFLOW_PASSWORD, or run `make up` (which writes {path})"
+        ) from None
 
 
 def base_url() -> str:
@@ -68,17 +79,19 @@ def base_url() -> str:
 
 
 class AirflowClient:
-    def __init__(self, base: str | None = None, user: str | None = None, password: str | None = None,
-                 timeout: float = 30):
+    def __init__(
+        self, base: str | None = None, user: str | None = None, password: str | None = None, timeout: float = 30
+    ):
         self.base = (base or base_url()).rstrip("/")
         self.timeout = timeout
         if user is None or password is None:
             user, password = credentials()
-        self.token = self._request("POST", "/auth/token", {"username": user, "password": password},
-                                   auth=False)["access_token"]
+        self.token = self._request("POST", "/auth/token", {"username": user, "password": password}, auth=False)[
+            "access_token"
+        ]
 
     @classmethod
-    def of_connection(cls, conn) -> "AirflowClient":
+    def of_connection(cls, conn) -> AirflowClient:
         """From an Airflow connection (a ConnectionInfo): host (with or without http(s)://), port, login, password."""
         scheme = "https" if "https" in (conn.conn_type, conn.schema) else "http"
         base = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
@@ -86,8 +99,12 @@ class AirflowClient:
 
     def _request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> dict:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        req = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
         if auth:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -97,8 +114,9 @@ class AirflowClient:
             raise AirflowApiError(f"{method} {path}: HTTP {exc.code}: {_detail(exc)}", exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise AirflowApiError(f"Airflow API at {self.base} unreachable ({reason}); is it running (`make up`)?") \
-                from None
+            raise AirflowApiError(
+                f"Airflow API at {self.base} unreachable ({reason}); is it running (`make up`)?", retryable=True
+            ) from None
 
     def get(self, path: str, **query) -> dict:
         return self._request("GET", path + (f"?{urlencode(query, doseq=True)}" if query else ""))
@@ -120,8 +138,10 @@ class AirflowClient:
                 if not self.get(f"/api/v2/dags/{quote(dag_id)}").get("is_stale"):
                     return
                 if time.monotonic() > deadline:
-                    raise AirflowApiError(f"DAG {dag_id} is still stale after {timeout:.0f} s: is its declaration "
-                                          "in the pipelines folder, and valid?")
+                    raise AirflowApiError(
+                        f"DAG {dag_id} is still stale after {timeout:.0f} s: is its declaration "
+                        "in the pipelines folder, and valid?"
+                    )
             except AirflowApiError as exc:
                 if exc.status != 404 or time.monotonic() > deadline:
                     raise
@@ -134,14 +154,13 @@ class AirflowClient:
 
     def trigger(self, dag_id: str, conf: dict | None = None, note: str | None = None) -> str:
         """A manual run with these Params; Airflow checks their types (HTTP 400 → AirflowApiError)."""
-        body = {"logical_date": None, "conf": conf or {}}
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
         if note:
             body["note"] = note
         return self.post(f"/api/v2/dags/{quote(dag_id)}/dagRuns", body)["dag_run_id"]
 
     def set_note(self, dag_id: str, run_id: str, note: str) -> None:
-        self._request("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}?update_mask=note",
-                      {"note": note})
+        self._request("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}?update_mask=note", {"note": note})
 
     def asset_events(self, dag_id: str, run_id: str) -> list[dict]:
         """The Asset events a DAG run emitted (its `announce` task's), each with the runs they made downstream."""
@@ -164,12 +183,23 @@ class AirflowClient:
         path = f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}"
         run = self.get(path)
         tis = self.get(f"{path}/taskInstances")["task_instances"]
-        return DagRun(dag_id, run_id, run["state"], run.get("run_type", ""),
-                      {t["task_id"]: t["state"] or "none" for t in tis},
-                      {t["task_id"]: t["try_number"] for t in tis})
+        return DagRun(
+            dag_id,
+            run_id,
+            run["state"],
+            run.get("run_type", ""),
+            {t["task_id"]: t["state"] or "none" for t in tis},
+            {t["task_id"]: t["try_number"] for t in tis},
+        )
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 1800,
-                     on_change: Callable[[DagRun], None] | None = None, poll: float = 3) -> DagRun:
+    def wait_for_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        timeout: float = 1800,
+        on_change: Callable[[DagRun], None] | None = None,
+        poll: float = 3,
+    ) -> DagRun:
         deadline, seen = time.monotonic() + timeout, None
         while True:
             run = self.dag_run(dag_id, run_id)
@@ -179,15 +209,16 @@ class AirflowClient:
             if run.finished:
                 return run
             if time.monotonic() > deadline:
-                raise AirflowApiError(f"run {run_id} of {dag_id} not finished after {timeout:.0f}s "
-                                      f"({run.describe()})")
+                raise AirflowApiError(f"run {run_id} of {dag_id} not finished after {timeout:.0f}s ({run.describe()})")
             time.sleep(poll)
 
     def xcom(self, run: DagRun, task_id: str, key: str = "return_value"):
         """A task's XCom value, or None when the task pushed none."""
         try:
-            entry = self.get(f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
-                             f"{quote(task_id)}/xcomEntries/{quote(key)}")
+            entry = self.get(
+                f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
+                f"{quote(task_id)}/xcomEntries/{quote(key)}"
+            )
         except AirflowApiError as exc:
             if exc.status == 404:
                 return None
@@ -197,8 +228,11 @@ class AirflowClient:
     def log_events(self, run: DagRun, task_id: str, try_number: int | None = None) -> list[dict]:
         """A task try's structured log entries (each with at least `event`; errors with `level` 'error')."""
         try_number = try_number or run.tries.get(task_id) or 1
-        logs = self.get(f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
-                        f"{quote(task_id)}/logs/{try_number}", full_content="true")
+        logs = self.get(
+            f"/api/v2/dags/{quote(run.dag_id)}/dagRuns/{quote(run.run_id)}/taskInstances/"
+            f"{quote(task_id)}/logs/{try_number}",
+            full_content="true",
+        )
         content = logs.get("content", [])
         return [e if isinstance(e, dict) else {"event": str(e)} for e in content]
 

@@ -45,20 +45,37 @@ def parse_connection(conn_id: str, value: str) -> ConnectionInfo:
         extra = d.get("extra") or {}
         if isinstance(extra, str):
             extra = json.loads(extra) if extra else {}
-        return ConnectionInfo(conn_id, d.get("conn_type", ""), d.get("host") or "", _port(conn_id, d.get("port")),
-                              d.get("login") or "", d.get("password") or "", d.get("schema") or "", extra)
+        return ConnectionInfo(
+            conn_id,
+            d.get("conn_type", ""),
+            d.get("host") or "",
+            _port(conn_id, d.get("port")),
+            d.get("login") or "",
+            d.get("password") or "",
+            d.get("schema") or "",
+            extra,
+        )
     parts = urlsplit(value)
     if not parts.scheme:
-        raise ConnectionConfigError(f"connection '{conn_id}': expected a URI like scheme://user:pass@host:port/db or JSON")
+        raise ConnectionConfigError(
+            f"connection '{conn_id}': expected a URI like scheme://user:pass@host:port/db or JSON"
+        )
     extra = dict(parse_qsl(parts.query))
     if "__extra__" in extra:
         extra = json.loads(extra["__extra__"])
     conn_type = parts.scheme.replace("-", "_")
     if conn_type == "postgresql":
         conn_type = "postgres"
-    return ConnectionInfo(conn_id, conn_type, unquote(parts.hostname or ""), _port(conn_id, parts.port),
-                          unquote(parts.username or ""), unquote(parts.password or ""),
-                          unquote(parts.path.lstrip("/")), extra)
+    return ConnectionInfo(
+        conn_id,
+        conn_type,
+        unquote(parts.hostname or ""),
+        _port(conn_id, parts.port),
+        unquote(parts.username or ""),
+        unquote(parts.password or ""),
+        unquote(parts.path.lstrip("/")),
+        extra,
+    )
 
 
 def _port(conn_id: str, port: Any) -> int | None:
@@ -77,17 +94,32 @@ def get_connection(conn_id: str) -> ConnectionInfo:
     try:
         from airflow.sdk import Connection
     except ImportError:
-        raise ConnectionConfigError(f"connection '{conn_id}' is not defined (set AIRFLOW_CONN_{conn_id.upper()})") from None
+        raise ConnectionConfigError(
+            f"connection '{conn_id}' is not defined (set AIRFLOW_CONN_{conn_id.upper()})"
+        ) from None
     conn = Connection.get(conn_id)
-    return ConnectionInfo(conn_id, conn.conn_type or "", conn.host or "", conn.port, conn.login or "",
-                          conn.password or "", conn.schema or "", dict(conn.extra_dejson or {}))
+    return ConnectionInfo(
+        conn_id,
+        conn.conn_type or "",
+        conn.host or "",
+        conn.port,
+        conn.login or "",
+        conn.password or "",
+        conn.schema or "",
+        dict(conn.extra_dejson or {}),
+    )
 
 
 # --- Postgres -------------------------------------------------------------------------------------------------
 
+
 def postgres_params(conn: ConnectionInfo) -> dict[str, Any]:
     """psycopg2.connect() keyword arguments."""
-    params: dict[str, Any] = {"host": conn.host or "127.0.0.1", "port": conn.port or 5432, "dbname": conn.schema or "postgres"}
+    params: dict[str, Any] = {
+        "host": conn.host or "127.0.0.1",
+        "port": conn.port or 5432,
+        "dbname": conn.schema or "postgres",
+    }
     if conn.login:
         params["user"] = conn.login
     if conn.password:
@@ -132,14 +164,22 @@ def kafka_python_config(conn: ConnectionInfo) -> dict[str, Any]:
 def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
     """Options for spark.read.format("kafka"): consumer properties carry the 'kafka.' prefix."""
     options = {"kafka.bootstrap.servers": kafka_bootstrap(conn)}
-    for key in ("security.protocol", "sasl.mechanism", "ssl.truststore.location", "ssl.truststore.password",
-                "ssl.keystore.location", "ssl.keystore.password"):
+    for key in (
+        "security.protocol",
+        "sasl.mechanism",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+    ):
         if key in conn.extra:
             options[f"kafka.{key}"] = str(conn.extra[key])
     if "sasl.username" in conn.extra:
-        module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
-                  if str(conn.extra.get("sasl.mechanism", "")).startswith("SCRAM")
-                  else "org.apache.kafka.common.security.plain.PlainLoginModule")
+        module = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule"
+            if str(conn.extra.get("sasl.mechanism", "")).startswith("SCRAM")
+            else "org.apache.kafka.common.security.plain.PlainLoginModule"
+        )
         user = jaas_quote(str(conn.extra["sasl.username"]))
         password = jaas_quote(str(conn.extra.get("sasl.password", "")))
         options["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
@@ -157,8 +197,17 @@ def jaas_quote(value: str) -> str:
 
 def to_env_value(conn: ConnectionInfo) -> str:
     """The JSON form of AIRFLOW_CONN_<ID>, for handing a resolved connection to a child process's environment."""
-    return json.dumps({"conn_type": conn.conn_type, "host": conn.host, "port": conn.port, "login": conn.login,
-                       "password": conn.password, "schema": conn.schema, "extra": conn.extra})
+    return json.dumps(
+        {
+            "conn_type": conn.conn_type,
+            "host": conn.host,
+            "port": conn.port,
+            "login": conn.login,
+            "password": conn.password,
+            "schema": conn.schema,
+            "extra": conn.extra,
+        }
+    )
 
 
 def env_name(conn_id: str) -> str:
@@ -168,6 +217,7 @@ def env_name(conn_id: str) -> str:
 # --- Schema registry ------------------------------------------------------------------------------------------
 # An HTTP connection: extra "url" (the Confluent-compatible API's base, e.g. http://host:8081 or Apicurio's
 # http://host:8080/apis/ccompat/v7), or scheme (the connection's schema field, default http), host and port.
+
 
 def schema_registry_config(conn: ConnectionInfo) -> dict[str, str]:
     """confluent_kafka SchemaRegistryClient settings; login and password become basic auth."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -34,8 +35,11 @@ def _reader(config: dict[str, Any], timeout_ms: int) -> Iterator[KafkaConsumer]:
     """A read_committed consumer for offset look-ups (no group, nothing committed)."""
     try:
         consumer = KafkaConsumer(
-            **config, isolation_level="read_committed", enable_auto_commit=False,
-            request_timeout_ms=max(timeout_ms, 5000) + 1000, bootstrap_timeout_ms=timeout_ms,
+            **config,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            request_timeout_ms=max(timeout_ms, 5000) + 1000,
+            bootstrap_timeout_ms=timeout_ms,
         )
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
@@ -45,7 +49,9 @@ def _reader(config: dict[str, Any], timeout_ms: int) -> Iterator[KafkaConsumer]:
         consumer.close()
 
 
-def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> tuple[dict[int, int], dict[int, int]]:
+def partition_bounds(
+    config: dict[str, Any], topic: str, timeout_ms: int = 15000
+) -> tuple[dict[int, int], dict[int, int]]:
     """(earliest, latest) offset per partition of `topic`."""
     with _reader(config, timeout_ms) as consumer:
         try:
@@ -69,8 +75,9 @@ def offsets_at(config: dict[str, Any], topic: str, timestamp_ms: int, timeout_ms
     return {tp.partition: (None if hit is None else hit.offset) for tp, hit in found.items()}
 
 
-def record_timestamps(config: dict[str, Any], topic: str, positions: dict[int, int],
-                      timeout_ms: int = 5000) -> dict[int, int]:
+def record_timestamps(
+    config: dict[str, Any], topic: str, positions: dict[int, int], timeout_ms: int = 5000
+) -> dict[int, int]:
     """Per partition, the Kafka timestamp (epoch ms) of the first committed record at or after its position.
 
     One consumer assigned to all the partitions at once, polled until each has answered or the time is up;
@@ -142,20 +149,29 @@ def create_topic(config: dict[str, Any], topic: str, partitions: int, replicatio
         admin.close()
 
 
-def produce(config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None,
-            timestamp_of=None) -> list[tuple[int, int]]:
+def produce(
+    config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None, timestamp_of=None
+) -> list[tuple[int, int]]:
     """Send (key, value) or (key, value, headers) records, wait for every acknowledgement; returns each record's
     (partition, offset). `partition_of(i, key)` and `timestamp_of(i)` (epoch ms) override the producer's choice."""
     try:
-        producer = KafkaProducer(**config, acks="all", linger_ms=20, enable_idempotence=True,
-                                 bootstrap_timeout_ms=15000)
+        producer = KafkaProducer(
+            **config, acks="all", linger_ms=20, enable_idempotence=True, bootstrap_timeout_ms=15000
+        )
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
-        futures = [producer.send(topic, key=r[0], value=r[1], headers=r[2] if len(r) > 2 else None,
-                                 partition=partition_of(i, r[0]) if partition_of else None,
-                                 timestamp_ms=timestamp_of(i) if timestamp_of else None)
-                   for i, r in enumerate(records)]
+        futures = [
+            producer.send(
+                topic,
+                key=r[0],
+                value=r[1],
+                headers=r[2] if len(r) > 2 else None,
+                partition=partition_of(i, r[0]) if partition_of else None,
+                timestamp_ms=timestamp_of(i) if timestamp_of else None,
+            )
+            for i, r in enumerate(records)
+        ]
         producer.flush()
         metadata = [f.get(timeout=30) for f in futures]
     finally:

@@ -32,8 +32,10 @@ def migrate(params: dict[str, Any], folder: Path | None = None) -> list[str]:
             require_utf8(cur)
             advisory_lock(cur, "microingest:migrations")
             cur.execute("CREATE SCHEMA IF NOT EXISTS microingest")
-            cur.execute("CREATE TABLE IF NOT EXISTS microingest.schema_migrations "
-                        "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS microingest.schema_migrations "
+                "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
             cur.execute("SELECT name FROM microingest.schema_migrations")
             done = {r[0] for r in cur.fetchall()}
         for path in migration_files(folder):

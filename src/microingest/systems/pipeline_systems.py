@@ -7,13 +7,21 @@ once, as a provider hook resolves its client once, and passes this on.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ContextManager
+from typing import Any
 
-from microingest.systems.connections import (ConnectionInfo, env_name, get_connection, kafka_python_config,
-                                             postgres_params, schema_registry_config, spark_kafka_options,
-                                             to_env_value)
+from microingest.systems.connections import (
+    ConnectionInfo,
+    env_name,
+    get_connection,
+    kafka_python_config,
+    postgres_params,
+    schema_registry_config,
+    spark_kafka_options,
+    to_env_value,
+)
 from microingest.systems.postgres import connection
 
 
@@ -24,7 +32,7 @@ class PipelineSystems:
     registry_conn_id: str | None = None  # only for a pipeline whose values name a registry schema
 
     @classmethod
-    def of(cls, pipeline) -> "PipelineSystems":
+    def of(cls, pipeline) -> PipelineSystems:
         registry = pipeline.schema_registry_conn_id if pipeline.reads_registry else None
         return cls(get_connection(pipeline.postgres_conn_id), get_connection(pipeline.kafka_conn_id), registry)
 
@@ -38,7 +46,7 @@ class PipelineSystems:
         """psycopg2.connect() keyword arguments."""
         return postgres_params(self.postgres_connection)
 
-    def db(self) -> ContextManager[Any]:
+    def db(self) -> AbstractContextManager[Any]:
         """A new Postgres connection, closed when the `with` block ends."""
         return connection(self.postgres)
 
@@ -59,5 +67,8 @@ class PipelineSystems:
 
     def as_env(self) -> dict[str, str]:
         """The connections as AIRFLOW_CONN_* variables: how they reach a child process (never its command line)."""
-        return {env_name(c.conn_id): to_env_value(c) for c in
-                (self.kafka_connection, self.postgres_connection, self.registry_connection) if c is not None}
+        return {
+            env_name(c.conn_id): to_env_value(c)
+            for c in (self.kafka_connection, self.postgres_connection, self.registry_connection)
+            if c is not None
+        }

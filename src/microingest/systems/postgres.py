@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg2
 
@@ -64,11 +65,13 @@ def advisory_unlock(cur, key: str) -> None:
 def require_utf8(cur) -> None:
     """Refuse a database whose encoding is not UTF8. SQL_ASCII stores bytes unchecked, but its jsonb refuses `\\u`
     escapes above 007F: a dead letter with one non-ASCII header would fail its batch on every retry, and its skip."""
-    cur.execute("SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database "
-                "WHERE datname = current_database()")
+    cur.execute(
+        "SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()"
+    )
     database, encoding = cur.fetchone()
     if encoding != "UTF8":
         raise DatabaseEncodingError(
             f"database {database} uses encoding {encoding}; microingest stores text, keys and headers as UTF-8, "
             "which only a UTF8 database holds whole: use one made with CREATE DATABASE ... ENCODING 'UTF8' "
-            "TEMPLATE template0")
+            "TEMPLATE template0"
+        )

@@ -56,8 +56,9 @@ def writer_schema(config: dict[str, str], schema_id: int, fmt: str | None = None
     registry's format `fmt` (Protobuf: "serialized", a descriptor rather than .proto text)."""
     key = (config["url"], config.get("basic.auth.user.info"), schema_id, fmt)  # looked up for every record: no sort
     if key not in _SCHEMAS:
-        found = _asked(config, f"schema id {schema_id}", lambda c: c.get_schema(schema_id, fmt=fmt),
-                       (SCHEMA_NOT_FOUND,))
+        found = _asked(
+            config, f"schema id {schema_id}", lambda c: c.get_schema(schema_id, fmt=fmt), (SCHEMA_NOT_FOUND,)
+        )
         if found is None:
             raise UnknownSchemaError(f"schema id {schema_id} is not in the registry")
         _SCHEMAS[key] = found
@@ -102,8 +103,10 @@ def _asked(config: dict[str, str], what: str, call, not_found: tuple[int, ...]):
             return None
         raise SchemaRegistryUnavailableError(
             f"schema registry at {where} answered {exc.http_status_code} (error code {exc.error_code}) for "
-            f"{what}: {exc.error_message}") from None
+            f"{what}: {exc.error_message}"
+        ) from None
     except Exception as exc:  # refused, timed out, unknown host: the registry is away, not the record wrong
         detail = str(exc).replace(config["url"], where)
         raise SchemaRegistryUnavailableError(
-            f"schema registry at {where} is unreachable: {type(exc).__name__}: {detail}") from None
+            f"schema registry at {where} is unreachable: {type(exc).__name__}: {detail}"
+        ) from None

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from microingest.cli.remote_run import error_events
-from microingest.systems.airflow_api import AirflowApiError
 from microingest.plan.live import plan_live_run
+from microingest.systems.airflow_api import AirflowApiError
 from microingest.systems.kafka_access import partition_bounds
 
 
@@ -41,25 +41,34 @@ def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
 def test_wrongly_typed_params_are_refused_by_the_api_and_semantic_errors_fail_plan(api, served):
     env = served["bad_params"]
     dag_id = env.pipeline.dag_id
-    for conf, where in (({"max_records": "lots"}, "max_records"), ({"overlap": "merge"}, "overlap"),
-                        ({"backfill_ranges": {"zero": [0, 10]}}, "backfill_ranges"),
-                        ({"backfill_ranges": {"0": [10]}}, "backfill_ranges"),
-                        ({"backfill_from_time": "yesterday"}, "backfill_from_time")):
+    for conf, where in (
+        ({"max_records": "lots"}, "max_records"),
+        ({"overlap": "merge"}, "overlap"),
+        ({"backfill_ranges": {"zero": [0, 10]}}, "backfill_ranges"),
+        ({"backfill_ranges": {"0": [10]}}, "backfill_ranges"),
+        ({"backfill_from_time": "yesterday"}, "backfill_from_time"),
+    ):
         with pytest.raises(AirflowApiError) as refused:
             api.trigger(dag_id, conf)
         assert refused.value.status == 400 and where in str(refused.value), conf
     assert api.get(f"/api/v2/dags/{dag_id}/dagRuns")["total_entries"] == 0
 
     env.produce(30)
-    requests = [({"backfill_ranges": {"7": [0, 10]}}, "backfill_ranges['7']"),
-                ({"backfill_ranges": {"0": [5, 2]}}, "backfill_ranges['0']"),
-                ({"backfill_from_time": "2026-01-02T00:00:00Z", "backfill_until_time": "2026-01-01T00:00:00Z"},
-                 "backfill_until_time")]
+    requests = [
+        ({"backfill_ranges": {"7": [0, 10]}}, "backfill_ranges['7']"),
+        ({"backfill_ranges": {"0": [5, 2]}}, "backfill_ranges['0']"),
+        (
+            {"backfill_from_time": "2026-01-02T00:00:00Z", "backfill_until_time": "2026-01-01T00:00:00Z"},
+            "backfill_until_time",
+        ),
+    ]
     run_ids = [api.trigger(dag_id, conf) for conf, _ in requests]
     for (conf, message), run_id in zip(requests, run_ids):
         run = finished(api, env, run_id)
-        assert (run.state, run.tasks) == ("failed", {"plan": "failed", "ingest": "upstream_failed",
-                                                     "announce": "skipped"}), conf
+        assert (run.state, run.tasks) == (
+            "failed",
+            {"plan": "failed", "ingest": "upstream_failed", "announce": "skipped"},
+        ), conf
         errors = " ".join(error_events(api, run, "plan"))
         assert message in errors, (conf, errors[-2000:])
         assert run.tries["plan"] == 1  # refused for good: the same request would fail the same way
@@ -75,7 +84,10 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     assert env.ledger() == ends
 
     start = datetime.fromtimestamp((base + 60_000) / 1000, timezone.utc)
-    window = {"backfill_from_time": start.isoformat(), "backfill_until_time": (start + timedelta(minutes=1)).isoformat()}
+    window = {
+        "backfill_from_time": start.isoformat(),
+        "backfill_until_time": (start + timedelta(minutes=1)).isoformat(),
+    }
     run = finished(api, env, api.trigger(env.pipeline.dag_id, window))
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
     assert env.landed_once() == sorted(produced[60:120])
@@ -103,12 +115,20 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
 
 def test_the_cli_reports_a_refused_backfill_and_exits_non_zero(served):
     env = served["history"]
-    result = subprocess.run(["microingest", "backfill", env.pipeline.name, "--partition", "9", "--from", "0",
-                             "--until", "5"], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["microingest", "backfill", env.pipeline.name, "--partition", "9", "--from", "0", "--until", "5"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "task plan failed" in result.stdout and "backfill_ranges['9']" in result.stdout
-    usage = subprocess.run(["microingest", "backfill", env.pipeline.name, "--partition", "0", "--from", "0"],
-                           capture_output=True, text=True, timeout=60)
+    usage = subprocess.run(
+        ["microingest", "backfill", env.pipeline.name, "--partition", "0", "--from", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert usage.returncode == 2 and "one --from and one --until for each --partition" in usage.stderr
 
 
@@ -121,23 +141,38 @@ def test_airflow_native_backfill_replays_two_data_intervals_in_parallel(api, ser
     plan_live_run(env.pipeline)  # started at `latest`: the live position is the end, all of the above is history
     api.unpause(env.pipeline.dag_id)  # its scheduled live runs find nothing new above that position
 
-    backfill = api.post("/api/v2/backfills", {
-        "dag_id": env.pipeline.dag_id, "from_date": hour.isoformat(),
-        "to_date": (hour + timedelta(minutes=90)).isoformat(), "max_active_runs": 2,
-        "dag_run_conf": {"overlap": "refuse"}})
+    backfill = api.post(
+        "/api/v2/backfills",
+        {
+            "dag_id": env.pipeline.dag_id,
+            "from_date": hour.isoformat(),
+            "to_date": (hour + timedelta(minutes=90)).isoformat(),
+            "max_active_runs": 2,
+            "dag_run_conf": {"overlap": "refuse"},
+        },
+    )
     runs = api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns", run_type="backfill")["dag_runs"]
     assert sorted(r["logical_date"][:19] for r in runs) == [
-        hour.strftime("%Y-%m-%dT%H:%M:%S"), (hour + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")]
+        hour.strftime("%Y-%m-%dT%H:%M:%S"),
+        (hour + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S"),
+    ]
     done = [finished(api, env, r["dag_run_id"]) for r in runs]
     assert [(r.state, r.tasks["ingest"]) for r in done] == [("success", "success")] * 2, backfill
 
     assert env.landed_once() == sorted(produced[:80])
-    history = env.query("SELECT run_id, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
-                        "'backfill' ORDER BY run_id", (env.pipeline.name,))
+    history = env.query(
+        "SELECT run_id, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
+        "'backfill' ORDER BY run_id",
+        (env.pipeline.name,),
+    )
     assert sorted(run_id for run_id, _ in history) == sorted(r.run_id for r in done)
     assert [n for _, n in history] == [40, 40]
-    started = [datetime.fromisoformat(api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns/{r.run_id}")
-                                      ["start_date"]) for r in done]
-    ended = [datetime.fromisoformat(api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns/{r.run_id}")
-                                    ["end_date"]) for r in done]
+    started = [
+        datetime.fromisoformat(api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns/{r.run_id}")["start_date"])
+        for r in done
+    ]
+    ended = [
+        datetime.fromisoformat(api.get(f"/api/v2/dags/{env.pipeline.dag_id}/dagRuns/{r.run_id}")["end_date"])
+        for r in done
+    ]
     assert max(started) < min(ended), "the two backfill runs did not overlap in time"

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from sqlalchemy import create_engine, text
 
-from airflow_access import run_dag
+from helpers.airflow_access import run_dag
 from microingest.settings import repo_root
 
 REPO = repo_root()
@@ -29,9 +29,14 @@ def task_states(dag_id: str) -> list[dict]:
     """Task states per run, oldest run first, read from Airflow's metadata database."""
     engine = airflow_db()
     with engine.connect() as conn:
-        rows = conn.execute(text("SELECT dr.run_id, ti.task_id, ti.state FROM task_instance ti JOIN dag_run dr "
-                                 "ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id WHERE ti.dag_id = :d "
-                                 "ORDER BY dr.id"), {"d": dag_id}).all()
+        rows = conn.execute(
+            text(
+                "SELECT dr.run_id, ti.task_id, ti.state FROM task_instance ti JOIN dag_run dr "
+                "ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id WHERE ti.dag_id = :d "
+                "ORDER BY dr.id"
+            ),
+            {"d": dag_id},
+        ).all()
     engine.dispose()
     runs: dict[str, dict] = {}
     for run_id, task_id, state in rows:
@@ -66,10 +71,19 @@ def assert_no_credentials_leaked(env, output: str) -> None:
     password = env.pg["password"]
     engine = airflow_db()
     with engine.connect() as conn:
-        rendered = conn.execute(text("SELECT rendered_fields::text FROM rendered_task_instance_fields "
-                                     "WHERE dag_id = :d"), {"d": env.pipeline.dag_id}).scalars().all()
-        xcoms = conn.execute(text("SELECT value::text FROM xcom WHERE dag_id = :d"),
-                             {"d": env.pipeline.dag_id}).scalars().all()
+        rendered = (
+            conn.execute(
+                text("SELECT rendered_fields::text FROM rendered_task_instance_fields WHERE dag_id = :d"),
+                {"d": env.pipeline.dag_id},
+            )
+            .scalars()
+            .all()
+        )
+        xcoms = (
+            conn.execute(text("SELECT value::text FROM xcom WHERE dag_id = :d"), {"d": env.pipeline.dag_id})
+            .scalars()
+            .all()
+        )
     engine.dispose()
     assert rendered and xcoms and "Spark-Submit cmd" in output
     for where, texts in (("task logs", [output]), ("rendered templates", rendered), ("XCom", xcoms)):
@@ -79,7 +93,9 @@ def assert_no_credentials_leaked(env, output: str) -> None:
 def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkeypatch):
     env.redeclare(retries=0)  # `airflow dags test` would sit out every retry delay
     env.produce(50)
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", '{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}')
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_KAFKA", '{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}'
+    )
     result = run_dag(env)
     assert result.returncode != 0
     assert "Kafka at 127.0.0.1:9 is unreachable" in result.stdout + result.stderr
@@ -103,36 +119,62 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
         announce = dag.get_task("announce")
         assert announce.is_teardown and dag.get_task("ingest").downstream_task_ids == {"announce"}
         assert [a.uri for a in announce.outlets] == [a.uri for a in announce.inlets] and len(announce.outlets) == 1
-        assert {"max_records", "dry_run", "backfill_ranges", "backfill_from_time", "backfill_until_time",
-                "overlap"} <= set(dag.params)
+        assert {
+            "max_records",
+            "dry_run",
+            "backfill_ranges",
+            "backfill_from_time",
+            "backfill_until_time",
+            "overlap",
+        } <= set(dag.params)
         assert dag.get_task("plan").downstream_task_ids == {"ingest"}
         assert dag.max_active_runs == 1
     summary = bag.dags["demo_events_summary"]  # the demo's downstream, on the demo target's Asset
-    assert [a.uri for a in summary.timetable.asset_condition.objects] == [bag.dags["microingest_demo_events"].get_task(
-        "announce").outlets[0].uri]
+    assert [a.uri for a in summary.timetable.asset_condition.objects] == [
+        bag.dags["microingest_demo_events"].get_task("announce").outlets[0].uri
+    ]
 
     airflow_imports = re.compile(r"^\s*(?:from|import)\s+(airflow[\w.]*)", re.M)
-    for path in [*REPO.glob("dags/*.py"), *REPO.glob("src/microingest/airflow/*.py"), *REPO.glob("plugins/*.py"),
-                 *REPO.glob("src/microingest/lag/*.py")]:
+    for path in [
+        *REPO.glob("dags/*.py"),
+        *REPO.glob("src/microingest/airflow/*.py"),
+        *REPO.glob("plugins/*.py"),
+        *REPO.glob("src/microingest/lag/*.py"),
+    ]:
         for module in airflow_imports.findall(path.read_text()):
             # BaseTrigger has no Task SDK home yet (triggers run in the triggerer, core Airflow); the plugin and the
             # lag page run in the api-server and use its plugin and authentication interfaces.
-            assert module.startswith(("airflow.sdk", "airflow.providers", "airflow.triggers.base",
-                                      "airflow.plugins_manager", "airflow.api_fastapi.core_api.security")), \
-                f"{path}: imports {module}"
+            assert module.startswith(
+                (
+                    "airflow.sdk",
+                    "airflow.providers",
+                    "airflow.triggers.base",
+                    "airflow.plugins_manager",
+                    "airflow.api_fastapi.core_api.security",
+                )
+            ), f"{path}: imports {module}"
     for path in REPO.glob("src/microingest/observe/*.py"):  # the pure side of announcements, notes and lineage
         assert not airflow_imports.findall(path.read_text()), path
 
 
 def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_the_others_stay(tmp_path):
-    (tmp_path / "broken.yaml").write_text("name: broken\ntopic: t\ntarget_table: t\nschema: {a: string}\n"
-                                          "max_records_per_batch: -5\n")
+    (tmp_path / "broken.yaml").write_text(
+        "name: broken\ntopic: t\ntarget_table: t\nschema: {a: string}\nmax_records_per_batch: -5\n"
+    )
     (tmp_path / "fine.yaml").write_text("name: fine\ntopic: t\ntarget_table: t\nschema: {a: string}\n")
     result = subprocess.run(
-        ["python", "-c", "import json; from airflow.dag_processing.dagbag import DagBag; "
-                         f"bag = DagBag(dag_folder='{REPO / 'dags'}'); "
-                         "print(json.dumps([sorted(bag.dags), bag.import_errors]))"],
-        capture_output=True, text=True, env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(tmp_path)}, timeout=120)
+        [
+            "python",
+            "-c",
+            "import json; from airflow.dag_processing.dagbag import DagBag; "
+            f"bag = DagBag(dag_folder='{REPO / 'dags'}'); "
+            "print(json.dumps([sorted(bag.dags), bag.import_errors]))",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(tmp_path)},
+        timeout=120,
+    )
     dags, errors = json.loads(result.stdout.splitlines()[-1])
     assert dags == ["microingest_fine"], result.stderr[-2000:]
     [(path, error)] = errors.items()
@@ -148,8 +190,16 @@ def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fe
     dag_env = {**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)}
     # Register the DAG first: three `dags test` processes would otherwise race to insert the same DAG row.
     subprocess.run(["airflow", "dags", "reserialize"], env=dag_env, check=True, capture_output=True, timeout=300)
-    procs = [subprocess.Popen(["airflow", "dags", "test", env.pipeline.dag_id], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env=dag_env) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            ["airflow", "dags", "test", env.pipeline.dag_id],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dag_env,
+        )
+        for _ in range(3)
+    ]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
 
     assert env.target_rows() == sorted(produced), "every record exactly once"
@@ -158,8 +208,11 @@ def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fe
     fenced = [r for r in runs if r.get("ingest") == "failed"]
     skipped = [r for r in runs if r.get("ingest") == "skipped"]
     assert len(committed) + len(fenced) + len(skipped) == 3, runs
-    ranges = [r for (ranges,) in env.query("SELECT ranges FROM microingest.batches WHERE pipeline = %s",
-                                           (env.pipeline.name,)) for r in ranges]
+    ranges = [
+        r
+        for (ranges,) in env.query("SELECT ranges FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,))
+        for r in ranges
+    ]
     covered = Counter((r["partition"], o) for r in ranges for o in range(r["from"], r["until"]))
     assert set(covered.values()) == {1} and len(covered) == len(produced), "each offset in exactly one batch"
     assert len(committed) == len(env.batches())
@@ -178,8 +231,10 @@ def test_an_airflow_retry_goes_on_after_a_kill_between_batches(env, tmp_path):
     assert result.returncode == 0, result.stdout[-4000:]
     # Batch 1 committed, then the kill; try 2 commits batch 2 in a new job.
     assert env.target_rows() == sorted(produced)
-    assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s ORDER BY run_batch",
-                     (env.pipeline.name,)) == [(1, 1), (2, 2)]
+    assert env.query(
+        "SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s ORDER BY run_batch",
+        (env.pipeline.name,),
+    ) == [(1, 1), (2, 2)]
     assert "committed 1 batch(es) in earlier tries (300 records)" in result.stdout
 
 
@@ -193,6 +248,7 @@ def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_witho
     assert result.returncode == 0, result.stdout[-4000:]
     assert "committed its whole plan (1 batch(es), 400 records)" in result.stdout
     assert env.target_rows() == sorted(produced)
-    assert env.query("SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s",
-                     (env.pipeline.name,)) == [(1, 1)]
+    assert env.query(
+        "SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)
+    ) == [(1, 1)]
     assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success", "announce": "success"}

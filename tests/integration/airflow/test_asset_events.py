@@ -9,19 +9,22 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.pipeline_env import SERVED_FOLDER, Env
+from microingest.batches import OffsetRange
 from microingest.declare.files import load_pipeline_file
 from microingest.observe.announcements import merged_ranges
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.kafka_access import create_topic, json_bytes
-from pipeline_env import SERVED_FOLDER, Env
 
 REPO = Path(__file__).resolve().parents[3]
 SUMMARY_DAG = "demo_events_summary"
 
 
 def history(env: Env, run_id: str) -> list[tuple]:
-    return env.query("SELECT batch_id::text, kind, ranges, rows_written FROM microingest.batches WHERE pipeline = %s "
-                     "AND run_id = %s AND kind <> 'pin' ORDER BY committed_at", (env.pipeline.name, run_id))
+    return env.query(
+        "SELECT batch_id::text, kind, ranges, rows_written FROM microingest.batches WHERE pipeline = %s "
+        "AND run_id = %s AND kind <> 'pin' ORDER BY committed_at",
+        (env.pipeline.name, run_id),
+    )
 
 
 def expected_ranges(batches: list[tuple]) -> list[dict]:
@@ -29,8 +32,10 @@ def expected_ranges(batches: list[tuple]) -> list[dict]:
 
 
 def clear(api, dag_id: str, run_id: str, task_id: str) -> None:
-    api.post(f"/api/v2/dags/{dag_id}/clearTaskInstances", {"dag_run_id": run_id, "task_ids": [task_id],
-                                                          "dry_run": False, "only_failed": False})
+    api.post(
+        f"/api/v2/dags/{dag_id}/clearTaskInstances",
+        {"dag_run_id": run_id, "task_ids": [task_id], "dry_run": False, "only_failed": False},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +73,11 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     positions = {(r["partition"], o) for r in extra["ranges"] for o in range(r["from"], r["until"])}
     assert {(p, o) for p, o, _ in produced} <= positions
     note = api.note(dag_id, run.run_id)
-    assert re.fullmatch(rf"{len(batches)} batch(es)?, {extra['records_read']:,} records, "
-                        rf"{extra['rows_written']:,} rows, 0 dead letters, \d+ (s|min \d+ s)", note), note
+    assert re.fullmatch(
+        rf"{len(batches)} batch(es)?, {extra['records_read']:,} records, "
+        rf"{extra['rows_written']:,} rows, 0 dead letters, \d+ (s|min \d+ s)",
+        note,
+    ), note
     assert_lineage(demo, pg, kafka, "COMPLETE", extra)
 
     [announced] = api.wait_for_downstream(dag_id, run.run_id)
@@ -79,10 +87,16 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     summary = api.wait_for_run(SUMMARY_DAG, summary_run, timeout=600)
     assert summary.state == "success", summary.describe()
     assert api.xcom(summary, "summarize")["batch_ids"] == extra["batch_ids"]
-    by_batch = demo.query("SELECT batch_id::text, sum(events)::bigint FROM public.demo_events_summary "
-                          "WHERE batch_id = ANY(%s::uuid[]) GROUP BY 1 ORDER BY 1", (extra["batch_ids"],))
-    landed = demo.query("SELECT batch_id::text, count(*) FROM public.demo_events WHERE batch_id = ANY(%s::uuid[]) "
-                        "GROUP BY 1 ORDER BY 1", (extra["batch_ids"],))
+    by_batch = demo.query(
+        "SELECT batch_id::text, sum(events)::bigint FROM public.demo_events_summary "
+        "WHERE batch_id = ANY(%s::uuid[]) GROUP BY 1 ORDER BY 1",
+        (extra["batch_ids"],),
+    )
+    landed = demo.query(
+        "SELECT batch_id::text, count(*) FROM public.demo_events WHERE batch_id = ANY(%s::uuid[]) "
+        "GROUP BY 1 ORDER BY 1",
+        (extra["batch_ids"],),
+    )
     assert by_batch == landed and sum(n for _, n in landed) == extra["rows_written"]
 
     again = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
@@ -118,8 +132,7 @@ def lineage_events(batch_ids: list[str]) -> list[dict]:
     path = json.loads(os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"])["log_file_path"]
     with open(path) as f:
         events = [json.loads(line) for line in f if line.strip()]
-    return [e for e in events
-            if e["run"]["facets"].get("microingest_offsets", {}).get("batchIds") == batch_ids]
+    return [e for e in events if e["run"]["facets"].get("microingest_offsets", {}).get("batchIds") == batch_ids]
 
 
 def assert_lineage(env: Env, pg: dict, kafka: dict, event_type: str, extra: dict) -> None:
@@ -129,8 +142,10 @@ def assert_lineage(env: Env, pg: dict, kafka: dict, event_type: str, extra: dict
     assert (source["namespace"], source["name"]) == (f"kafka://{kafka['bootstrap_servers'][0]}", env.pipeline.topic)
     target, dead = event["outputs"]
     schema, table = env.pipeline.target_table.split(".")
-    assert (target["namespace"], target["name"]) == (f"postgres://{pg['host']}:{pg['port']}",
-                                                     f"{pg['dbname']}.{schema}.{table}")
+    assert (target["namespace"], target["name"]) == (
+        f"postgres://{pg['host']}:{pg['port']}",
+        f"{pg['dbname']}.{schema}.{table}",
+    )
     assert {f["name"] for f in target["facets"]["schema"]["fields"]} >= set(env.pipeline.value_columns)
     assert target["outputFacets"]["outputStatistics"]["rowCount"] == extra["rows_written"]
     assert dead["outputFacets"]["outputStatistics"]["rowCount"] == extra["dead_letters"]

@@ -3,18 +3,23 @@ or fails at once saying why; it never succeeds having done nothing."""
 
 from psycopg2 import sql
 
-from pipeline_env import Env
+from helpers.pipeline_env import Env
 
 
 def clear_run(api, dag_id: str, run_id: str) -> None:
     """What the UI's "Clear" on a whole DAG run does: every task of it again."""
-    api.post(f"/api/v2/dags/{dag_id}/clearTaskInstances", {"dag_run_id": run_id, "only_failed": False,
-                                                          "dry_run": False, "reset_dag_runs": True})
+    api.post(
+        f"/api/v2/dags/{dag_id}/clearTaskInstances",
+        {"dag_run_id": run_id, "only_failed": False, "dry_run": False, "reset_dag_runs": True},
+    )
 
 
 def backfill_batches(env: Env, run_id: str) -> list[tuple]:
-    return env.query("SELECT records_read, rows_written, clear_number FROM microingest.batches WHERE pipeline = %s "
-                     "AND run_id = %s AND kind = 'backfill' ORDER BY committed_at", (env.pipeline.name, run_id))
+    return env.query(
+        "SELECT records_read, rows_written, clear_number FROM microingest.batches WHERE pipeline = %s "
+        "AND run_id = %s AND kind = 'backfill' ORDER BY committed_at",
+        (env.pipeline.name, run_id),
+    )
 
 
 def test_a_cleared_backfill_run_replays_its_plan_or_fails_saying_why(api, served):
@@ -35,7 +40,7 @@ def test_a_cleared_backfill_run_replays_its_plan_or_fails_saying_why(api, served
     clear_run(api, dag_id, replace)
     run = api.wait_for_run(dag_id, replace, timeout=600)
     assert run.state == "success" and run.tries["ingest"] == 2
-    replayed = backfill_batches(env, replace)[len(first):]
+    replayed = backfill_batches(env, replace)[len(first) :]
     assert sum(read for read, _, _ in replayed) == until and {c for _, _, c in replayed} == {1}
     assert api.xcom(run, "ingest")["records_read"] == until  # what this clearing read, not the sum of both
     env.assert_exactly_once(produced)

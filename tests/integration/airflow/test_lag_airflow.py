@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from microingest.airflow.dag_factory import SLA_DAG_ID
+from microingest.batches import OffsetRange
 from microingest.cli.remote_run import error_events
-from microingest.systems.airflow_api import AirflowApiError
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
-from microingest.plan.offsets import OffsetRange
+from microingest.systems.airflow_api import AirflowApiError
 
 
 def service_log(service: str, *needles: str, limit: int = 20) -> str:
@@ -22,8 +22,7 @@ def service_log(service: str, *needles: str, limit: int = 20) -> str:
     needs to be explained (a run waiting on the triggerer fails by timing out, which says nothing of why)."""
     path = Path(os.environ["AIRFLOW_HOME"]) / "logs" / f"{service}.log"
     lines = path.read_text(errors="replace").splitlines() if path.exists() else [f"(no {path})"]
-    hits = [line[:300] for line in lines
-            if any(n in line for n in needles) or "[error" in line or "Traceback" in line]
+    hits = [line[:300] for line in lines if any(n in line for n in needles) or "[error" in line or "Traceback" in line]
     return f"\n--- {service}.log ---\n" + "\n".join(hits[-limit:])
 
 
@@ -42,8 +41,9 @@ def scheduled_run_waiting(api, dag_id: str, timeout: float = 180) -> str:
 def poked_with(api, run, answer: str, timeout: float = 180) -> None:
     """Until a poke of the run's gate logs that it is not met yet with `answer` (the check's summary)."""
     deadline = time.monotonic() + timeout
-    while not any("not met yet" in line and answer in line
-                  for line in map(json.dumps, api.log_events(run, "wait_for_records"))):
+    while not any(
+        "not met yet" in line and answer in line for line in map(json.dumps, api.log_events(run, "wait_for_records"))
+    ):
         if time.monotonic() > deadline:
             raise AssertionError(f"no poke of the gate of {run.dag_id} answered '{answer}' within {timeout}s")
         time.sleep(2)
@@ -66,9 +66,10 @@ def test_the_gate_waits_in_the_triggerer_until_enough_records_wait(api, served):
         raise AssertionError(f"{exc}{service_log('triggerer', env.pipeline.name)}") from exc
     finally:
         api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
-    assert (run.state, run.tasks) == ("success", {"wait_for_records": "success", "plan": "success",
-                                                  "ingest": "success", "announce": "success"}), (
-        run.describe() + service_log("triggerer", env.pipeline.name) + service_log("scheduler", dag_id))
+    assert (run.state, run.tasks) == (
+        "success",
+        {"wait_for_records": "success", "plan": "success", "ingest": "success", "announce": "success"},
+    ), run.describe() + service_log("triggerer", env.pipeline.name) + service_log("scheduler", dag_id)
     opened = api.xcom(run, "wait_for_records")
     assert opened["status"] == "met" and opened["offset_lag"] >= 50
     assert env.target_rows() == sorted(first + rest)
@@ -90,8 +91,10 @@ def test_the_sla_sensor_fails_a_pipeline_that_stalls(api, served):
     assert verdicts[c.partition].state is LagState.STALL and "not started" in verdicts[c.partition].reason
     assert status.verdict.state is LagState.STALL
     # The plans' own: an SLA check DAG left unpaused (by an earlier session on this platform) records its own too.
-    seen = env.query("SELECT count(*) FROM microingest.lag_observations WHERE pipeline = %s AND partition = %s "
-                     "AND source = 'plan'", (env.pipeline.name, b.partition))[0][0]
+    seen = env.query(
+        "SELECT count(*) FROM microingest.lag_observations WHERE pipeline = %s AND partition = %s AND source = 'plan'",
+        (env.pipeline.name, b.partition),
+    )[0][0]
     assert seen == 11
 
     api.wait_for_dag(SLA_DAG_ID, say=lambda m: None)
@@ -101,7 +104,8 @@ def test_the_sla_sensor_fails_a_pipeline_that_stalls(api, served):
     except (AssertionError, AirflowApiError) as exc:  # a timeout
         raise AssertionError(f"{exc}{service_log('triggerer', env.pipeline.name)}") from exc
     task = f"sla_{env.pipeline.name}"
-    assert run.state == "failed" and run.tasks[task] == "failed", run.describe() + service_log("triggerer",
-                                                                                                env.pipeline.name)
+    assert run.state == "failed" and run.tasks[task] == "failed", run.describe() + service_log(
+        "triggerer", env.pipeline.name
+    )
     errors = " ".join(error_events(api, run, task))
     assert "breached for longer than grace_seconds 15" in errors and "STALL" in errors, errors

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from airflow_access import get
-from browser_session import OUTPUT, log_in, wait
 from selenium.webdriver.common.by import By
 
+from helpers.airflow_access import get
+from helpers.browser_session import OUTPUT, log_in, wait
 from microingest.systems.airflow_api import base_url
 
 

@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from browser_session import OUTPUT
+from helpers.browser_session import OUTPUT
 from microingest.systems.airflow_api import base_url
 from microingest.systems.connections import get_connection
 
@@ -24,9 +24,12 @@ def get(token: str | None) -> tuple[int, str]:
 
 
 def samples(text: str, pipeline: str) -> dict:
-    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "pipeline"))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples
-            if s.labels.get("pipeline") == pipeline}
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "pipeline"))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels.get("pipeline") == pipeline
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +53,13 @@ def test_a_runs_batches_show_in_the_counters_and_its_lag_drops_to_zero(api, serv
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert run.state == "success", run.describe()
 
-    status, text = get(token)
+    _status, text = get(token)
     after = samples(text, name)
-    [(batches, read, written)] = env.query("SELECT count(*), sum(records_read), sum(rows_written) FROM "
-                                           "microingest.batches WHERE pipeline = %s AND kind = 'ingest'", (name,))
+    [(batches, read, written)] = env.query(
+        "SELECT count(*), sum(records_read), sum(rows_written) FROM "
+        "microingest.batches WHERE pipeline = %s AND kind = 'ingest'",
+        (name,),
+    )
     ingest = (("kind", "ingest"),)
     assert after[("microingest_batches_total", ingest)] == batches >= 3  # 250 records in batches of 100
     assert after[("microingest_records_read_total", ingest)] == read == 250

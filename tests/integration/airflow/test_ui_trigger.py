@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 
-from microingest.systems.airflow_api import base_url
+from helpers.browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from microingest.plan.live import plan_live_run
+from microingest.systems.airflow_api import base_url
 from microingest.systems.kafka_access import partition_bounds
 
 
@@ -27,15 +27,18 @@ def test_an_operator_backfills_a_range_from_the_trigger_form(browser, served, ap
     browser.get(f"{base_url()}/dags/{dag_id}")
     wait(browser, ready.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=trigger-dag-button]"))).click()
     button(browser, "Backfill").click()  # the Params section, not the "Backfill" radio (Airflow's own backfill)
-    editor = wait(browser, lambda b: [e for e in b.find_elements(By.CSS_SELECTOR, "[role=dialog] .monaco-editor")
-                                      if e.is_displayed()][:1])[0]
+    editor = wait(
+        browser,
+        lambda b: [e for e in b.find_elements(By.CSS_SELECTOR, "[role=dialog] .monaco-editor") if e.is_displayed()][:1],
+    )[0]
     fill_json_editor(browser, editor, "{" + ranges + "}")
     wait(browser, lambda _: all(f'"{p}"' in editor.text for p in asked))
     browser.save_screenshot(str(OUTPUT / "trigger-form-backfill.png"))
 
     button(browser, "Trigger").click()
-    run_id = wait(browser, lambda _: next(iter(api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]), None),
-                  timeout=60)["dag_run_id"]
+    run_id = wait(
+        browser, lambda _: next(iter(api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]), None), timeout=60
+    )["dag_run_id"]
     run = api.wait_for_run(dag_id, run_id, timeout=600)
     assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
 

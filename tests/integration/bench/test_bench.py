@@ -26,9 +26,28 @@ RECORDS, SMALL = 600, 10
 
 def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, pg):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "microingest.bench", "--records", str(RECORDS), "--partitions", "2",
-                           "--batch-records", "250", "--small-records", str(SMALL), "--small-batches", "1",
-                           "--out", str(out)], capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microingest.bench",
+            "--records",
+            str(RECORDS),
+            "--partitions",
+            "2",
+            "--batch-records",
+            "250",
+            "--small-records",
+            str(SMALL),
+            "--small-batches",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     report = json.loads((out / "report.json").read_text())
     found = {m["key"]: m for m in report["measurements"]}
@@ -58,15 +77,19 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
             assert set(m["small_phases_median"]) == set(m["phases"]), m
     for key in ("airflow", "spark_job"):  # 600 records at 250 a batch, then the small batch
         with connection(pg) as conn, conn.cursor() as cur:
-            cur.execute("SELECT records_read FROM microingest.batches WHERE pipeline = %s ORDER BY committed_at",
-                        (f"bench_{report['run_id']}_{key}",))
+            cur.execute(
+                "SELECT records_read FROM microingest.batches WHERE pipeline = %s ORDER BY committed_at",
+                (f"bench_{report['run_id']}_{key}",),
+            )
             assert [b[0] for b in cur.fetchall()] == [250, 250, 100, SMALL]
 
     with connection(pg) as conn, conn.cursor() as cur:  # the Avro dataset is the same records, landed the same
         values = ", ".join(["source_partition", "source_offset", *VALUE_COLUMNS])
-        cur.execute(f"SELECT count(*) FROM ((SELECT {values} FROM bench.airflow EXCEPT SELECT {values} FROM "
-                    f"bench.airflow_avro) UNION ALL (SELECT {values} FROM bench.airflow_avro EXCEPT "
-                    f"SELECT {values} FROM bench.airflow)) differ")
+        cur.execute(
+            f"SELECT count(*) FROM ((SELECT {values} FROM bench.airflow EXCEPT SELECT {values} FROM "
+            f"bench.airflow_avro) UNION ALL (SELECT {values} FROM bench.airflow_avro EXCEPT "
+            f"SELECT {values} FROM bench.airflow)) differ"
+        )
         assert cur.fetchone()[0] == 0
 
     markdown = (out / "report.md").read_text()
@@ -78,8 +101,11 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
         for role, mib in m["own_peak_rss_mib"].items():  # the contender's own figure, marked, over the sampler's
             assert f"| {mib:,.0f}† |" in row, (role, row)
     for how in ("spark-submit", "the long-lived driver"):
-        assert re.search(rf"\| end to end ≥ 0\.5× the COPY limit, through Airflow on {how} \| \d+\.\d\d× \| "
-                         "(met|missed)", markdown)
+        assert re.search(
+            rf"\| end to end ≥ 0\.5× the COPY limit, through Airflow on {how} \| \d+\.\d\d× \| "
+            "(met|missed)",
+            markdown,
+        )
     assert "## Where the platform's time goes" in markdown
     png = (out / "chart.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

@@ -5,8 +5,9 @@ import subprocess
 
 
 def cli(*args, **env):
-    return subprocess.run(["microingest", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        ["microingest", *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
 
 
 def test_plan_shows_ranges_and_writes_nothing(env):
@@ -18,8 +19,11 @@ def test_plan_shows_ranges_and_writes_nothing(env):
 
 
 def test_unreachable_kafka_is_a_clear_error(env):
-    result = cli("plan", env.pipeline.name,
-                 AIRFLOW_CONN_MICROINGEST_KAFKA='{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}')
+    result = cli(
+        "plan",
+        env.pipeline.name,
+        AIRFLOW_CONN_MICROINGEST_KAFKA='{"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9"}}',
+    )
     assert result.returncode == 2
     assert "microingest: error: Kafka at 127.0.0.1:9 is unreachable" in result.stderr
 
@@ -33,6 +37,7 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password(env):
 
 def test_missing_topic_is_a_clear_error(env, tmp_path):
     (env.pipelines_dir / "ghost.yaml").write_text(
-        "name: ghost\ntopic: no-such-topic-here\ntarget_table: t\nschema: {a: string}\n")
+        "name: ghost\ntopic: no-such-topic-here\ntarget_table: t\nschema: {a: string}\n"
+    )
     result = cli("plan", "ghost")
     assert result.returncode == 2 and "topic 'no-such-topic-here' does not exist" in result.stderr

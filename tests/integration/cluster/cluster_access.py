@@ -7,18 +7,16 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from kafka import KafkaAdminClient
 
+from local_platform import config, spark_cluster
+from local_platform import kafka as local_kafka
+from local_platform.process_tree import platform_cgroup
 from microingest import settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from local_platform import config, kafka as local_kafka, spark_cluster  # noqa: E402
-from local_platform.process_tree import platform_cgroup  # noqa: E402
 
 RUN = settings.state_dir() / "run"
 EDGE_WORKERS = ("edge-worker-1", "edge-worker-2")
@@ -120,7 +118,9 @@ def active_stages() -> int:
         except OSError:
             pass
     try:
-        running += sum(1 for a in spark_cluster.master_state()["activeapps"] if a["name"] != "microingest-spark-connect")
+        running += sum(
+            1 for a in spark_cluster.master_state()["activeapps"] if a["name"] != "microingest-spark-connect"
+        )
     except OSError:
         pass
     return running

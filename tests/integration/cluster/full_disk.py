@@ -38,8 +38,12 @@ class SmallTablespace:
         interrupted soak may have left)."""
         self.remove()
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(self.mountpoint)],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(self.mountpoint)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         data = self.mountpoint / "pg"
         data.mkdir()
         postgres = pwd.getpwnam("postgres")
@@ -48,12 +52,16 @@ class SmallTablespace:
         with connection(self.pg) as conn:
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute(sql.SQL("CREATE TABLESPACE {} LOCATION %s").format(sql.Identifier(TABLESPACE)),
-                            (str(data),))
+                cur.execute(
+                    sql.SQL("CREATE TABLESPACE {} LOCATION %s").format(sql.Identifier(TABLESPACE)), (str(data),)
+                )
                 for table in tables:
                     schema, name = table.split(".", 1)
-                    cur.execute(sql.SQL("ALTER TABLE {} SET TABLESPACE {}").format(
-                        sql.Identifier(schema, name), sql.Identifier(TABLESPACE)))
+                    cur.execute(
+                        sql.SQL("ALTER TABLE {} SET TABLESPACE {}").format(
+                            sql.Identifier(schema, name), sql.Identifier(TABLESPACE)
+                        )
+                    )
 
     def fill(self) -> int:
         """Take every free byte of the filesystem; returns how many."""
@@ -84,12 +92,17 @@ class SmallTablespace:
                     cur.execute("SELECT 1 FROM pg_tablespace WHERE spcname = %s", (TABLESPACE,))
                     if cur.fetchone():
                         try:
-                            cur.execute(sql.SQL("ALTER TABLE ALL IN TABLESPACE {} SET TABLESPACE pg_default").format(
-                                sql.Identifier(TABLESPACE)))
+                            cur.execute(
+                                sql.SQL("ALTER TABLE ALL IN TABLESPACE {} SET TABLESPACE pg_default").format(
+                                    sql.Identifier(TABLESPACE)
+                                )
+                            )
                         except psycopg2.Error:  # its filesystem went away (an interrupted soak): the data is gone
-                            cur.execute("SELECT c.oid::regclass::text FROM pg_class c JOIN pg_tablespace t ON "
-                                        "t.oid = c.reltablespace WHERE t.spcname = %s AND c.relkind = 'r'",
-                                        (TABLESPACE,))
+                            cur.execute(
+                                "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_tablespace t ON "
+                                "t.oid = c.reltablespace WHERE t.spcname = %s AND c.relkind = 'r'",
+                                (TABLESPACE,),
+                            )
                             for (table,) in cur.fetchall():
                                 cur.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
                         cur.execute(sql.SQL("DROP TABLESPACE {}").format(sql.Identifier(TABLESPACE)))

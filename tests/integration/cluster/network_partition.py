@@ -23,8 +23,11 @@ def _nft(*args: str) -> None:
 def _selector(group: Path) -> tuple[int, str]:
     """nft's `socket cgroupv2 level N "path"`: the path from /sys/fs/cgroup (where nft looks it up), the level from
     the cgroup v2 root (which may be mounted below it, as /sys/fs/cgroup/unified)."""
-    mount = next(Path(line.split()[1]) for line in Path("/proc/mounts").read_text().splitlines()
-                 if line.split()[2] == "cgroup2" and group.is_relative_to(line.split()[1]))
+    mount = next(
+        Path(line.split()[1])
+        for line in Path("/proc/mounts").read_text().splitlines()
+        if line.split()[2] == "cgroup2" and group.is_relative_to(line.split()[1])
+    )
     return len(group.relative_to(mount).parts), str(group.relative_to("/sys/fs/cgroup"))
 
 
@@ -35,8 +38,23 @@ def cut(groups: list[Path], ports: list[int]) -> None:
     port_set = "{ " + ", ".join(str(p) for p in ports) + " }"
     for group in groups:
         level, path = _selector(group)
-        _nft("add", "rule", "inet", TABLE, "out", "socket", "cgroupv2", "level", str(level), f'"{path}"',
-             "tcp", "dport", port_set, "counter", "drop")
+        _nft(
+            "add",
+            "rule",
+            "inet",
+            TABLE,
+            "out",
+            "socket",
+            "cgroupv2",
+            "level",
+            str(level),
+            f'"{path}"',
+            "tcp",
+            "dport",
+            port_set,
+            "counter",
+            "drop",
+        )
 
 
 def dropped() -> int:

@@ -11,15 +11,16 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import cluster_access as cluster
 import full_disk
 import network_partition
-from local_platform import config
-from pipeline_env import platform
 from soak_moments import PRECONDITION_WAIT, await_moment, commit_in_flight, deferred_sensor, running_task_on, until
+
+from helpers.pipeline_env import platform
+from local_platform import config
 
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
 
@@ -52,8 +53,10 @@ class Soak:
 
         try:
             with connection(self.pg) as conn, conn.cursor() as cur:
-                cur.execute("SELECT extract(epoch FROM max(committed_at)) FROM microingest.batches "
-                            "WHERE pipeline = ANY(%s)", (self.pipelines,))
+                cur.execute(
+                    "SELECT extract(epoch FROM max(committed_at)) FROM microingest.batches WHERE pipeline = ANY(%s)",
+                    (self.pipelines,),
+                )
                 return float(cur.fetchone()[0] or 0)
         except Exception:
             return 0.0
@@ -61,14 +64,21 @@ class Soak:
 
 # --- the faults ---------------------------------------------------------------------------------------------------
 
-def kill_service(service: str, healthy: Callable[[], object], moment: Callable[[object], object] | None = None,
-                 moment_name: str = "", wait: float = PRECONDITION_WAIT):
+
+def kill_service(
+    service: str,
+    healthy: Callable[[], object],
+    moment: Callable[[object], object] | None = None,
+    moment_name: str = "",
+    wait: float = PRECONDITION_WAIT,
+):
     def strike(soak: Soak, fault: Fault) -> Callable[[], bool]:
         if moment:
             await_moment(fault, moment_name, lambda: moment(soak.api), wait)
         old = cluster.kill9(service)
         fault.detail = f"kill -9 of {service} (pid {old})"
         return lambda: cluster.restarted(service, old) and bool(healthy())
+
     return strike
 
 
@@ -81,8 +91,9 @@ def kill_edge_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
     service = f"airflow-{worker}"
     old = cluster.kill9(service)
     fault.detail = f"kill -9 of {service} (pid {old})"
-    return lambda: cluster.restarted(service, old) and \
-        cluster.edge_worker_states(soak.api).get(worker) in ("idle", "running")
+    return lambda: (
+        cluster.restarted(service, old) and cluster.edge_worker_states(soak.api).get(worker) in ("idle", "running")
+    )
 
 
 def kill_spark_worker(soak: Soak, fault: Fault) -> Callable[[], bool]:
@@ -136,8 +147,7 @@ def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
         conn.autocommit = True
         try:
             with conn.cursor() as cur:
-                await_moment(fault, "a transaction writing", lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT,
-                             0.02)
+                await_moment(fault, "a transaction writing", lambda: commit_in_flight(cur), 2 * PRECONDITION_WAIT, 0.02)
                 # SIGQUIT is Postgres' immediate shutdown (no checkpoint, as a power cut); sent from here at once, so
                 # the transaction seen is still open.
                 os.kill(postmaster, signal.SIGQUIT)
@@ -171,6 +181,7 @@ def partition(name: str, services: list[str], ports: Callable[[], list[int]]):
         network_partition.heal()
         fault.outage = time.monotonic() - started
         return lambda: True
+
     return strike
 
 
@@ -198,20 +209,28 @@ def kafka_ports() -> list[int]:
 FAULTS: dict[str, tuple[str, Callable]] = {
     "scheduler killed": ("airflow-scheduler", kill_service("airflow-scheduler", cluster.scheduler_healthy)),
     "Airflow worker killed mid-task": ("edge-worker", kill_edge_worker),
-    "triggerer killed, sensor deferred": ("airflow-triggerer", kill_service(
-        "airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred", wait=150)),  # see the gated pipeline
+    "triggerer killed, sensor deferred": (
+        "airflow-triggerer",
+        kill_service("airflow-triggerer", lambda: True, deferred_sensor, "sensor deferred", wait=150),
+    ),  # see the gated pipeline
     "API server killed": ("airflow-api-server", kill_service("airflow-api-server", cluster.api_healthy)),
     "dag-processor killed": ("airflow-dag-processor", kill_service("airflow-dag-processor", lambda: True)),
-    "Spark Connect server killed": ("spark-connect", kill_service(
-        "spark-connect", lambda: cluster.listening(config.SPARK_CONNECT_PORT) and cluster.connect_app_url())),
+    "Spark Connect server killed": (
+        "spark-connect",
+        kill_service(
+            "spark-connect", lambda: cluster.listening(config.SPARK_CONNECT_PORT) and cluster.connect_app_url()
+        ),
+    ),
     "Spark worker killed mid-stage": ("spark-worker", kill_spark_worker),
     "spark-submit driver killed": ("spark-submit", kill_spark_submit_driver),
     "partition leader broker killed": ("kafka", kill_partition_leader),
     "broker restarted": ("kafka", restart_broker),
     "Postgres crashed mid-commit": ("postgres", crash_postgres_in_commit),
     "Postgres refusing connections": ("postgres", stop_postgres_for_a_while),
-    "Spark cut off from Postgres": ("network", partition("Spark (drivers) and Postgres", DRIVERS + SPARK_SIDE,
-                                                         lambda: [config.PG_PORT])),
+    "Spark cut off from Postgres": (
+        "network",
+        partition("Spark (drivers) and Postgres", DRIVERS + SPARK_SIDE, lambda: [config.PG_PORT]),
+    ),
     "Spark cut off from Kafka": ("network", partition("Spark and Kafka", SPARK_SIDE, kafka_ports)),
     "target tablespace full": ("disk", fill_tablespace),
 }

@@ -4,7 +4,7 @@ a transaction writing. A fault that finds no such moment in time strikes anyway 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import cluster_access as cluster
 
@@ -48,7 +48,9 @@ def deferred_sensor(api) -> bool:
 def commit_in_flight(cur) -> bool:
     """A transaction of the pipelines' database that has written (a batch's COPY, its inserts, the ledger) and not
     yet committed."""
-    cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction') "
-                "AND query ~* '^\\s*(copy|insert|update|delete|with)'")
+    cur.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction') "
+        "AND query ~* '^\\s*(copy|insert|update|delete|with)'"
+    )
     return cur.fetchone()[0] > 0

@@ -10,8 +10,17 @@ from dataclasses import asdict
 def by_kind(faults: list) -> dict[str, dict]:
     kinds: dict[str, dict] = {}
     for fault in faults:
-        row = kinds.setdefault(fault.kind, {"injected": 0, "not_struck": 0, "at_moment": None, "recovered": 0,
-                                            "not_recovered": 0, "recovery_seconds": []})
+        row = kinds.setdefault(
+            fault.kind,
+            {
+                "injected": 0,
+                "not_struck": 0,
+                "at_moment": None,
+                "recovered": 0,
+                "not_recovered": 0,
+                "recovery_seconds": [],
+            },
+        )
         if fault.error:
             row["not_struck"] += 1
             continue
@@ -34,8 +43,10 @@ def table(kinds: dict[str, dict]) -> str:
     lines = [f"{'fault':<36} {'injected':>8} {'at moment':>9} {'recovered':>9} {'median s':>9} {'max s':>7}"]
     for kind, row in kinds.items():
         at_moment = "-" if row["at_moment"] is None else row["at_moment"]
-        lines.append(f"{kind:<36} {row['injected']:>8} {at_moment:>9} {row['recovered']:>9} "
-                     f"{_shown(row['recovery_median_s']):>9} {_shown(row['recovery_max_s']):>7}")
+        lines.append(
+            f"{kind:<36} {row['injected']:>8} {at_moment:>9} {row['recovered']:>9} "
+            f"{_shown(row['recovery_median_s']):>9} {_shown(row['recovery_max_s']):>7}"
+        )
     total = sum(r["injected"] for r in kinds.values())
     lines.append(f"{'all':<36} {total:>8} {'':>9} {sum(r['recovered'] for r in kinds.values()):>9}")
     return "\n".join(lines)

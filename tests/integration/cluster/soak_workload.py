@@ -9,26 +9,43 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from exactly_once import SinkPipelines, declare_sink_pipelines
+from helpers.exactly_once import SinkPipelines, declare_sink_pipelines
+from helpers.pipeline_env import Env, new_env
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.airflow_api import AirflowApiError
-from pipeline_env import Env, new_env
 
 BACKFILL_SPAN = 3000  # offsets per partition a backfill run replaces, below the live position
 
 
 def declare(pg, kafka, folder: Path, suffix: str, topic: str) -> tuple[SinkPipelines, Env]:
     """The sink pipelines (aggregate's jobs by spark-submit, the rest on the Connect server) and the gated one."""
-    common = {"max_records_per_batch": 2000, "dead_letter": {"max_fraction": 0.5}, "retries": 4,
-              "retry_delay_seconds": 5}
-    sinks = declare_sink_pipelines(pg, kafka, folder, f"soak_{suffix}", topic, common,
-                                   per_role={"agg": {"spark_conn_id": SUBMIT_CONN_ID},
-                                             "append": {"max_active_runs": 2}})
+    common = {
+        "max_records_per_batch": 2000,
+        "dead_letter": {"max_fraction": 0.5},
+        "retries": 4,
+        "retry_delay_seconds": 5,
+    }
+    sinks = declare_sink_pipelines(
+        pg,
+        kafka,
+        folder,
+        f"soak_{suffix}",
+        topic,
+        common,
+        per_role={"agg": {"spark_conn_id": SUBMIT_CONN_ID}, "append": {"max_active_runs": 2}},
+    )
     # Its gate opens only once the oldest unread record is 120 s old, so a run that starts a minute after the last
     # one read waits deferred for about a minute (the triggerer's fault waits for that), then reads.
-    gated = new_env(pg, kafka, folder, f"soak_{suffix}_gated", topic, schedule="* * * * *", **common,
-                    lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 120, "wait_seconds": 180,
-                                  "poke_seconds": 10}})
+    gated = new_env(
+        pg,
+        kafka,
+        folder,
+        f"soak_{suffix}_gated",
+        topic,
+        schedule="* * * * *",
+        **common,
+        lag={"gate": {"min_records": 1_000_000_000, "max_wait_seconds": 120, "wait_seconds": 180, "poke_seconds": 10}},
+    )
     return sinks, gated
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -19,14 +18,14 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
+from helpers.pipeline_env import SERVED_FOLDER, new_env
+from local_platform import config
 from microingest.systems.kafka_access import create_topic
-from pipeline_env import SERVED_FOLDER, new_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from local_platform import config  # noqa: E402
-
-pytestmark = pytest.mark.skipif(os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
-                                reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
+    reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)",
+)
 
 WORKERS = ("edge-worker-1", "edge-worker-2")
 
@@ -87,8 +86,11 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     connect_ui = f"http://127.0.0.1:{config.SPARK_CONNECT_UI_PORT}/api/v1/applications"
     app = _json(connect_ui)[0]["id"]
     # Each executor's log links name the worker (its UI port) that runs it.
-    worker_of = {e["id"]: e["executorLogs"]["stdout"].split("//", 1)[1].split("/", 1)[0]
-                 for e in _json(f"{connect_ui}/{app}/executors") if e["id"] != "driver" and e["isActive"]}
+    worker_of = {
+        e["id"]: e["executorLogs"]["stdout"].split("//", 1)[1].split("/", 1)[0]
+        for e in _json(f"{connect_ui}/{app}/executors")
+        if e["id"] != "driver" and e["isActive"]
+    }
     assert len(set(worker_of.values())) == 2, f"the Connect server's executors: {worker_of}"
     stages_before = {s["stageId"] for s in _json(f"{connect_ui}/{app}/stages")}
 
@@ -116,6 +118,9 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     env.assert_exactly_once(produced)
 
     new_stages = [s for s in _json(f"{connect_ui}/{app}/stages") if s["stageId"] not in stages_before]
-    executors = {t["executorId"] for s in new_stages
-                 for t in _json(f"{connect_ui}/{app}/stages/{s['stageId']}/{s['attemptId']}/taskList")}
+    executors = {
+        t["executorId"]
+        for s in new_stages
+        for t in _json(f"{connect_ui}/{app}/stages/{s['stageId']}/{s['attemptId']}/taskList")
+    }
     assert {worker_of[e] for e in executors} == set(worker_of.values()), (executors, worker_of)

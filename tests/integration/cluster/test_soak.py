@@ -21,19 +21,21 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 import full_disk
+import pytest
 import soak_faults
 import soak_moments
 import soak_report
 import soak_workload
-from exactly_once import Producer, verify
-from microingest import settings
-from pipeline_env import SERVED_FOLDER, read_to_end
 
-pytestmark = pytest.mark.skipif(os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
-                                reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)")
+from helpers.exactly_once import Producer, verify
+from helpers.pipeline_env import SERVED_FOLDER, read_to_end
+from microingest import settings
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("MICROINGEST_TOPOLOGY") != "cluster",
+    reason="runs against `make up TOPOLOGY=cluster` (the cluster stage of `make test`)",
+)
 
 SEED = int(os.environ.get("MICROINGEST_SOAK_SEED", str(int(time.time()))))
 INTERVAL = float(os.environ.get("MICROINGEST_SOAK_INTERVAL", "15"))
@@ -77,8 +79,9 @@ def test_soak(pg, kafka, api):
     write_report(report, faults)
 
     assert report["settled"], "runs still active after the soak converged"
-    assert report["exactly_once"].get("lost") == 0 and report["exactly_once"].get("duplicated") == 0, \
-        report["exactly_once"]
+    assert report["exactly_once"].get("lost") == 0 and report["exactly_once"].get("duplicated") == 0, report[
+        "exactly_once"
+    ]
     # The verdict is about what the platform did: every fault asked for was tried, and each one that struck (at its
     # moment or, finding none in time, anyway) was survived. One that could not be struck is in the report.
     assert len(faults) >= wanted, f"only {len(faults)} of {wanted} faults tried"
@@ -119,8 +122,13 @@ def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list
     driver.join(timeout=60)
     # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
     # starting a run a minute whose sensor waits for records that no longer come, by design.
-    report["settled"] = bool(soak_moments.until(lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id)
-                                                           for e in sinks.all()), CONVERGE_LIMIT, poll=5))
+    report["settled"] = bool(
+        soak_moments.until(
+            lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id) for e in sinks.all()),
+            CONVERGE_LIMIT,
+            poll=5,
+        )
+    )
     report["converged_s"] = round(time.monotonic() - started, 1)
     report["runs"] = audit_runs(api, envs)
     report["driver"] = dict(driver.counts)
@@ -130,9 +138,14 @@ def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list
 
 def write_report(report: dict, faults: list) -> None:
     kinds = soak_report.by_kind(faults)
-    report.update({"faults": kinds, "faults_injected": sum(r["injected"] for r in kinds.values()),
-                   "not_survived_without_a_person": soak_report.unsurvived(faults),
-                   "fault_log": [f.__dict__ for f in faults]})
+    report.update(
+        {
+            "faults": kinds,
+            "faults_injected": sum(r["injected"] for r in kinds.values()),
+            "not_survived_without_a_person": soak_report.unsurvived(faults),
+            "fault_log": [f.__dict__ for f in faults],
+        }
+    )
     (settings.state_dir() / "soak-report.json").write_text(json.dumps(report, indent=2, default=str))
     print("\n" + soak_report.table(kinds), flush=True)
     print(json.dumps({k: v for k, v in report.items() if k not in ("fault_log", "faults")}, default=str), flush=True)
@@ -200,5 +213,6 @@ def audit_runs(api, envs) -> dict:
 
 def _temporary_tables(env) -> int:
     """Temporary tables (the commits' staging) of other sessions still there once everything finished."""
-    return env.query("SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relnamespace <> "
-                     "pg_my_temp_schema()")[0][0]
+    return env.query(
+        "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relnamespace <> pg_my_temp_schema()"
+    )[0][0]

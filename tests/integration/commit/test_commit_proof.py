@@ -12,16 +12,15 @@ import pyarrow as pa
 import pytest
 from psycopg2 import sql
 
-from hostile_records import kafka_batch
+from helpers.hostile_records import kafka_batch
+from microingest.batches import Batch, OffsetRange, RunInfo
 from microingest.commit.copy_commit import DecodedBatch, commit_decoded
-from microingest.commit.history import RunInfo
 from microingest.commit.ledger import lock_pipeline
 from microingest.commit.read_proof import ReadMismatchError
 from microingest.commit.sinks import sink_for
 from microingest.commit.transaction import CommitTimeoutError
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import Batch, OffsetRange
 from microingest.spark.decoder import Decoder, collected
 
 
@@ -66,12 +65,19 @@ def test_a_decoded_batch_lands_its_rows_and_dead_letters_once_with_the_ledger(en
     assert sorted(d[1] for d in env.dead_letters()) == sorted(BAD) and env.ledger() == {0: 20}
 
 
-@pytest.mark.parametrize("chunks, until, refusal", [
-    ((range(10),), 5, r"outside the planned ranges \(e.g. it-\w+\[0\] offsets 0..9 \(10 records\)\)"),
-    ((range(0, 6), range(5, 10)), 10, r"positions read twice \(it-\w+\[0\] offsets 0..5 \(6 records\) and "
-                                      r"it-\w+\[0\] offsets 5..9"),
-    (([2, 3, 2],), 5, r"positions read twice"),
-])
+@pytest.mark.parametrize(
+    "chunks, until, refusal",
+    [
+        ((range(10),), 5, r"outside the planned ranges \(e.g. it-\w+\[0\] offsets 0..9 \(10 records\)\)"),
+        (
+            (range(0, 6), range(5, 10)),
+            10,
+            r"positions read twice \(it-\w+\[0\] offsets 0..5 \(6 records\) and "
+            r"it-\w+\[0\] offsets 5..9",
+        ),
+        (([2, 3, 2],), 5, r"positions read twice"),
+    ],
+)
 def test_a_read_that_does_not_match_the_plan_is_refused_and_writes_nothing(env, chunks, until, refusal):
     """The counts agree in every case; only the positions show that the read went wrong."""
     with pytest.raises(ReadMismatchError, match=refusal):
@@ -99,13 +105,19 @@ def test_a_held_pipeline_lock_times_out_the_commit_which_succeeds_once_it_is_fre
 
 
 def test_the_history_commit_time_is_when_the_write_ended(env):
-    env.query_commit(f"CREATE FUNCTION {env.pipeline.name}_slow() RETURNS trigger LANGUAGE plpgsql AS "
-                     "$$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$")
-    env.query_commit(f"CREATE TRIGGER slow AFTER INSERT ON {env.pipeline.target_table} FOR EACH STATEMENT "
-                     f"EXECUTE FUNCTION {env.pipeline.name}_slow()")
+    env.query_commit(
+        f"CREATE FUNCTION {env.pipeline.name}_slow() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$"
+    )
+    env.query_commit(
+        f"CREATE TRIGGER slow AFTER INSERT ON {env.pipeline.target_table} FOR EACH STATEMENT "
+        f"EXECUTE FUNCTION {env.pipeline.name}_slow()"
+    )
     commit(env, planned(env, 3), decoded(env, range(3)))
-    [(publish,)] = env.query("SELECT extract(epoch FROM committed_at - staged_at) FROM microingest.batches "
-                             "WHERE pipeline = %s", (env.pipeline.name,))
+    [(publish,)] = env.query(
+        "SELECT extract(epoch FROM committed_at - staged_at) FROM microingest.batches WHERE pipeline = %s",
+        (env.pipeline.name,),
+    )
     assert publish >= 1.0, "committed_at must come after the 1 s the write took"
 
 
@@ -117,7 +129,9 @@ def test_a_merge_stages_inside_its_transaction_and_leaves_no_table_behind(env):
     try:
         result = commit(env, backfill, decoded(env, range(0, 10), into_target=False), conn)
         with conn.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'microingest_staged_%%' AND relpersistence = 't'")
+            cur.execute(
+                "SELECT count(*) FROM pg_class WHERE relname LIKE 'microingest_staged_%%' AND relpersistence = 't'"
+            )
             assert cur.fetchone() == (0,)
     finally:
         conn.close()

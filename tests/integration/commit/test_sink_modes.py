@@ -11,10 +11,10 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET
 from microingest.commit.overlap import OverlapError
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.request import parse_request
-from pipeline_env import UPSERT_TARGET
 
 
 def reading(device, seq, temp):
@@ -34,7 +34,7 @@ def test_upsert_latest_keeps_the_last_value_per_key_and_applies_tombstones(env):
         records.append((device.encode(), reading(device, seq, float(seq))))
         expected[device] = (f"{device}-{seq}", float(seq))
     records.append((None, reading("nokey", 0, 1.0)))  # upsert needs a key: dead letter
-    records.append((b"device-5", None))                # tombstone as the very last record of a key
+    records.append((b"device-5", None))  # tombstone as the very last record of a key
     expected.pop("device-5")
     env.send(records)
 
@@ -59,10 +59,26 @@ def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_com
         values = [None if v is None else json.dumps({"event_id": v, "user_id": k}).encode() for k, v in records]
         return env.send_to(partition, [(k.encode(), v) for (k, _), v in zip(records, values)], timestamp_ms)
 
-    old = [("j", "j-old"), ("m", "m-old"), ("t", "t-old"), ("u", None), ("f0", "f0"), ("f1", "f1"), ("k", "k-old"),
-           ("w", "w-old")]
-    new = [("m", "m-new"), ("k", "k-new"), ("u", "u-new"), ("t", None), ("j", "j-new"), ("w", None), ("f2", "f2"),
-           ("f3", "f3")]
+    old = [
+        ("j", "j-old"),
+        ("m", "m-old"),
+        ("t", "t-old"),
+        ("u", None),
+        ("f0", "f0"),
+        ("f1", "f1"),
+        ("k", "k-old"),
+        ("w", "w-old"),
+    ]
+    new = [
+        ("m", "m-new"),
+        ("k", "k-new"),
+        ("u", "u-new"),
+        ("t", None),
+        ("j", "j-new"),
+        ("w", None),
+        ("f2", "f2"),
+        ("f3", "f3"),
+    ]
     assert {p for p, _ in write(0, old, now_ms - 60_000)} == {0}
     admin = KafkaAdminClient(**env.kafka)
     admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=4)})
@@ -73,27 +89,52 @@ def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_com
 
     assert env.batch_count() == 4
     rows = env.query(f"SELECT record_key, event_id, source_partition FROM {env.pipeline.target_table} ORDER BY 1")
-    assert rows == [("f0", "f0", 0), ("f1", "f1", 0), ("f2", "f2", 3), ("f3", "f3", 3), ("j", "j-new", 3),
-                    ("k", "k-new", 3), ("m", "m-new", 3), ("u", "u-new", 3)]
+    assert rows == [
+        ("f0", "f0", 0),
+        ("f1", "f1", 0),
+        ("f2", "f2", 3),
+        ("f3", "f3", 3),
+        ("j", "j-new", 3),
+        ("k", "k-new", 3),
+        ("m", "m-new", 3),
+        ("u", "u-new", 3),
+    ]
     assert env.ledger() == {0: 8, 3: 8}
 
 
 def test_aggregate_adds_counts_and_sums_exactly_once_across_batches(env):
-    env.replace_target("user_id text NOT NULL, bucket_start timestamptz NOT NULL, events bigint NOT NULL, "
-                       "amount_total bigint NOT NULL, PRIMARY KEY (user_id, bucket_start)")
-    env.redeclare(sink_mode="aggregate", max_records_per_batch=150,
-                  schema={"event_id": {"type": "string", "required": True},
-                          "user_id": {"type": "string", "required": True},
-                          "amount": "integer", "event_time": {"type": "timestamp", "required": True}},
-                  aggregate={"group_by": ["user_id"], "time_bucket": {"field": "event_time", "width": "1 hour"},
-                             "measures": {"events": "count", "amount_total": {"sum": "amount"}}})
+    env.replace_target(
+        "user_id text NOT NULL, bucket_start timestamptz NOT NULL, events bigint NOT NULL, "
+        "amount_total bigint NOT NULL, PRIMARY KEY (user_id, bucket_start)"
+    )
+    env.redeclare(
+        sink_mode="aggregate",
+        max_records_per_batch=150,
+        schema={
+            "event_id": {"type": "string", "required": True},
+            "user_id": {"type": "string", "required": True},
+            "amount": "integer",
+            "event_time": {"type": "timestamp", "required": True},
+        },
+        aggregate={
+            "group_by": ["user_id"],
+            "time_bucket": {"field": "event_time", "width": "1 hour"},
+            "measures": {"events": "count", "amount_total": {"sum": "amount"}},
+        },
+    )
     start = datetime(2026, 5, 1, 9, 30, tzinfo=timezone.utc)
     expected = defaultdict(lambda: [0, 0])
     records = []
     for i in range(500):
         user, at, amount = f"user-{i % 7}", start + timedelta(minutes=i), i % 13
-        records.append((user.encode(), json.dumps({"event_id": str(i), "user_id": user, "amount": amount,
-                                                   "event_time": at.isoformat()}).encode()))
+        records.append(
+            (
+                user.encode(),
+                json.dumps(
+                    {"event_id": str(i), "user_id": user, "amount": amount, "event_time": at.isoformat()}
+                ).encode(),
+            )
+        )
         bucket = at.replace(minute=0)
         expected[(user, bucket)][0] += 1
         expected[(user, bucket)][1] += amount
@@ -124,10 +165,17 @@ def test_upsert_latest_keys_written_by_kafkas_numeric_serializers_are_keys_like_
 
     env.ingest_all()
 
-    rows = env.query(sql.SQL("SELECT record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
-                             "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END, event_id FROM {} "
-                             "ORDER BY 1").format(env.table))
+    rows = env.query(
+        sql.SQL(
+            "SELECT record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
+            "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END, event_id FROM {} "
+            "ORDER BY 1"
+        ).format(env.table)
+    )
     assert [(k, bytes(b), e) for k, b, e in rows] == [
-        ("\\x00000000", struct.pack(">i", 0), "d0-8"), ("\\x00000001", struct.pack(">i", 1), "d1-9"),
-        ("\\x00000003", struct.pack(">i", 3), "d3-11"), ("\\x5c783030303030303031", b"\\x00000001", "text-0")]
+        ("\\x00000000", struct.pack(">i", 0), "d0-8"),
+        ("\\x00000001", struct.pack(">i", 1), "d1-9"),
+        ("\\x00000003", struct.pack(">i", 3), "d3-11"),
+        ("\\x5c783030303030303031", b"\\x00000001", "text-0"),
+    ]
     assert env.dead_letters() == []

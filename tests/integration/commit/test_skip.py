@@ -11,13 +11,13 @@ import pytest
 from kafka import KafkaAdminClient, TopicPartition
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from helpers.pipeline_env import UPSERT_TARGET, RawHeaderName
+from microingest.batches import RunInfo
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.plan.request import SkipRequest, parse_request
 from microingest.plan.skip import plan_skip
-from pipeline_env import UPSERT_TARGET, RawHeaderName
 
 
 def cli(*args, timeout=120):
@@ -37,8 +37,11 @@ def skip(env, partition, until, reason, who="on-call"):
 
 def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
     env.redeclare(dead_letter={"max_records": 0})  # a guard that refuses any batch holding a bad record
-    records = [(b"k", event(i)) for i in range(10)] + [(b"k", b"broken producer", [("h", b"\x00")])] * 3 + \
-              [(b"k", event(i)) for i in range(10, 20)]
+    records = (
+        [(b"k", event(i)) for i in range(10)]
+        + [(b"k", b"broken producer", [("h", b"\x00")])] * 3
+        + [(b"k", event(i)) for i in range(10, 20)]
+    )
     sent = env.send_to(0, records)
     refused = env.spark_job(list(plan_next_batch(env.pipeline).ranges))
     assert refused.returncode == REFUSED_EXIT and "exceed dead_letter.max_records 0" in refused.stdout
@@ -54,11 +57,21 @@ def test_a_partition_refused_on_every_retry_is_skipped_with_nothing_lost(env):
     assert env.ledger() == {0: 13}
     dead = env.dead_letters()
     assert [(p, o, cls, msg, bytes(k), bytes(v), h) for p, o, cls, msg, k, v, h in dead] == [
-        (0, o, "skipped", "skipped by on-call: producer v2.3 wrote plain text, fixed in v2.4", b"k",
-         b"broken producer", [{"key": "h", "value_base64": "AA=="}]) for o in (10, 11, 12)]
+        (
+            0,
+            o,
+            "skipped",
+            "skipped by on-call: producer v2.3 wrote plain text, fixed in v2.4",
+            b"k",
+            b"broken producer",
+            [{"key": "h", "value_base64": "AA=="}],
+        )
+        for o in (10, 11, 12)
+    ]
     [(kind, read, written, note)] = env.query(
         "SELECT kind, records_read, rows_written, note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
-        (env.pipeline.name,))
+        (env.pipeline.name,),
+    )
     assert (kind, read, written) == ("skip", 3, 0) and "on-call" in note
     lag = cli("lag", env.pipeline.name).stdout
     assert " skip " in lag and "skipped by on-call: producer v2.3" in lag
@@ -105,8 +118,17 @@ def test_microingest_skip_runs_through_airflow_and_says_what_it_kept(api, served
     refused = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert refused.state == "failed" and 1 not in env.ledger()
 
-    result = cli("skip", env.pipeline.name, "--partition", "1", "--until", "4", "--reason", "producer sent text; fixed",
-                 timeout=900)
+    result = cli(
+        "skip",
+        env.pipeline.name,
+        "--partition",
+        "1",
+        "--until",
+        "4",
+        "--reason",
+        "producer sent text; fixed",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"skip of {env.pipeline.topic}[1] [0, 4) (4 offsets)" in result.stdout
     assert "committed 1 batch(es): 4 records read, 0 rows written, 4 dead letters" in result.stdout
@@ -114,8 +136,9 @@ def test_microingest_skip_runs_through_airflow_and_says_what_it_kept(api, served
     run = api.dag_run(dag_id, run_id)
     assert run.tasks == {"plan": "success", "ingest": "success", "announce": "skipped"}  # the target is untouched
     assert api.note(dag_id, run_id).startswith("skip: 1 batch, 4 records, 0 rows, 4 dead letters")
-    [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
-                          (env.pipeline.name,))
+    [(note,)] = env.query(
+        "SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'", (env.pipeline.name,)
+    )
     assert note == "skipped by admin: producer sent text; fixed"  # the Airflow user who triggered the run
 
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
@@ -137,23 +160,29 @@ def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_record
 
     dry = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert f"skip of {env.pipeline.topic}[0] [8, 12) (4 offsets)" in dry.stdout and "dry run: nothing written" in dry.stdout
+    assert (
+        f"skip of {env.pipeline.topic}[0] [8, 12) (4 offsets)" in dry.stdout
+        and "dry run: nothing written" in dry.stdout
+    )
     assert "offsets [5, 8) were already deleted by retention" in dry.stdout
     assert env.ledger() == {0: 5} and env.dead_letters() == []
     skip(env, 0, 12, "stuck")
 
     assert [o for _, o, *_ in env.dead_letters()] == [8, 9, 10, 11] and env.ledger() == {0: 12}
-    [(gaps,)] = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'",
-                          (env.pipeline.name,))
+    [(gaps,)] = env.query(
+        "SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'", (env.pipeline.name,)
+    )
     assert gaps == [{"topic": env.pipeline.topic, "partition": 0, "from": 5, "until": 8}]
 
 
-AGGREGATE_TARGET = ("user_id text NOT NULL, events bigint NOT NULL, amount_total double precision NOT NULL, "
-                    "PRIMARY KEY (user_id)")
+AGGREGATE_TARGET = (
+    "user_id text NOT NULL, events bigint NOT NULL, amount_total double precision NOT NULL, PRIMARY KEY (user_id)"
+)
 
 
-@pytest.mark.parametrize("sink_mode,overlap", [("append", "refuse"), ("upsert_latest", "skip_existing"),
-                                               ("aggregate", "replace")])
+@pytest.mark.parametrize(
+    "sink_mode,overlap", [("append", "refuse"), ("upsert_latest", "skip_existing"), ("aggregate", "replace")]
+)
 def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink_mode, overlap):
     """An operator skips records a transform refused, fixes the transform and backfills them: each skipped position
     ends as exactly one target row (counted once by an aggregate) or one dead letter of today's reason, whatever the
@@ -163,18 +192,29 @@ def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink
     elif sink_mode == "aggregate":
         env.replace_target(AGGREGATE_TARGET)
     aggregate = {"group_by": ["user_id"], "measures": {"events": "count", "amount_total": {"sum": "amount"}}}
-    env.redeclare(sink_mode=sink_mode, max_records_per_batch=5, dead_letter={"max_records": 0},
-                  transform="microingest.transforms:require_positive_amount",
-                  schema={"event_id": {"type": "string", "required": True},
-                          "user_id": {"type": "string", "required": True}, "amount": "double"},
-                  **({"aggregate": aggregate} if sink_mode == "aggregate" else {}))
+    env.redeclare(
+        sink_mode=sink_mode,
+        max_records_per_batch=5,
+        dead_letter={"max_records": 0},
+        transform="microingest.transforms:require_positive_amount",
+        schema={
+            "event_id": {"type": "string", "required": True},
+            "user_id": {"type": "string", "required": True},
+            "amount": "double",
+        },
+        **({"aggregate": aggregate} if sink_mode == "aggregate" else {}),
+    )
 
     def record(i, amount):
         return (f"k{i}".encode(), json.dumps({"event_id": f"ev-{i}", "user_id": "u", "amount": amount}).encode())
 
     # Offsets 5 and 6 fail the transform only; 7 and 8 are no JSON at all, whatever the transform.
-    records = [record(i, 1.0) for i in range(5)] + [record(5, -1.0), record(6, -2.0)] + \
-              [(b"k7", b"not json"), (b"k8", b"{")] + [record(i, 1.0) for i in range(9, 14)]
+    records = (
+        [record(i, 1.0) for i in range(5)]
+        + [record(5, -1.0), record(6, -2.0)]
+        + [(b"k7", b"not json"), (b"k8", b"{")]
+        + [record(i, 1.0) for i in range(9, 14)]
+    )
     env.send_to(0, records)
     refused = env.spark_job(plan_live_run(env.pipeline))
     assert refused.returncode == REFUSED_EXIT and env.ledger() == {0: 5}
@@ -197,8 +237,9 @@ def test_a_backfill_over_skipped_positions_resolves_their_dead_letters(env, sink
         assert sorted(landed) == [0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13]
     kinds = [kind for _, kind, *_ in env.batches()]
     assert "skip" in kinds and kinds[-1] == "backfill"
-    [(note,)] = env.query("SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill'",
-                          (env.pipeline.name,))
+    [(note,)] = env.query(
+        "SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill'", (env.pipeline.name,)
+    )
     assert note == "resolved 4 skipped position(s)"
 
 
@@ -206,11 +247,15 @@ def test_a_skip_passes_a_header_name_kafka_python_cannot_read_and_keeps_it_as_in
     """kafka-python refuses a header name that is not UTF-8; the skip reads with Spark's Kafka source, as every live
     batch does, so it passes the record and keeps the same dead letter a live batch would (the name as Kafka's Java
     client decodes it, the value whole)."""
-    env.send_to(0, [(b"k", event(0)), (b"k", b"x", [(RawHeaderName(b"n\xffame"), b"\xff"), ("ok", b"v")]),
-                    (b"k", event(2))])
+    env.send_to(
+        0, [(b"k", event(0)), (b"k", b"x", [(RawHeaderName(b"n\xffame"), b"\xff"), ("ok", b"v")]), (b"k", event(2))]
+    )
     skip(env, 0, 3, "test")
     assert env.ledger() == {0: 3}
     dead = env.dead_letters()
-    assert [(o, cls, bytes(v)) for _, o, cls, _, _, v, _ in dead] == [(0, "skipped", event(0)), (1, "skipped", b"x"),
-                                                                      (2, "skipped", event(2))]
+    assert [(o, cls, bytes(v)) for _, o, cls, _, _, v, _ in dead] == [
+        (0, "skipped", event(0)),
+        (1, "skipped", b"x"),
+        (2, "skipped", event(2)),
+    ]
     assert dead[1][-1] == [{"key": "n\ufffdame", "value_base64": "/w=="}, {"key": "ok", "value": "v"}]

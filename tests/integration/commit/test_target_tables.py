@@ -8,18 +8,23 @@ import subprocess
 import pytest
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from helpers.pipeline_env import DEMO_SCHEMA
+from microingest.batches import RunInfo
 from microingest.commit.target_tables import TargetError, check_target
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.request import parse_request
 from microingest.systems.kafka_access import json_bytes
 from microingest.systems.postgres import connection
-from pipeline_env import DEMO_SCHEMA
 
 
 def migrate(env) -> subprocess.CompletedProcess:
-    return subprocess.run(["microingest", "migrate"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)})
+    return subprocess.run(
+        ["microingest", "migrate"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)},
+    )
 
 
 def job_check(env) -> None:
@@ -28,19 +33,26 @@ def job_check(env) -> None:
 
 
 def columns(env) -> list[tuple]:
-    return env.query("SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema "
-                     "= 'public' AND table_name = %s ORDER BY ordinal_position", (env.pipeline.name,))
+    return env.query(
+        "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema "
+        "= 'public' AND table_name = %s ORDER BY ordinal_position",
+        (env.pipeline.name,),
+    )
 
 
 def changes(env) -> list[tuple]:
-    return env.query("SELECT change, column_name, column_type, declared_schema ? 'discount', declaration, changed_by "
-                     "FROM microingest.schema_changes WHERE pipeline = %s ORDER BY id", (env.pipeline.name,))
+    return env.query(
+        "SELECT change, column_name, column_type, declared_schema ? 'discount', declaration, changed_by "
+        "FROM microingest.schema_changes WHERE pipeline = %s ORDER BY id",
+        (env.pipeline.name,),
+    )
 
 
 def send_events(env, ids: range) -> list[tuple[int, int]]:
     """Producers that already write a discount, whether the declaration reads it or not."""
-    return env.send([(f"e{i}".encode(), json_bytes({"event_id": f"e{i}", "amount": float(i), "discount": i / 100}))
-                     for i in ids])
+    return env.send(
+        [(f"e{i}".encode(), json_bytes({"event_id": f"e{i}", "amount": float(i), "discount": i / 100})) for i in ids]
+    )
 
 
 def test_migrate_creates_the_target_then_adds_a_declared_field_and_a_backfill_fills_it(env):
@@ -52,14 +64,22 @@ def test_migrate_creates_the_target_then_adds_a_declared_field_and_a_backfill_fi
     assert created.returncode == 0, created.stderr
     assert f"pipeline {env.pipeline.name}: target public.{env.pipeline.name} created with 11 columns" in created.stdout
     assert columns(env) == [
-        ("source_topic", "text", "NO"), ("source_partition", "integer", "NO"), ("source_offset", "bigint", "NO"),
-        ("kafka_timestamp", "timestamp with time zone", "YES"), ("batch_id", "uuid", "NO"),
-        ("event_id", "text", "NO"), ("user_id", "text", "YES"), ("event_type", "text", "YES"),
-        ("amount", "double precision", "YES"), ("event_time", "timestamp with time zone", "YES"),
-        ("ingested_at", "timestamp with time zone", "NO")]
-    assert env.query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND "
-                     "contype = 'p'", (env.pipeline.target_table,)) == [
-        ("PRIMARY KEY (source_topic, source_partition, source_offset)",)]
+        ("source_topic", "text", "NO"),
+        ("source_partition", "integer", "NO"),
+        ("source_offset", "bigint", "NO"),
+        ("kafka_timestamp", "timestamp with time zone", "YES"),
+        ("batch_id", "uuid", "NO"),
+        ("event_id", "text", "NO"),
+        ("user_id", "text", "YES"),
+        ("event_type", "text", "YES"),
+        ("amount", "double precision", "YES"),
+        ("event_time", "timestamp with time zone", "YES"),
+        ("ingested_at", "timestamp with time zone", "NO"),
+    ]
+    assert env.query(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'",
+        (env.pipeline.target_table,),
+    ) == [("PRIMARY KEY (source_topic, source_partition, source_offset)",)]
     declaration = str(env.pipelines_dir / f"{env.pipeline.name}.yaml")
     assert {c[0] for c in changes(env)} == {"created"} and len(changes(env)) == 11
     assert changes(env)[5] == ("created", "event_id", "text NOT NULL", False, declaration, "microingest migrate")
@@ -117,8 +137,9 @@ def test_a_change_the_table_cannot_take_is_refused_and_nothing_is_altered(env):
     env.redeclare(schema=DEMO_SCHEMA, sink_mode="upsert_latest")  # a key changed: position to record key
     refused = migrate(env)
     assert refused.returncode == 2
-    assert "record_key: missing, wanted text NOT NULL: the upsert_latest sink's key is made of it" in \
-        refused.stderr
-    assert "(key): found unique keys (source_offset, source_partition, source_topic), wanted a unique key on " \
-           "(record_key)" in refused.stderr
+    assert "record_key: missing, wanted text NOT NULL: the upsert_latest sink's key is made of it" in refused.stderr
+    assert (
+        "(key): found unique keys (source_offset, source_partition, source_topic), wanted a unique key on "
+        "(record_key)" in refused.stderr
+    )
     assert columns(env) == shape and changes(env) == []

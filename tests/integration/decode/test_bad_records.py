@@ -3,9 +3,9 @@
 import json
 import struct
 
+from helpers.pipeline_env import RawHeaderName
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from pipeline_env import RawHeaderName
 
 
 def good(i, amount=1.0):
@@ -24,21 +24,24 @@ BAD = [  # (key, value, headers, expected error_class)
     (b"k9", b'{"event_id": 42}', [("trace", b"\x00\xff")], "wrong_type"),
 ]
 HANDLED = [  # records that look odd but are valid for the append sink: they land in the target
-    (None, good("null-key"), None),                                   # null key
-    (b"\xff\xfe", good("binary-key"), None),                          # key that is not UTF-8
+    (None, good("null-key"), None),  # null key
+    (b"\xff\xfe", good("binary-key"), None),  # key that is not UTF-8
     (b"k", good("headers"), [("x-odd", b"\xff\x00"), ("x-odd", b"")]),  # unexpected, repeated, binary headers
-    (b"dup", good("dup-1"), None),                                    # duplicate keys in one batch:
-    (b"dup", good("dup-2"), None),                                    # both are records, both land
+    (b"dup", good("dup-1"), None),  # duplicate keys in one batch:
+    (b"dup", good("dup-2"), None),  # both are records, both land
 ]
 
 
 def test_every_bad_record_is_dead_lettered_once_and_the_rest_lands(env):
-    env.redeclare(max_value_bytes=1000, transform="microingest.transforms:require_positive_amount",
-                  dead_letter={"max_fraction": 0.9})
+    env.redeclare(
+        max_value_bytes=1000,
+        transform="microingest.transforms:require_positive_amount",
+        dead_letter={"max_fraction": 0.9},
+    )
     goods = [(f"g{i}".encode(), good(i)) for i in range(40)]
     records = goods[:20] + [b[:3] for b in BAD] + HANDLED + goods[20:]
     positions = env.send(records)
-    bad_positions = positions[20:20 + len(BAD)]
+    bad_positions = positions[20 : 20 + len(BAD)]
 
     env.ingest_all()
 
@@ -49,15 +52,16 @@ def test_every_bad_record_is_dead_lettered_once_and_the_rest_lands(env):
     assert not landed & dead_positions and len(landed) + len(dead) == len(positions), "and in only one of them"
     assert dead_positions == set(bad_positions)
     by_position = {(p, o): (cls, msg, key, value, headers) for p, o, cls, msg, key, value, headers in dead}
-    for (key, value, headers, error_class), position in zip(BAD, bad_positions):
-        cls, msg, stored_key, stored_value, stored_headers = by_position[position]
+    for (key, value, _headers, error_class), position in zip(BAD, bad_positions):
+        cls, msg, stored_key, stored_value, _stored_headers = by_position[position]
         assert cls == error_class and msg, (position, cls, msg)
         assert (bytes(stored_key), None if stored_value is None else bytes(stored_value)) == (key, value)
     assert by_position[bad_positions[-1]][4] == [{"key": "trace", "value_base64": "AP8="}]
     [(_, _, read, written, _, _)] = env.batches()
     assert (read, written) == (len(positions), len(landed))
-    assert env.query("SELECT dead_letters FROM microingest.batches WHERE pipeline = %s",
-                     (env.pipeline.name,)) == [(len(BAD),)]
+    assert env.query("SELECT dead_letters FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)) == [
+        (len(BAD),)
+    ]
 
 
 def test_too_many_bad_records_refuse_the_whole_batch(env):
@@ -75,8 +79,8 @@ def test_too_many_bad_records_refuse_the_whole_batch(env):
 
 # The poison records: before values were proven storable, each failed its batch on every retry.
 POISON = [  # (key, value, headers, expected error_class or None for a row)
-    (struct.pack(">i", 7), good("int-key"), None, None),                         # Kafka's IntegerSerializer
-    (struct.pack(">q", 7), good("long-key"), [("trace", b"\x00")], None),        # LongSerializer, NUL header
+    (struct.pack(">i", 7), good("int-key"), None, None),  # Kafka's IntegerSerializer
+    (struct.pack(">q", 7), good("long-key"), [("trace", b"\x00")], None),  # LongSerializer, NUL header
     (b"k", b'{"event_id": "nul-header", "amount": "x"}', [("trace", b"a\x00b")], "wrong_type"),
     (b"k", b'{"event_id": "surrogate", "user_id": "\\ud800"}', None, "unstorable"),
     (b"k", b'{"event_id": "ms", "event_time": 1e20}', None, "unstorable"),

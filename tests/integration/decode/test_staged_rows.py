@@ -14,9 +14,10 @@ from io import BytesIO, StringIO
 
 import pytest
 
-from hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
+from helpers.hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
+from microingest.batches import DEAD_LETTER_COLUMNS
 from microingest.commit.copy_commit import copy_statement
-from microingest.commit.sinks import DEAD_LETTER_COLUMNS, STAGED_DEAD, STAGED_ROWS, sink_for
+from microingest.commit.sinks import STAGED_DEAD, STAGED_ROWS, sink_for
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
 from microingest.decode.records import BadRecord, RecordProcessor
@@ -24,19 +25,33 @@ from microingest.decode.staged_rows import csv_bytes, stage_batch
 from microingest.systems.postgres import connection
 
 PIPELINE = parse_pipeline({"name": "staged_rows_test", "topic": "t", "target_table": "public.t", "schema": SCHEMA})
-TRICKY_TEXT = ["", "plain", 'say "hi"', "a,b", "line\nbreak", "cr\rlf", "tab\there", "back\\slash", "\\N", "NULL",
-               "\u00e9\u4e2d\U0001f600", " padded "]
+TRICKY_TEXT = [
+    "",
+    "plain",
+    'say "hi"',
+    "a,b",
+    "line\nbreak",
+    "cr\rlf",
+    "tab\there",
+    "back\\slash",
+    "\\N",
+    "NULL",
+    "\u00e9\u4e2d\U0001f600",
+    " padded ",
+]
 
 
 def records(rng: random.Random, count: int) -> list[tuple[bytes, bytes]]:
     out = []
     for i in range(count):
-        doc = {"id": rng.choice(TRICKY_TEXT) + str(i),
-               "n": rng.choice([None, 0, -2**63, 2**63 - 1, rng.randrange(10**9)]),
-               "amount": rng.choice([None, -0.0, 5e-324, 1.7976931348623157e308, 0.1, rng.uniform(-1e6, 1e6)]),
-               "ok": rng.choice([None, True, False]), "at": rng.choice([None, 0, -1, 1700000000123,
-                                                                        rng.randrange(-4 * 10**12 + 1, 4 * 10**12)]),
-               "note": rng.choice([None] + TRICKY_TEXT)}
+        doc = {
+            "id": rng.choice(TRICKY_TEXT) + str(i),
+            "n": rng.choice([None, 0, -(2**63), 2**63 - 1, rng.randrange(10**9)]),
+            "amount": rng.choice([None, -0.0, 5e-324, 1.7976931348623157e308, 0.1, rng.uniform(-1e6, 1e6)]),
+            "ok": rng.choice([None, True, False]),
+            "at": rng.choice([None, 0, -1, 1700000000123, rng.randrange(-4 * 10**12 + 1, 4 * 10**12)]),
+            "note": rng.choice([None] + TRICKY_TEXT),
+        }
         out.append((rng.choice([None, b"key", b""]), json.dumps(doc).encode()))
     return out
 
@@ -63,8 +78,7 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
     taken = arrow_json.decode_values(batch.column("key"), batch.column("value"), PIPELINE) is not None
     assert taken is not with_a_bad_record
     columns = sink_for(PIPELINE).staging_columns
-    cur.copy_expert(copy_statement(cur, STAGED_ROWS, columns, csv=True),
-                    BytesIO(csv_bytes(staged.rows)))
+    cur.copy_expert(copy_statement(cur, STAGED_ROWS, columns, csv=True), BytesIO(csv_bytes(staged.rows)))
     cur.execute("SELECT * FROM microingest_staged_rows ORDER BY source_offset")
     landed = cur.fetchall()
 
@@ -90,23 +104,28 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
 @pytest.mark.parametrize("mode", ["append", "upsert_latest"])
 def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accepts(cur, mode):
     """The output of the poison-record property test (tests/unit/decode/test_hostile_records.py), COPYed as a merge
-    stages them: Postgres takes every row and dead letter, and gives back each key and header as the producer sent it."""
+    stages them: Postgres takes every row and dead letter, and gives back each key and header as the producer sent
+    it."""
     pipeline = replace(PIPELINE, sink_mode=mode)
     rng, offset, sent = random.Random(11), 0, {}
     processor = RecordProcessor(pipeline)
     for _ in range(60):
         recs = [hostile_record(rng, i) for i in range(rng.choice([1, 5, 30]))]
-        staged = stage_batch(kafka_batch("t", 1, range(offset, offset + len(recs)), recs), processor,
-                             str(uuid.uuid4()))
+        staged = stage_batch(kafka_batch("t", 1, range(offset, offset + len(recs)), recs), processor, str(uuid.uuid4()))
         sent.update(zip(range(offset, offset + len(recs)), recs))
         offset += len(recs)
-        cur.copy_expert(copy_statement(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, csv=True),
-                        BytesIO(csv_bytes(staged.rows)))
-        cur.copy_expert(copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, csv=False),
-                        StringIO("".join(staged.dead_letters)))
+        cur.copy_expert(
+            copy_statement(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, csv=True),
+            BytesIO(csv_bytes(staged.rows)),
+        )
+        cur.copy_expert(
+            copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, csv=False), StringIO("".join(staged.dead_letters))
+        )
 
-    cur.execute("SELECT source_offset, record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
-                "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END FROM microingest_staged_rows")
+    cur.execute(
+        "SELECT source_offset, record_key, CASE WHEN left(record_key, 2) = '\\x' THEN decode(substr("
+        "record_key, 3), 'hex') ELSE convert_to(record_key, 'UTF8') END FROM microingest_staged_rows"
+    )
     rows = cur.fetchall()
     cur.execute('SELECT "offset", record_key, headers FROM microingest_staged_dead')
     dead = cur.fetchall()
@@ -117,4 +136,3 @@ def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accept
     for o, key, headers in dead:
         assert (None if key is None else bytes(key)) == sent[o][0]
         assert original_headers(headers) == (sent[o][2] or None)
-

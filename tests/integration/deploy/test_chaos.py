@@ -1,11 +1,11 @@
 """Chaos: faults injected across many batches while a producer keeps writing; in the end every sink mode holds
 exactly what Kafka holds — none lost, none duplicated.
 
-Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its own ledger. Each round plans a
-batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment (reading, decoding or
-committing), a self-kill at a fault point (before the read, after decoding, inside the commit transaction), a
-Postgres restart while the commit transaction is open, or a broker stop/start during the read. Afterwards every
-pipeline is drained without faults and compared with the topic read back from Kafka.
+Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its
+own ledger. Each round plans a batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment
+(reading, decoding or committing), a self-kill at a fault point (before the read, after decoding, inside the commit
+transaction), a Postgres restart while the commit transaction is open, or a broker stop/start during the read.
+Afterwards every pipeline is drained without faults and compared with the topic read back from Kafka.
 
 Rounds go on until MICROINGEST_CHAOS_KILLS kill -9s have landed (default 3, the short version in `make test`;
 `make chaos` asks for 20); the restarts of Postgres and the broker come on top.
@@ -25,17 +25,26 @@ from pathlib import Path
 
 import pytest
 
+from helpers.exactly_once import Producer, declare_sink_pipelines, verify
+from helpers.pipeline_env import SERVED_FOLDER, platform, read_to_end
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
-from exactly_once import Producer, declare_sink_pipelines, verify
-from pipeline_env import SERVED_FOLDER, platform, read_to_end
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
-FAULTS = ("kill_random", "after_open", "after_decode", "before_commit", "postgres_restart_in_commit",
-          "broker_restart_in_read", "kill_random")
+FAULTS = (
+    "kill_random",
+    "after_open",
+    "after_decode",
+    "before_commit",
+    "postgres_restart_in_commit",
+    "broker_restart_in_read",
+    "kill_random",
+)
+
+
 def ingest_once(env) -> None:
     plan = plan_next_batch(env.pipeline)
     if plan.ranges:
@@ -61,7 +70,7 @@ def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]
         proc = env.paused_job(ranges, "before_commit", marker)
         platform("restart", "postgres")
         marker.unlink(missing_ok=True)
-        out, _ = proc.communicate(timeout=300)
+        _out, _ = proc.communicate(timeout=300)
         assert proc.returncode != 0, "a commit whose connection died must not report success"
         return "postgres restarted during commit", "the open commit transaction lost its connection"
     if fault == "broker_restart_in_read":
@@ -105,8 +114,12 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     folder = tmp_path / "pipelines"
     monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(folder))
     # Each job a Spark application whose driver the faults kill; the long-lived driver's kills are test_spark_connect's.
-    common = {"max_records_per_batch": 1500, "dead_letter": {"max_fraction": 0.5}, "retries": 0,
-              "spark_conn_id": SUBMIT_CONN_ID}
+    common = {
+        "max_records_per_batch": 1500,
+        "dead_letter": {"max_fraction": 0.5},
+        "retries": 0,
+        "spark_conn_id": SUBMIT_CONN_ID,
+    }
     sinks = declare_sink_pipelines(pg, kafka, folder, f"chaos_{suffix}", topic, common)
     envs = [sinks.append, sinks.upsert, sinks.aggregate, sinks.unkeyed]
 
@@ -139,16 +152,26 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         env.ingest_all()
     truth = read_to_end(kafka, topic, isolation_level="read_committed")
     report = verify(sinks, truth)
-    report.update({"seed": SEED, "rounds": rounds, "outcomes": dict(outcomes), "producer_send_errors": producer.errors,
-                   "faults_landed": rounds - outcomes[NO_FAULT], "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY]})
+    report.update(
+        {
+            "seed": SEED,
+            "rounds": rounds,
+            "outcomes": dict(outcomes),
+            "producer_send_errors": producer.errors,
+            "faults_landed": rounds - outcomes[NO_FAULT],
+            "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY],
+        }
+    )
     print("chaos report: " + json.dumps(report), flush=True)
     (settings.state_dir() / "chaos-report.json").write_text(json.dumps(report, indent=2))
     assert report["lost"] == 0 and report["duplicated"] == 0, report
 
 
-@pytest.mark.skipif("MICROINGEST_CHAOS_KILLS" not in os.environ,
-                    reason="crashes Postgres, which the Airflow that `make test` runs beside the suite does not "
-                           "survive (its scheduler and dag-processor exit); `make chaos` runs it, without Airflow")
+@pytest.mark.skipif(
+    "MICROINGEST_CHAOS_KILLS" not in os.environ,
+    reason="crashes Postgres, which the Airflow that `make test` runs beside the suite does not "
+    "survive (its scheduler and dag-processor exit); `make chaos` runs it, without Airflow",
+)
 def test_a_postgres_crash_between_decoding_and_commit_is_retried_and_lands_once(submit_env, tmp_path):
     env = submit_env
     """The batch decoded before the crash is not refused as if the read were wrong: the job fails as a transient

@@ -31,9 +31,13 @@ def test_a_cluster_for_a_private_state_folder_needs_no_permission_change(tmp_pat
     before = {p: stat.S_IMODE(p.stat().st_mode) for p in [private, *private.parents]}
     port = free_port()
     run = lambda code: subprocess.run(  # noqa: E731
-        [sys.executable, "-c", f"import json, local_platform.postgres as pg; {code}"], cwd=REPO / "scripts",
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "MICROINGEST_STATE": str(state), "MICROINGEST_PG_PORT": str(port)})
+        [sys.executable, "-c", f"import json, local_platform.postgres as pg; {code}"],
+        cwd=REPO / "scripts",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MICROINGEST_STATE": str(state), "MICROINGEST_PG_PORT": str(port)},
+    )
     started = run("print(json.dumps(pg.start())); print(pg.cluster_root())")
     try:
         assert started.returncode == 0, started.stdout + started.stderr

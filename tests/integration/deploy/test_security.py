@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jwt
 import pytest
-from airflow_access import get, run_dag
 
+from helpers.airflow_access import get, run_dag
 from microingest import settings
 from microingest.systems.connections import jaas_quote
 
@@ -32,9 +32,21 @@ def sasl(monkeypatch):
     sasl = json.loads(path.read_text())
 
     def use(password):
-        monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA_SASL", json.dumps({"conn_type": "kafka", "extra": {
-            "bootstrap.servers": sasl["bootstrap.servers"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": sasl["username"], "sasl.password": password}}))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_MICROINGEST_KAFKA_SASL",
+            json.dumps(
+                {
+                    "conn_type": "kafka",
+                    "extra": {
+                        "bootstrap.servers": sasl["bootstrap.servers"],
+                        "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN",
+                        "sasl.username": sasl["username"],
+                        "sasl.password": password,
+                    },
+                }
+            ),
+        )
 
     use(sasl["password"])
     return sasl, use
@@ -91,9 +103,14 @@ def test_sasl_through_airflow_reaches_kafka_python_and_spark_and_the_password_is
 
 def test_files_holding_secrets_are_private_to_their_owner():
     state = settings.state_dir()
-    files = [state / "platform.env", state / "airflow" / "simple_auth_manager_passwords.json",
-             state / "airflow" / "secrets.json", state / "kafka" / "server.properties", state / "kafka" / "sasl.json",
-             state / "postgres" / "password"]
+    files = [
+        state / "platform.env",
+        state / "airflow" / "simple_auth_manager_passwords.json",
+        state / "airflow" / "secrets.json",
+        state / "kafka" / "server.properties",
+        state / "kafka" / "sasl.json",
+        state / "postgres" / "password",
+    ]
     present = [f for f in files if f.exists()]  # the Kafka and Postgres files exist unless those are configured
     assert files[:3] == present[:3]
     assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in present} == {str(f): "0o600" for f in present}
@@ -104,19 +121,23 @@ def test_wrong_sasl_password_fails_clearly_and_commits_nothing(env, sasl):
     use("not-the-password")
     env.redeclare(kafka_conn_id="microingest_kafka_sasl")
     env.produce(20)
-    result = subprocess.run(["microingest", "plan", env.pipeline.name], capture_output=True, text=True, timeout=120,
-                            env=os.environ)
+    result = subprocess.run(
+        ["microingest", "plan", env.pipeline.name], capture_output=True, text=True, timeout=120, env=os.environ
+    )
     assert result.returncode == 2 and "microingest: error: Kafka at 127.0.0.1:9094" in result.stderr
     assert "not-the-password" not in result.stderr
     assert env.ledger() == {} and env.batches() == []
 
 
-@pytest.mark.parametrize("field, value", [
-    ("target_table", "public.x; DROP TABLE microingest.ledger"),
-    ("topic", "events' OR '1'='1"),
-    ("schema", {"amount\"; DROP TABLE x; --": "double"}),
-    ("name", "x\"; DROP SCHEMA microingest CASCADE; --"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("target_table", "public.x; DROP TABLE microingest.ledger"),
+        ("topic", "events' OR '1'='1"),
+        ("schema", {'amount"; DROP TABLE x; --': "double"}),
+        ("name", 'x"; DROP SCHEMA microingest CASCADE; --'),
+    ],
+)
 def test_injection_attempts_in_a_declaration_are_rejected_before_anything_runs(env, field, value):
     path = env.pipelines_dir / f"{env.pipeline.name}.yaml"
     path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-from local_platform.process_tree import (  # noqa: E402
-    cgroup_members, descendants, living, platform_cgroup, tag_of, tagged,
+from local_platform.process_tree import (
+    cgroup_members,
+    descendants,
+    living,
+    platform_cgroup,
+    tag_of,
+    tagged,
 )
+
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 # The second child also drops its environment, as a process renaming itself may overwrite it.
 SERVICE = """
@@ -76,23 +80,42 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
     if in_cgroup and group is None:
         pytest.skip("no cgroup v2 hierarchy this user may write to")
     log = open(tmp_path / "supervisor.log", "wb")
-    supervisor = subprocess.Popen([sys.executable, str(SCRIPTS / "local_platform" / "supervisor.py"), "--name", "toy",
-                                   "--run-dir", str(run_dir), "--grace", "3",
-                                   *(["--cgroup", str(group)] if group else []), "--", sys.executable, str(script)],
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    supervisor = subprocess.Popen(
+        [
+            sys.executable,
+            str(SCRIPTS / "local_platform" / "supervisor.py"),
+            "--name",
+            "toy",
+            "--run-dir",
+            str(run_dir),
+            "--grace",
+            "3",
+            *(["--cgroup", str(group)] if group else []),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     tag = tag_of(run_dir, "toy")
     try:
         first = _until(lambda: _pid(run_dir / "toy.pid"), "the service")
-        tree = _until(lambda: (lambda t: t if len(t) == 3 else None)(descendants(supervisor.pid)),
-                      "the service and its two children")
+        tree = _until(
+            lambda: (lambda t: t if len(t) == 3 else None)(descendants(supervisor.pid)),
+            "the service and its two children",
+        )
         assert first in tree and _pid(run_dir / "toy.supervisor.pid") == supervisor.pid
         assert len(tagged(tag)) == 2, "the child that dropped its environment should carry no tag"
         if group:
             assert sorted(cgroup_members(group)) == sorted(tree)
 
         os.kill(first, signal.SIGKILL)
-        second = _until(lambda: (lambda p: p if p and p != first and _alive(p) else None)(_pid(run_dir / "toy.pid")),
-                        "the restarted service")
+        second = _until(
+            lambda: (lambda p: p if p and p != first and _alive(p) else None)(_pid(run_dir / "toy.pid")),
+            "the restarted service",
+        )
         orphans = [pid for pid in tree if pid != first]
         assert not any(_alive(pid) for pid in orphans), "the killed service's children outlived it"
         _until(lambda: len(descendants(supervisor.pid)) == 3, "the restarted service's children")
@@ -127,8 +150,11 @@ def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_co
     assert len(children) >= 2, f"the scheduler's executor workers and log server: {children}"
 
     os.kill(scheduler, signal.SIGKILL)
-    _until(lambda: (lambda p: p and p != scheduler and _alive(p))(_pid(run / "airflow-scheduler.pid")),
-           "the scheduler started again", timeout=120)
+    _until(
+        lambda: (lambda p: p and p != scheduler and _alive(p))(_pid(run / "airflow-scheduler.pid")),
+        "the scheduler started again",
+        timeout=120,
+    )
     assert not any(_alive(pid) for pid in children), "the killed scheduler's processes outlived it"
     _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
 
@@ -139,21 +165,39 @@ def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_miss
     starts the scheduler again and leaves every running service alone."""
     run = Path(os.environ["MICROINGEST_STATE"]) / "run"
     assert os.environ.get("AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY"), "the suite's environment sourced platform.env"
-    others = {name: _pid(run / f"{name}.pid") for name in
-              ("airflow-api-server", "airflow-dag-processor", "airflow-triggerer", "kafka", "spark-connect")}
+    others = {
+        name: _pid(run / f"{name}.pid")
+        for name in ("airflow-api-server", "airflow-dag-processor", "airflow-triggerer", "kafka", "spark-connect")
+    }
     assert all(others.values()), others
     # The local registry, which `make up` starts on demand, is not running either: the connection platform.env names
     # for it is no server of someone else's to refuse as unreachable.
-    subprocess.run([sys.executable, str(SCRIPTS / "services.py"), "stop", "schema-registry"], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(SCRIPTS / "services.py"), "stop", "schema-registry"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
     os.kill(supervisor, signal.SIGKILL)
     os.kill(scheduler, signal.SIGKILL)
     _until(lambda: not _alive(scheduler) and not _alive(supervisor), "the scheduler and its supervisor gone")
 
-    up = subprocess.run([sys.executable, str(SCRIPTS / "services.py"), "up", "--pipelines-dir",
-                         os.environ["MICROINGEST_PIPELINES_DIR"], "--spark-connect", "--schema-registry"],
-                        capture_output=True, text=True, timeout=600, env=os.environ)
+    up = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPTS / "services.py"),
+            "up",
+            "--pipelines-dir",
+            os.environ["MICROINGEST_PIPELINES_DIR"],
+            "--spark-connect",
+            "--schema-registry",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ,
+    )
     assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
     assert "is unreachable" not in up.stdout + up.stderr and "restarting it" not in up.stdout
     restarted = _pid(run / "airflow-scheduler.pid")

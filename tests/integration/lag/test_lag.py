@@ -9,7 +9,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 from microingest import settings
-from microingest.commit.history import RunInfo
+from microingest.batches import OffsetRange, RunInfo
 from microingest.commit.ledger import pin_positions
 from microingest.lag.checks import health_check
 from microingest.lag.figures import partition_lags
@@ -17,7 +17,6 @@ from microingest.lag.mirror import group_id
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.kafka_access import partition_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
 
@@ -31,8 +30,12 @@ def at_ms(seconds: float) -> int:
 
 def pin(env, positions: dict[int, int]) -> None:
     """Set ledger positions the way a start_from=latest pipeline records them (a pin batch)."""
-    pin_positions(env.pg, env.pipeline.name, [OffsetRange(env.pipeline.topic, p, o, o, None)
-                                              for p, o in positions.items()], RunInfo())
+    pin_positions(
+        env.pg,
+        env.pipeline.name,
+        [OffsetRange(env.pipeline.topic, p, o, o, None) for p, o in positions.items()],
+        RunInfo(),
+    )
 
 
 def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(env, kafka):
@@ -56,8 +59,11 @@ def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(
     # Without the records, interpolated from observations: the log of parts[0] ended at 0 until T0 and at its end
     # from T0 + 90s, so its offset 10 of ends[p] was written a fraction (10 + 1) / end of the way in between.
     points = {parts[0]: [(T0, 0), (T0 + timedelta(seconds=90), ends[parts[0]])]}
-    lag = next(lag for lag in partition_lags(env.pipeline, PipelineSystems.of(env.pipeline), now, points, fetch_records=False)
-               if lag.partition == parts[0])
+    lag = next(
+        lag
+        for lag in partition_lags(env.pipeline, PipelineSystems.of(env.pipeline), now, points, fetch_records=False)
+        if lag.partition == parts[0]
+    )
     written = T0 + timedelta(seconds=90) * (11 / ends[parts[0]])
     assert (lag.time_lag, lag.time_source) == (now - written, "interpolated")
 
@@ -76,13 +82,17 @@ def test_a_record_after_a_quiet_spell_is_judged_from_when_the_sla_check_last_saw
     sla = env.pipeline.lag.sla
     env.produce(30)
     env.ingest_all()
-    committed = env.query("SELECT max(committed_at) FROM microingest.batches WHERE pipeline = %s",
-                          (env.pipeline.name,))[0][0]
+    committed = env.query(
+        "SELECT max(committed_at) FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)
+    )[0][0]
     # Two hours of a quiet topic, nothing to commit; the SLA check's clock is its `now`, so no test waits them out.
     quiet = committed + timedelta(hours=2)
     assert health_check(env.pipeline, sla, quiet).met
-    seen = env.query("SELECT partition, position, log_end, observed_at FROM microingest.lag_observations "
-                     "WHERE pipeline = %s AND source = 'sla'", (env.pipeline.name,))
+    seen = env.query(
+        "SELECT partition, position, log_end, observed_at FROM microingest.lag_observations "
+        "WHERE pipeline = %s AND source = 'sla'",
+        (env.pipeline.name,),
+    )
     assert sorted(seen) == [(p, o, o, quiet) for p, o in sorted(env.ledger().items())]
 
     env.produce(1, start=30)
@@ -110,9 +120,22 @@ def describe_group(group: str) -> dict[int, tuple[int, int, int]]:
     """`kafka-consumer-groups.sh --describe` (its class, from the broker's libs): partition -> (current, end, lag)."""
     libs = settings.install_dir() / "kafka" / "libs"
     bootstrap = json.loads(os.environ["AIRFLOW_CONN_MICROINGEST_KAFKA"])["extra"]["bootstrap.servers"]
-    result = subprocess.run(["java", "-cp", f"{libs}/*", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-                             "--bootstrap-server", bootstrap, "--describe", "--group", group],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{libs}/*",
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = {}
     for line in result.stdout.splitlines():

@@ -9,7 +9,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from helpers.pipeline_env import UPSERT_TARGET, read_to_end
+from microingest.batches import RunInfo
 from microingest.commit.overlap import OverlapError
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.backfill import plan_backfill
@@ -17,7 +18,6 @@ from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
 from microingest.plan.request import parse_request
 from microingest.systems.kafka_access import json_bytes, produce
-from pipeline_env import UPSERT_TARGET, read_to_end
 
 BACKFILL = RunInfo(dag_id="microingest_test", run_id="manual__backfill")
 
@@ -60,8 +60,11 @@ def test_a_pipeline_started_at_latest_fills_its_history_and_every_record_lands_o
     assert result.returncode == 0, result.stdout[-3000:]
     assert env.landed_once() == sorted(history + live)
     assert env.ledger() == {p: max(o for q, o, _ in live if q == p) + 1 for p in pins}, "the live ledger never moved"
-    kinds = env.query("SELECT kind, count(*), sum(records_read) FROM microingest.batches WHERE pipeline = %s "
-                      "AND run_id = %s GROUP BY kind", (env.pipeline.name, BACKFILL.run_id))
+    kinds = env.query(
+        "SELECT kind, count(*), sum(records_read) FROM microingest.batches WHERE pipeline = %s "
+        "AND run_id = %s GROUP BY kind",
+        (env.pipeline.name, BACKFILL.run_id),
+    )
     assert kinds == [("backfill", 4, 900)]
 
 
@@ -77,24 +80,33 @@ def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
     assert f"{env.pipeline.topic}[{p}] [10, 60) (50 records)" in str(err.value)
 
     # Rows of a rebuilt window: 20 of the 50 positions are gone from the target.
-    env.query_commit(sql.SQL("DELETE FROM {} WHERE source_partition = %s AND source_offset >= 30 AND source_offset < 50"
-                             ).format(env.table), (p,))
+    env.query_commit(
+        sql.SQL("DELETE FROM {} WHERE source_partition = %s AND source_offset >= 30 AND source_offset < 50").format(
+            env.table
+        ),
+        (p,),
+    )
     skip = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="skip_existing"))
     result = env.spark_job(skip, run=RunInfo("microingest_test", "manual__skip"))
     assert result.returncode == 0, result.stdout[-3000:]
     assert env.landed_once() == sorted(produced)
-    [(read, written)] = env.query("SELECT records_read, rows_written FROM microingest.batches WHERE pipeline = %s "
-                                  "AND run_id = %s", (env.pipeline.name, "manual__skip"))
+    [(read, written)] = env.query(
+        "SELECT records_read, rows_written FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+        (env.pipeline.name, "manual__skip"),
+    )
     assert (read, written) == (50, 20)
 
     replace = plan_backfill(env.pipeline, request(backfill_ranges=wanted, overlap="replace"))
     result = env.spark_job(replace, run=RunInfo("microingest_test", "manual__replace"))
     assert result.returncode == 0, result.stdout[-3000:]
     assert env.landed_once() == sorted(produced)
-    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
-                              (env.pipeline.name, "manual__replace"))
-    rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s ORDER BY 1").format(env.table),
-                          (batch_id,))
+    [(batch_id,)] = env.query(
+        "SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+        (env.pipeline.name, "manual__replace"),
+    )
+    rewritten = env.query(
+        sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s ORDER BY 1").format(env.table), (batch_id,)
+    )
     assert [o for (o,) in rewritten] == list(range(10, 60))
 
 
@@ -111,8 +123,9 @@ def test_a_backfill_cannot_reach_the_live_position_and_is_fenced_if_it_was_plann
     # A plan made when the range was below a live position that is gone by commit time (ledger rolled back by
     # hand here) is fenced inside the commit transaction.
     plan = plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, ledger[p]]}, overlap="replace"))
-    env.query_commit("UPDATE microingest.ledger SET next_offset = 1 WHERE pipeline = %s AND partition = %s",
-                     (env.pipeline.name, p))
+    env.query_commit(
+        "UPDATE microingest.ledger SET next_offset = 1 WHERE pipeline = %s AND partition = %s", (env.pipeline.name, p)
+    )
     result = env.spark_job(plan, run=BACKFILL)
     assert result.returncode == REFUSED_EXIT and "reaches offsets the live pipeline owns" in result.stdout
     assert env.landed_once() == sorted(produced)
@@ -123,8 +136,13 @@ def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, ka
     producer = KafkaProducer(**kafka, acks="all")
     sent = []
     for i in range(240):  # one record per second of "event time", round robin over the partitions
-        future = producer.send(env.pipeline.topic, key=f"k{i}".encode(), partition=i % 3, timestamp_ms=base + i * 1000,
-                               value=json_bytes({"event_id": f"ev-{i}"}))
+        future = producer.send(
+            env.pipeline.topic,
+            key=f"k{i}".encode(),
+            partition=i % 3,
+            timestamp_ms=base + i * 1000,
+            value=json_bytes({"event_id": f"ev-{i}"}),
+        )
         sent.append((future, i))
     producer.flush()
     produced = [(f.get(10).partition, f.get(10).offset, f"ev-{i}", i) for f, i in sent]
@@ -147,30 +165,49 @@ def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key
     env.redeclare(sink_mode="upsert_latest")
     base = recent_ms()
     # (partition, key, version or None for a tombstone, Kafka timestamp offset in seconds)
-    script = [(0, "k1", "v1", 1), (0, "k1", "v2", 2), (0, "k2", "v1", 3), (0, "k2", None, 4), (0, "k3", "new", 5),
-              (1, "k3", "old", 0), (1, "k4", "v1", 6), (0, "k5", "old", 7), (1, "k5", "new", 10)]
-    records = [(k.encode(), None if v is None else json_bytes({"event_id": f"{k}-{v}", "user_id": k}))
-               for _, k, v, _ in script]
-    produce(env.kafka, env.pipeline.topic, records, partition_of=lambda i, _: script[i][0],
-            timestamp_of=lambda i: base + script[i][3] * 1000)
+    script = [
+        (0, "k1", "v1", 1),
+        (0, "k1", "v2", 2),
+        (0, "k2", "v1", 3),
+        (0, "k2", None, 4),
+        (0, "k3", "new", 5),
+        (1, "k3", "old", 0),
+        (1, "k4", "v1", 6),
+        (0, "k5", "old", 7),
+        (1, "k5", "new", 10),
+    ]
+    records = [
+        (k.encode(), None if v is None else json_bytes({"event_id": f"{k}-{v}", "user_id": k})) for _, k, v, _ in script
+    ]
+    produce(
+        env.kafka,
+        env.pipeline.topic,
+        records,
+        partition_of=lambda i, _: script[i][0],
+        timestamp_of=lambda i: base + script[i][3] * 1000,
+    )
     expected = {"k1": "k1-v2", "k3": "k3-new", "k4": "k4-v1", "k5": "k5-new"}
     latest = "SELECT record_key, event_id FROM {} ORDER BY 1"
 
     env.ingest_all()
     assert dict(env.query(sql.SQL(latest).format(env.table))) == expected
-    assert env.query("SELECT record_key, source_offset FROM microingest.upsert_tombstones WHERE pipeline = %s",
-                     (env.pipeline.name,)) == [("k2", 3)]
+    assert env.query(
+        "SELECT record_key, source_offset FROM microingest.upsert_tombstones WHERE pipeline = %s", (env.pipeline.name,)
+    ) == [("k2", 3)]
 
     # Replay everything; skip_existing leaves out the positions the rows hold, so every replayed record is older
     # than its key's row (k1 v1; k3 and k5 from the other partition, older by timestamp) or than k2's tombstone.
     ledger = env.ledger()
-    plan = plan_backfill(env.pipeline, request(backfill_ranges={str(p): [0, o] for p, o in ledger.items()},
-                                               overlap="skip_existing"))
+    plan = plan_backfill(
+        env.pipeline, request(backfill_ranges={str(p): [0, o] for p, o in ledger.items()}, overlap="skip_existing")
+    )
     result = env.spark_job(plan, run=BACKFILL)
     assert result.returncode == 0, result.stdout[-3000:]
     assert dict(env.query(sql.SQL(latest).format(env.table))) == expected
-    [(kind, read)] = env.query("SELECT kind, records_read FROM microingest.batches WHERE pipeline = %s AND kind = "
-                               "'backfill'", (env.pipeline.name,))
+    [(kind, read)] = env.query(
+        "SELECT kind, records_read FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill'",
+        (env.pipeline.name,),
+    )
     assert (kind, read) == ("backfill", len(script))
 
 
@@ -180,8 +217,13 @@ def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_insi
     late, by a slow clock) is not the window's, and is not replayed."""
     t0 = recent_ms()
     stamps = [t0 - 10_000, t0 + 1_000, t0 - 5_000, t0 + 2_000, t0 + 20_000, t0 + 3_000]
-    sent = produce(env.kafka, env.pipeline.topic, [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(6)],
-                   partition_of=lambda i, key: 0, timestamp_of=lambda i: stamps[i])
+    sent = produce(
+        env.kafka,
+        env.pipeline.topic,
+        [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(6)],
+        partition_of=lambda i, key: 0,
+        timestamp_of=lambda i: stamps[i],
+    )
     assert sent == [(0, i) for i in range(6)]
     env.redeclare(start_from="latest")
     plan_live_run(env.pipeline)  # pins every partition at its end: everything is history
@@ -205,15 +247,30 @@ def compact_below(env, live: int, stamp: int) -> set[int]:
     """Make the topic compacted and feed its hot keys newer versions above the live position, in bursts that roll
     segments, until the log cleaner has removed some record below `live`; returns the offsets below it still there."""
     admin = KafkaAdminClient(**env.kafka)
-    admin.alter_configs([ConfigResource("TOPIC", env.pipeline.topic, configs={
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.alter_configs(
+        [
+            ConfigResource(
+                "TOPIC",
+                env.pipeline.topic,
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.ms": "100",
+                    "min.cleanable.dirty.ratio": "0.01",
+                    "min.compaction.lag.ms": "0",
+                    "delete.retention.ms": "100",
+                },
+            )
+        ]
+    )
     admin.close()
     deadline, burst = time.time() + 90, 0
     while len(kept := {o for o in retained_offsets(env, 0) if o < live}) == live and time.time() < deadline:
         burst += 1  # the broker rolls a segment by record timestamps: each burst a second after the previous one
-        env.send_to(0, [(f"hot-{k}".encode(), json_bytes({"event_id": f"h{k}-new{burst}"})) for k in range(4)],
-                    stamp + burst * 1000)
+        env.send_to(
+            0,
+            [(f"hot-{k}".encode(), json_bytes({"event_id": f"h{k}-new{burst}"})) for k in range(4)],
+            stamp + burst * 1000,
+        )
         time.sleep(0.5)
     assert len(kept) < live, "the log cleaner removed superseded records of the ingested range within 90 s"
     return kept
@@ -228,8 +285,9 @@ def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_
     for round_ in range(6):
         records += [(f"stable-{round_}", f"s{round_}")] + [(f"hot-{k}", f"h{k}-v{round_}") for k in range(4)]
     records[7], records[18] = ("hot-1", None), ("stable-bad", None)  # dead letters: one superseded, one kept
-    sent = env.send_to(0, [(k.encode(), b"not json" if e is None else json_bytes({"event_id": e}))
-                           for k, e in records], stamp)
+    sent = env.send_to(
+        0, [(k.encode(), b"not json" if e is None else json_bytes({"event_id": e})) for k, e in records], stamp
+    )
     env.ingest_all()
     rows, dead = env.landed_once(), [(o, c) for _, o, c, *_ in env.dead_letters()]
     assert len(rows) == len(records) - 2 and dead == [(sent[7][1], "invalid_json"), (sent[18][1], "invalid_json")]
@@ -242,11 +300,17 @@ def test_replace_on_a_compacted_topic_rewrites_the_replayed_positions_and_keeps_
     assert result.returncode == 0, result.stdout[-3000:]
     assert env.landed_once() == rows, "every row is there once, those whose records compaction removed included"
     assert [(o, c) for _, o, c, *_ in env.dead_letters()] == dead
-    [(batch_id, read)] = env.query("SELECT batch_id::text, records_read FROM microingest.batches WHERE pipeline = %s "
-                                   "AND run_id = %s", (env.pipeline.name, "manual__compacted"))
-    rewritten = env.query(sql.SQL("SELECT source_offset FROM {} WHERE batch_id = %s UNION ALL SELECT \"offset\" FROM "
-                                  "microingest.dead_letters WHERE batch_id = %s").format(env.table),
-                          (batch_id, batch_id))
+    [(batch_id, read)] = env.query(
+        "SELECT batch_id::text, records_read FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+        (env.pipeline.name, "manual__compacted"),
+    )
+    rewritten = env.query(
+        sql.SQL(
+            'SELECT source_offset FROM {} WHERE batch_id = %s UNION ALL SELECT "offset" FROM '
+            "microingest.dead_letters WHERE batch_id = %s"
+        ).format(env.table),
+        (batch_id, batch_id),
+    )
     replayed = {o for (o,) in rewritten}
     # The cleaner may have removed more since `kept` was read, never less; stable keys have one record each.
     stable = {o for (_, o), (k, _) in zip(sent, records) if k.startswith("stable")}
@@ -260,9 +324,13 @@ def test_replace_on_a_compacted_topic_keeps_an_upsert_row_whose_record_a_newer_d
     env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest", dead_letter={"max_fraction": 0.5})
     stamp = recent_ms()
-    records = [(b"k1", json_bytes({"event_id": "k1-v1"})), (b"k1", b"not json"),
-               (b"k2", json_bytes({"event_id": "k2-v1"})), (b"k2", json_bytes({"event_id": "k2-v2"})),
-               (b"k3", json_bytes({"event_id": "k3-v1"}))]
+    records = [
+        (b"k1", json_bytes({"event_id": "k1-v1"})),
+        (b"k1", b"not json"),
+        (b"k2", json_bytes({"event_id": "k2-v1"})),
+        (b"k2", json_bytes({"event_id": "k2-v2"})),
+        (b"k3", json_bytes({"event_id": "k3-v1"})),
+    ]
     assert env.send_to(0, records, stamp) == [(0, o) for o in range(5)]
     env.ingest_all()
     latest = sql.SQL("SELECT record_key, source_offset, event_id, batch_id::text FROM {} ORDER BY 1").format(env.table)
@@ -275,9 +343,12 @@ def test_replace_on_a_compacted_topic_keeps_an_upsert_row_whose_record_a_newer_d
     result = env.spark_job(plan, run=RunInfo("microingest_test", "manual__compacted"))
 
     assert result.returncode == 0, result.stdout[-3000:]
-    [(batch_id,)] = env.query("SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
-                              (env.pipeline.name, "manual__compacted"))
+    [(batch_id,)] = env.query(
+        "SELECT batch_id::text FROM microingest.batches WHERE pipeline = %s AND run_id = %s",
+        (env.pipeline.name, "manual__compacted"),
+    )
     assert env.query(latest) == [before[0], ("k2", 3, "k2-v2", batch_id), ("k3", 4, "k3-v1", batch_id)]
     assert [(o, c) for _, o, c, *_ in env.dead_letters()] == [(1, "invalid_json")]
-    assert env.query("SELECT batch_id::text FROM microingest.dead_letters WHERE pipeline = %s",
-                     (env.pipeline.name,)) == [(batch_id,)]
+    assert env.query(
+        "SELECT batch_id::text FROM microingest.dead_letters WHERE pipeline = %s", (env.pipeline.name,)
+    ) == [(batch_id,)]

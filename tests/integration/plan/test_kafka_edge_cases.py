@@ -9,11 +9,11 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions
 from psycopg2 import sql
 
+from helpers.pipeline_env import UPSERT_TARGET, read_to_end
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.plan.offsets import RetentionGapError, TopicRecreatedError
 from microingest.systems.kafka_access import KafkaAccessError, create_topic, partition_bounds
-from pipeline_env import UPSERT_TARGET, read_to_end
 
 
 def grow_to_five_partitions_and_produce(env, count: int, start: int) -> list:
@@ -53,7 +53,7 @@ def test_transactional_topic_reads_committed_records_only_and_does_not_stall(env
             producer.commit_transaction()
             committed += events
     producer.close()
-    earliest, latest = partition_bounds(env.kafka, env.pipeline.topic)
+    _earliest, latest = partition_bounds(env.kafka, env.pipeline.topic)
     assert sum(latest.values()) > len(committed), "markers and aborted records take offsets"
 
     env.ingest_all()
@@ -85,18 +85,30 @@ def test_retention_gap_fails_by_default_and_skipping_it_is_recorded(env):
 
     lost = {(p, o) for p, o, _ in produced if p == partition and ledger[partition] <= o < cut}
     assert {(p, o) for p, o, _ in env.target_rows()} == {(p, o) for p, o, _ in produced} - lost
-    gaps = env.query("SELECT gaps FROM microingest.batches WHERE pipeline = %s AND gaps IS NOT NULL",
-                     (env.pipeline.name,))
-    assert gaps == [([{"topic": env.pipeline.topic, "partition": partition, "from": ledger[partition],
-                       "until": cut}],)]
+    gaps = env.query(
+        "SELECT gaps FROM microingest.batches WHERE pipeline = %s AND gaps IS NOT NULL", (env.pipeline.name,)
+    )
+    assert gaps == [([{"topic": env.pipeline.topic, "partition": partition, "from": ledger[partition], "until": cut}],)]
 
 
 def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
     """Compaction removes superseded records from the middle of the log; those holes are not data loss."""
     admin = KafkaAdminClient(**env.kafka)
-    admin.alter_configs([ConfigResource("TOPIC", env.pipeline.topic, configs={
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
-        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.alter_configs(
+        [
+            ConfigResource(
+                "TOPIC",
+                env.pipeline.topic,
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.ms": "100",
+                    "min.cleanable.dirty.ratio": "0.001",
+                    "min.compaction.lag.ms": "0",
+                    "delete.retention.ms": "100",
+                },
+            )
+        ]
+    )
     admin.close()
     env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest")
@@ -121,7 +133,6 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
     assert dict(rows) == latest
     _, end = partition_bounds(env.kafka, env.pipeline.topic)
     assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
-
 
 
 def test_partitions_added_after_a_latest_pipeline_started_lose_nothing_written_before_the_next_run(env):
@@ -177,8 +188,9 @@ def test_a_topic_deleted_and_created_again_is_refused_then_restarted_with_nothin
     env.ingest_all()
 
     env.assert_exactly_once(new)
-    [(ranges, note)] = env.query("SELECT ranges, note FROM microingest.batches WHERE pipeline = %s AND kind = "
-                                 "'restart'", (env.pipeline.name,))
+    [(ranges, note)] = env.query(
+        "SELECT ranges, note FROM microingest.batches WHERE pipeline = %s AND kind = 'restart'", (env.pipeline.name,)
+    )
     assert {r["partition"]: r["from"] for r in ranges} == old and "deleted and created again" in note
     lag = subprocess.run(["microingest", "lag", env.pipeline.name], capture_output=True, text=True, timeout=120)
     assert " restart " in lag.stdout and "ERR" not in lag.stdout

@@ -4,17 +4,20 @@ transaction; a killed or retried run goes on where it stopped, losing and duplic
 import re
 import time
 
-from microingest.commit.history import RunInfo
+from helpers.pipeline_env import reached_pause
+from microingest.batches import RunInfo
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import json_bytes
-from pipeline_env import reached_pause
 
 RUN = RunInfo(dag_id="microingest_test", run_id="manual__drain")
 
 
 def history(env):
-    return env.query("SELECT run_batch, records_read, rows_written, spark_app_id, run_id FROM microingest.batches "
-                     "WHERE pipeline = %s AND kind = 'ingest' ORDER BY run_batch", (env.pipeline.name,))
+    return env.query(
+        "SELECT run_batch, records_read, rows_written, spark_app_id, run_id FROM microingest.batches "
+        "WHERE pipeline = %s AND kind = 'ingest' ORDER BY run_batch",
+        (env.pipeline.name,),
+    )
 
 
 def test_one_run_drains_a_backlog_in_capped_batches_inside_one_spark_application(env):
@@ -76,15 +79,15 @@ def test_the_time_budget_stops_a_run_between_batches_and_leaves_the_rest_to_the_
     result = finish(proc)
 
     assert result.returncode == 0, result.stdout[-3000:]
-    stop = re.search(r"time budget of 1s spent after (\d+) batch\(es\); (\d+) records left for the next run",
-                     result.stdout)
+    stop = re.search(
+        r"time budget of 1s spent after (\d+) batch\(es\); (\d+) records left for the next run", result.stdout
+    )
     assert stop, result.stdout[-3000:]
     assert (int(stop[1]), int(stop[2])) == (1, 1100)
     assert len(history(env)) == 1
     env.redeclare(max_run_seconds=1800)
     env.ingest_all()
     env.assert_exactly_once(produced)
-
 
 
 def test_a_run_reads_and_decodes_while_another_run_of_the_pipeline_holds_its_commit_open(env, tmp_path, finish):
@@ -113,14 +116,29 @@ def test_a_batch_too_large_for_the_driver_to_collect_is_split_and_lands_once(sub
     batches of half the size."""
     env = submit_env
     filler = "x" * 2500
-    positions = env.send([(f"k{i}".encode(), json_bytes({"event_id": f"ev-{i}", "user_id": "u", "event_type": filler,
-                                                         "amount": 1.5, "event_time": 1_700_000_000_000}))
-                          for i in range(1200)])
+    positions = env.send(
+        [
+            (
+                f"k{i}".encode(),
+                json_bytes(
+                    {
+                        "event_id": f"ev-{i}",
+                        "user_id": "u",
+                        "event_type": filler,
+                        "amount": 1.5,
+                        "event_time": 1_700_000_000_000,
+                    }
+                ),
+            )
+            for i in range(1200)
+        ]
+    )
     result = env.spark_job(plan_live_run(env.pipeline), extra_conf={"spark.driver.maxResultSize": "1m"})
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "more than the driver may collect decoded" in result.stdout and "splitting it" in result.stdout, \
+    assert "more than the driver may collect decoded" in result.stdout and "splitting it" in result.stdout, (
         result.stdout[-3000:]
+    )
     assert sorted((p, o) for p, o, _ in env.target_rows()) == sorted(positions)
     reads = [read for _, read, *_ in history(env)]
     assert sum(reads) == 1200 and max(reads) < 1200

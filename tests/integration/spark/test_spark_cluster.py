@@ -34,15 +34,48 @@ def spark_master(tmp_path_factory):
     work = tmp_path_factory.mktemp("spark-standalone")
     env = {**os.environ, "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "work")}
     logs = [open(work / name, "w") for name in ("master.log", "worker.log")]
-    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)],
-                              stdout=logs[0], stderr=subprocess.STDOUT, env=env, start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(MASTER_PORT),
+                "--webui-port",
+                str(MASTER_UI),
+            ],
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    ]
     url = f"spark://127.0.0.1:{MASTER_PORT}"
     try:
         _wait(lambda: _master_state()["status"] == "ALIVE", "master", work / "master.log")
-        procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--cores", "2", "--memory", "2g", "--webui-port", str(WORKER_UI), url],
-                                      stdout=logs[1], stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "2",
+                    "--memory",
+                    "2g",
+                    "--webui-port",
+                    str(WORKER_UI),
+                    url,
+                ],
+                stdout=logs[1],
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
         _wait(lambda: any(w["state"] == "ALIVE" for w in _master_state()["workers"]), "worker", work / "worker.log")
         yield url
     finally:
@@ -73,11 +106,17 @@ def test_an_executor_lost_after_decoding_is_replaced_and_the_batch_still_lands_o
     plan = plan_next_batch(env.pipeline)
     fired = tmp_path / "executor-killed"
 
-    result = env.spark_job(list(plan.ranges), master=spark_master,
-                           extra_conf={"spark.executor.cores": "1", "spark.cores.max": "2",
-                                       "spark.executor.memory": "512m",
-                                       "spark.executorEnv.MICROINGEST_FAULT": "executor_after_decode:executor",
-                                       "spark.executorEnv.MICROINGEST_FAULT_ONCE": str(fired)})
+    result = env.spark_job(
+        list(plan.ranges),
+        master=spark_master,
+        extra_conf={
+            "spark.executor.cores": "1",
+            "spark.cores.max": "2",
+            "spark.executor.memory": "512m",
+            "spark.executorEnv.MICROINGEST_FAULT": "executor_after_decode:executor",
+            "spark.executorEnv.MICROINGEST_FAULT_ONCE": str(fired),
+        },
+    )
 
     assert fired.exists(), "an executor was killed"
     assert result.returncode == 0, result.stdout[-4000:]

@@ -14,11 +14,11 @@ import sys
 
 import pytest
 
+from helpers.pipeline_env import reached_pause
 from microingest import settings
 from microingest.plan.live import plan_live_run, plan_next_batch
 from microingest.settings import repo_root
 from microingest.spark import connect as spark_connect
-from pipeline_env import reached_pause
 
 
 def platform(*args: str) -> None:
@@ -37,8 +37,10 @@ def connect_env(env, server):
 
 
 def app_ids(env) -> set[str]:
-    return {r[0] for r in env.query("SELECT spark_app_id FROM microingest.batches WHERE pipeline = %s",
-                                    (env.pipeline.name,))}
+    return {
+        r[0]
+        for r in env.query("SELECT spark_app_id FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,))
+    }
 
 
 def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application(connect_env):
@@ -70,8 +72,9 @@ def test_a_client_killed_after_decoding_commits_nothing_and_the_rerun_lands_each
     env.assert_exactly_once(produced)
 
 
-def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_each_record_once(connect_env, tmp_path,
-                                                                                                finish):
+def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_each_record_once(
+    connect_env, tmp_path, finish
+):
     """SIGTERM is what the operator's on_kill sends: the job unwinds, and nothing of its batch was written."""
     env = connect_env
     produced = env.produce(1200)
@@ -89,7 +92,8 @@ def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_ea
 
 
 def test_the_server_killed_while_decoding_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
-        connect_env, tmp_path, finish):
+    connect_env, tmp_path, finish
+):
     env = connect_env
     produced = env.produce(30_000)
     marker = tmp_path / "decoding"
@@ -120,8 +124,9 @@ def test_a_dag_run_on_the_server_commits_its_plan(api, served, server):
     env = served["connect"]
     produced = env.produce(800)
     run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"}), \
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"}), (
         run.describe()
+    )
     env.assert_exactly_once(produced)
     outcome = api.xcom(run, "ingest")
     assert (outcome["status"], outcome["records_read"]) == ("committed", 800)

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from microingest.batches import OffsetRange
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
-from microingest.plan.offsets import OffsetRange
 
 
 @pytest.fixture
@@ -131,6 +131,10 @@ def test_a_declaration_broken_since_the_plan_is_refused_and_nothing_is_written(e
     result = env.spark_job(ranges, env_extra={"MICROINGEST_OUTCOME_FILE": str(outcome)})
     assert result.returncode == REFUSED_EXIT, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(outcome.read_text())
-    assert (report["status"], report["error_class"], report["retryable"], report["batches"]) == \
-        ("failed", "DeclarationError", False, 0)
+    assert (report["status"], report["error_class"], report["retryable"], report["batches"]) == (
+        "failed",
+        "DeclarationError",
+        False,
+        0,
+    )
     assert env.target_rows() == [] and env.ledger() == {}

@@ -8,10 +8,19 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.declare.validate import parse_pipeline
 
-PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
-                           "schema": {"order_id": "string"}, "schedule": "*/15 * * * *",
-                           "lag": {"gate": {"min_records": 100, "max_wait_seconds": 60},
-                                   "sla": {"max_time_lag_seconds": 600, "grace_seconds": 120}}})
+PIPELINE = parse_pipeline(
+    {
+        "name": "orders",
+        "topic": "orders",
+        "target_table": "public.orders",
+        "schema": {"order_id": "string"},
+        "schedule": "*/15 * * * *",
+        "lag": {
+            "gate": {"min_records": 100, "max_wait_seconds": 60},
+            "sla": {"max_time_lag_seconds": 600, "grace_seconds": 120},
+        },
+    }
+)
 
 
 def test_the_gate_skips_the_run_when_its_wait_ends_quiet_and_goes_on_when_met():

@@ -1,4 +1,4 @@
-"""How the ingest operator hands the job to the Spark provider: the command the provider's hook builds carries no
+"""How the ingest operator hands the job to its launcher: the command the provider's hook builds carries no
 credential, a missing Spark connection means local[*], a broken one fails with its reason, and masters whose
 provider code would put the environment on the command line are refused. A Spark Connect connection runs the job as
 that server's client, its token in the environment like every other secret."""
@@ -15,15 +15,16 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from microingest.airflow.job_process import JobProcess
+from microingest.airflow.launchers import ConnectLauncher, SubmitLauncher
 from microingest.airflow.operators import SparkIngestOperator
-from microingest.commit.history import RunInfo
+from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.declare.validate import parse_pipeline
-from microingest.plan.offsets import OffsetRange, RunPlan
 from microingest.spark.connect import remote_url
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo, parse_connection
 
-PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
-                           "schema": {"order_id": "string"}})
+PIPELINE = parse_pipeline(
+    {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
+)
 PLAN = RunPlan("ingest", (OffsetRange("orders", 0, 0, 10, None),), batch_cap=10)
 RUN = RunInfo("microingest_orders", "manual__1", 1)
 KAFKA_SECRET, PG_SECRET = 'k-"se\\cr\u00e9t', "pg-s3cret-value"
@@ -35,19 +36,43 @@ def operator(monkeypatch, tmp_path):
     jars.mkdir()
     (jars / "spark-sql-kafka.jar").write_bytes(b"")
     monkeypatch.setenv("MICROINGEST_SPARK_JARS_DIR", str(jars))
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_KAFKA", json.dumps({"conn_type": "kafka", "extra": {
-        "bootstrap.servers": "127.0.0.1:9094", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.username": "ingest", "sasl.password": KAFKA_SECRET}}))
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_POSTGRES", json.dumps({
-        "conn_type": "postgres", "host": "127.0.0.1", "port": 5432, "login": "u", "password": PG_SECRET,
-        "schema": "db"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_KAFKA",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {
+                    "bootstrap.servers": "127.0.0.1:9094",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": "ingest",
+                    "sasl.password": KAFKA_SECRET,
+                },
+            }
+        ),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_POSTGRES",
+        json.dumps(
+            {
+                "conn_type": "postgres",
+                "host": "127.0.0.1",
+                "port": 5432,
+                "login": "u",
+                "password": PG_SECRET,
+                "schema": "db",
+            }
+        ),
+    )
     monkeypatch.delenv("AIRFLOW_CONN_MICROINGEST_SPARK", raising=False)
     return SparkIngestOperator(task_id="ingest", pipeline=PIPELINE)
 
 
 def test_the_hooks_command_has_no_credential_and_the_environment_has_them(operator, tmp_path):
-    hook = operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
-    argv = hook._build_spark_submit_command(operator.application)
+    launcher = operator.launcher(PLAN, RUN, str(tmp_path / "outcome.json"))
+    assert isinstance(launcher, SubmitLauncher)
+    hook = launcher.hook
+    argv = hook._build_spark_submit_command(launcher.application)
     assert argv[argv.index("--master") + 1] == "local[*]"
     joined = " ".join(argv)
     for secret in (KAFKA_SECRET, json.dumps(KAFKA_SECRET)[1:-1], PG_SECRET, "password"):
@@ -57,35 +82,45 @@ def test_the_hooks_command_has_no_credential_and_the_environment_has_them(operat
     assert env["AIRFLOW_CONN_MICROINGEST_POSTGRES"]["password"] == PG_SECRET
 
 
-@pytest.mark.parametrize("spark", [{"conn_type": "spark", "host": "yarn"},
-                                   {"conn_type": "spark", "host": "k8s://https://10.0.0.1", "port": 6443}])
+@pytest.mark.parametrize(
+    "spark",
+    [{"conn_type": "spark", "host": "yarn"}, {"conn_type": "spark", "host": "k8s://https://10.0.0.1", "port": 6443}],
+)
 def test_masters_that_would_put_secrets_on_the_command_line_are_refused(operator, monkeypatch, tmp_path, spark):
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps(spark))
     with pytest.raises(AirflowFailException, match="refuses these masters"):
-        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+        operator.launcher(PLAN, RUN, str(tmp_path / "outcome.json"))
 
 
 def test_a_standalone_master_from_the_connection_is_used(operator, monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", "spark://spark-master:7077")
-    argv = operator.prepare_submit(PLAN, RUN, str(tmp_path / "o.json"))._build_spark_submit_command("job.py")
+    launcher = operator.launcher(PLAN, RUN, str(tmp_path / "o.json"))
+    assert isinstance(launcher, SubmitLauncher)
+    argv = launcher.hook._build_spark_submit_command("job.py")
     assert argv[argv.index("--master") + 1] == "spark://spark-master:7077"
 
 
 def test_a_defined_but_unreadable_spark_connection_fails_instead_of_running_locally(operator, monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", '{"conn_type": "spark", "host": ')
     with pytest.raises(ConnectionConfigError, match="connection 'microingest_spark': invalid JSON"):
-        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+        operator.launcher(PLAN, RUN, str(tmp_path / "outcome.json"))
 
 
 TOKEN = "c0nnect-t;ken/secret"
 
 
 def test_a_spark_connect_connection_runs_the_job_as_its_client_with_every_secret_in_the_environment(
-        operator, monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({
-        "conn_type": "spark_connect", "host": "sc://spark-connect.internal", "port": 15002, "password": TOKEN}))
-    client = operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
-    assert isinstance(client, JobProcess)
+    operator, monkeypatch, tmp_path
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_SPARK",
+        json.dumps(
+            {"conn_type": "spark_connect", "host": "sc://spark-connect.internal", "port": 15002, "password": TOKEN}
+        ),
+    )
+    launcher = operator.launcher(PLAN, RUN, str(tmp_path / "outcome.json"))
+    assert isinstance(launcher, ConnectLauncher)
+    client = launcher.process
     assert client.argv[-2:] == ["--spark-connect", "microingest_spark"]
     assert "spark-submit" not in client.argv[0]
     joined = " ".join(client.argv)
@@ -98,18 +133,25 @@ def test_a_spark_connect_connection_runs_the_job_as_its_client_with_every_secret
 
 
 def test_a_spark_connect_connection_with_a_path_fails_with_its_reason(operator, monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_MICROINGEST_SPARK", json.dumps({"conn_type": "spark_connect",
-                                                                     "host": "sc://spark-host/cluster-a"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MICROINGEST_SPARK",
+        json.dumps({"conn_type": "spark_connect", "host": "sc://spark-host/cluster-a"}),
+    )
     with pytest.raises(ConnectionConfigError, match="takes no path"):
-        operator.prepare_submit(PLAN, RUN, str(tmp_path / "outcome.json"))
+        operator.launcher(PLAN, RUN, str(tmp_path / "outcome.json"))
 
 
-@pytest.mark.parametrize("conn, url", [
-    (ConnectionInfo("c", "spark_connect", "spark-host"), "sc://spark-host:15002/"),
-    (ConnectionInfo("c", "spark_connect", "sc://spark-host", 443, login="ingest", extra={"use_ssl": True}),
-     "sc://spark-host:443/;user_id=ingest;use_ssl=true"),
-    (ConnectionInfo("c", "spark_connect", "sc://spark-host:15003"), "sc://spark-host:15003/"),
-])
+@pytest.mark.parametrize(
+    "conn, url",
+    [
+        (ConnectionInfo("c", "spark_connect", "spark-host"), "sc://spark-host:15002/"),
+        (
+            ConnectionInfo("c", "spark_connect", "sc://spark-host", 443, login="ingest", extra={"use_ssl": True}),
+            "sc://spark-host:443/;user_id=ingest;use_ssl=true",
+        ),
+        (ConnectionInfo("c", "spark_connect", "sc://spark-host:15003"), "sc://spark-host:15003/"),
+    ],
+)
 def test_spark_connect_urls_follow_the_providers_connection_fields(conn, url):
     assert remote_url(conn) == url
 

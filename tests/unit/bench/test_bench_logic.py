@@ -31,21 +31,40 @@ def test_the_copy_limit_loads_what_the_platform_decodes_from_the_same_records():
     lines = out.getvalue().splitlines(keepends=True)
     assert len(lines) == 50
     for i, line in enumerate(lines):
-        record_key, tombstone, *values = processor.process(f"ev-{i:012d}".encode(), value_bytes(i))
+        _record_key, _tombstone, *values = processor.process(f"ev-{i:012d}".encode(), value_bytes(i))
         head = line.split("\t")[:5]
         assert head[:3] == ["t", str(i % 3), str(i // 3)] and head[4] == COPY_BATCH_ID
         assert "\t".join(line.split("\t")[5:]) == copy_text_row(values), i
 
 
 def _report(**rates) -> dict:
-    ms = [{"key": k, "label": k, "family": "limit" if k in ("copy_limit", "spark_count") else "x", "rate": r,
-           "records": 1000, "seconds": 1000 / r, "rows": 1000, "distinct": 1000, "expected": 1000, "exact": True,
-           "peak_mib": {}, "small_median": None, "small_seconds": []} for k, r in rates.items()]
-    return {"run_id": "1", "started": "now", "topic": "t", "record_bytes": {"json": 200.0},
-            "options": {"records": 1000, "partitions": 6, "batch_records": 100, "small_records": 100,
-                        "small_batches": 0},
-            "machine": {"cpus": 2, "memory_gib": 24, "postgres": "15", "pyspark": "4", "python": "3"},
-            "measurements": ms}
+    ms = [
+        {
+            "key": k,
+            "label": k,
+            "family": "limit" if k in ("copy_limit", "spark_count") else "x",
+            "rate": r,
+            "records": 1000,
+            "seconds": 1000 / r,
+            "rows": 1000,
+            "distinct": 1000,
+            "expected": 1000,
+            "exact": True,
+            "peak_mib": {},
+            "small_median": None,
+            "small_seconds": [],
+        }
+        for k, r in rates.items()
+    ]
+    return {
+        "run_id": "1",
+        "started": "now",
+        "topic": "t",
+        "record_bytes": {"json": 200.0},
+        "options": {"records": 1000, "partitions": 6, "batch_records": 100, "small_records": 100, "small_batches": 0},
+        "machine": {"cpus": 2, "memory_gib": 24, "postgres": "15", "pyspark": "4", "python": "3"},
+        "measurements": ms,
+    }
 
 
 def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
@@ -53,16 +72,24 @@ def test_targets_are_judged_from_the_ratios_with_the_margin_of_a_miss():
     r["measurements"][0]["postgres_cpu_seconds"], r["measurements"][1]["postgres_cpu_seconds"] = 0.010, 0.015
     verdicts = {goal: (measured, verdict) for goal, measured, verdict in report.targets(r)}
     assert verdicts["end to end ≥ 0.5× the COPY limit, through Airflow on the long-lived driver"] == (
-        "0.35×", "missed: 70% of the target")
+        "0.35×",
+        "missed: 70% of the target",
+    )
     assert verdicts["≥ 2× the hand-written loop, through Airflow on the long-lived driver"] == ("2.80×", "met")
     assert verdicts["≥ 2× the lean hand-written loop, through Airflow on the long-lived driver"] == (
-        "1.40×", "missed: 70% of the target")
+        "1.40×",
+        "missed: 70% of the target",
+    )
     assert verdicts["Postgres CPU per record ≤ 1.3× the COPY limit's, through Airflow on the long-lived driver"] == (
-        "1.50×", "missed by 0.20×")
+        "1.50×",
+        "missed by 0.20×",
+    )
     row = next(line for line in report.markdown(r).splitlines() if line.startswith("| airflow |"))
     assert "| 15.0 |" in row  # µs of Postgres CPU per record
     assert verdicts["≥ 1.5× AvailableNow + foreachBatch, through Airflow on the long-lived driver"] == (
-        "1.40×", "missed: 93% of the target")
+        "1.40×",
+        "missed: 93% of the target",
+    )
     assert not any(goal.endswith("through Airflow on spark-submit") for goal in verdicts)  # not in this run
 
 
@@ -72,7 +99,9 @@ def test_avro_is_judged_against_json_through_airflow_on_the_same_driver():
     r["record_bytes"]["avro"] = 120.0
     verdicts = {goal: (measured, verdict) for goal, measured, verdict in report.targets(r)}
     assert verdicts["Avro ≥ the JSON figure, through Airflow on the long-lived driver"] == (
-        "0.75×", "missed: 75% of the target; its time: read and decode 70%, Airflow 10%, job start 10%, commits 10%")
+        "0.75×",
+        "missed: 75% of the target; its time: read and decode 70%, Airflow 10%, job start 10%, commits 10%",
+    )
     assert not any(goal.startswith("Avro") and goal.endswith("spark-submit") for goal in verdicts)
     assert "(and the same as Avro of 120 bytes, topic `t-avro`)" in report.markdown(r)
 
@@ -104,24 +133,27 @@ def test_a_runs_phases_add_up_to_launch_to_last_commit():
     assert alone == {"job_start": 2.0, "decode": 8.0, "commit": 2.0, "between": 0.5}
     assert phases.split(100.0, []) == {}
     assert phases.bottleneck(alone) == "read and decode 64%, job start 16%, commits 16%, between batches 4%"
-    assert phases.median_split([{"job_start": 1.0, "decode": 3.0}, {"job_start": 2.0, "decode": 1.0},
-                                {"job_start": 9.0, "decode": 2.0}]) == {"job_start": 2.0, "decode": 2.0}
+    assert phases.median_split(
+        [{"job_start": 1.0, "decode": 3.0}, {"job_start": 2.0, "decode": 1.0}, {"job_start": 9.0, "decode": 2.0}]
+    ) == {"job_start": 2.0, "decode": 2.0}
 
 
 def test_a_missed_target_says_where_the_time_went():
     r = _report(copy_limit=400_000, airflow_submit=140_000, airflow=1_000)
     submit, ours = r["measurements"][1], r["measurements"][2]
     submit["phases"] = {"airflow": 1.0, "job_start": 2.0, "decode": 6.0, "commit": 1.0, "between": 0.0}
-    ours.update(small_median=3.4, small_phases_median={"airflow": 1.2, "job_start": 1.6, "decode": 0.5,
-                                                       "commit": 0.1})
+    ours.update(small_median=3.4, small_phases_median={"airflow": 1.2, "job_start": 1.6, "decode": 0.5, "commit": 0.1})
     r["options"]["small_batches"] = 3
     verdicts = {goal: verdict for goal, _, verdict in report.targets(r)}
     assert verdicts["end to end ≥ 0.5× the COPY limit, through Airflow on spark-submit"] == (
-        "missed: 70% of the target; its time: read and decode 60%, job start 20%, Airflow 10%, commits 10%")
+        "missed: 70% of the target; its time: read and decode 60%, job start 20%, Airflow 10%, commits 10%"
+    )
     assert verdicts["end to end ≥ 0.5× the COPY limit, through Airflow on the long-lived driver"] == (
-        "missed: 0% of the target")
+        "missed: 0% of the target"
+    )
     assert verdicts["100-record batch trigger → committed ≤ 3 s, on the long-lived driver"] == (
-        "missed by 0.4s; its time: Airflow 1.2s, job start 1.6s, read and decode 0.5s, commits 0.1s")
+        "missed by 0.4s; its time: Airflow 1.2s, job start 1.6s, read and decode 0.5s, commits 0.1s"
+    )
     table = report.markdown(r)
     assert "| airflow_submit | 1,000 records | 1.0s | 2.0s | 6.0s | 1.0s | 0.0s | 10.0s |" in table
     assert "| airflow | 100-record batch (median) | 1.2s | 1.6s | 0.5s | 0.1s | – | 3.4s |" in table

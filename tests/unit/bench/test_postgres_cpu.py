@@ -24,8 +24,9 @@ alive.stdin.close(); alive.wait()
 
 
 def test_an_ended_child_and_a_running_one_are_both_counted():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT.format(burn=BURN)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT.format(burn=BURN)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         root = psutil.Process(parent.pid)
         with PostgresCpu(root) as cpu:

@@ -1,5 +1,5 @@
+from microingest.batches import OffsetRange
 from microingest.commit.overlap import _SHOWN, describe, ranges_unnest
-from microingest.plan.offsets import OffsetRange
 
 
 def test_ranges_travel_as_four_parallel_arrays_in_range_order():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from microingest.commit.read_proof import ReadMismatchError, Span, prove_read
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import OffsetRange, Span
+from microingest.commit.read_proof import ReadMismatchError, prove_read
 
 RANGES = [OffsetRange("t", 0, 100, 200, 100), OffsetRange("t", 1, 0, 50, 0)]
 
@@ -13,9 +13,17 @@ def test_spans_inside_their_ranges_that_count_every_decoded_record_pass():
     prove_read(spans, RANGES, 140, "b")
 
 
-@pytest.mark.parametrize("span", [Span("t", 0, 99, 120, 10), Span("t", 0, 150, 200, 10), Span("t", 2, 0, 5, 6),
-                                  Span("u", 0, 100, 110, 11), Span("t", 0, 100, 104, 6)],
-                         ids=["before", "past the end", "unplanned partition", "unplanned topic", "more than offsets"])
+@pytest.mark.parametrize(
+    "span",
+    [
+        Span("t", 0, 99, 120, 10),
+        Span("t", 0, 150, 200, 10),
+        Span("t", 2, 0, 5, 6),
+        Span("u", 0, 100, 110, 11),
+        Span("t", 0, 100, 104, 6),
+    ],
+    ids=["before", "past the end", "unplanned partition", "unplanned topic", "more than offsets"],
+)
 def test_a_span_outside_the_plan_is_refused(span):
     with pytest.raises(ReadMismatchError, match="outside the planned ranges"):
         prove_read([span], RANGES, span.records, "b")

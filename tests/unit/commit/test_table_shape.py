@@ -3,8 +3,12 @@ from dataclasses import replace
 from microingest.commit.table_shape import ExistingColumn, ExistingTable, compare, declared_shape
 from microingest.declare.validate import parse_pipeline
 
-SCHEMA = {"event_id": {"type": "string", "required": True}, "amount": "double", "count": "integer",
-          "at": {"type": "timestamp", "required": True}}
+SCHEMA = {
+    "event_id": {"type": "string", "required": True},
+    "amount": "double",
+    "count": "integer",
+    "at": {"type": "timestamp", "required": True},
+}
 
 
 def pipeline(**changes):
@@ -13,8 +17,9 @@ def pipeline(**changes):
 
 def as_created(shape, **types) -> ExistingTable:
     """The table `prepare_target` would create for `shape`, with some column types changed."""
-    columns = tuple(ExistingColumn(c.name, types.get(c.name, c.type), c.not_null, c.default is not None)
-                    for c in shape.columns)
+    columns = tuple(
+        ExistingColumn(c.name, types.get(c.name, c.type), c.not_null, c.default is not None) for c in shape.columns
+    )
     return ExistingTable(columns, (frozenset(shape.key),))
 
 
@@ -29,17 +34,33 @@ def verdicts(comparison) -> list[tuple[str, str]]:
 def test_append_target_is_the_source_position_then_the_declared_fields_keyed_by_position():
     shape = declared_shape(pipeline())
     assert [(c.name, c.type, c.not_null) for c in shape.columns] == [
-        ("source_topic", "text", True), ("source_partition", "integer", True), ("source_offset", "bigint", True),
-        ("kafka_timestamp", "timestamp with time zone", False), ("batch_id", "uuid", True),
-        ("event_id", "text", True), ("amount", "double precision", False), ("count", "bigint", False),
-        ("at", "timestamp with time zone", True), ("ingested_at", "timestamp with time zone", True)]
+        ("source_topic", "text", True),
+        ("source_partition", "integer", True),
+        ("source_offset", "bigint", True),
+        ("kafka_timestamp", "timestamp with time zone", False),
+        ("batch_id", "uuid", True),
+        ("event_id", "text", True),
+        ("amount", "double precision", False),
+        ("count", "bigint", False),
+        ("at", "timestamp with time zone", True),
+        ("ingested_at", "timestamp with time zone", True),
+    ]
     assert shape.key == ("source_topic", "source_partition", "source_offset") and not shape.key_required
 
 
 def test_the_table_made_from_a_declaration_matches_it():
-    for p in (pipeline(), pipeline(sink_mode="upsert_latest"),
-              pipeline(sink_mode="aggregate", aggregate={"group_by": ["event_id"], "measures": {
-                  "events": "count", "total": {"sum": "amount"}}, "time_bucket": {"field": "at", "width": "1 hour"}})):
+    for p in (
+        pipeline(),
+        pipeline(sink_mode="upsert_latest"),
+        pipeline(
+            sink_mode="aggregate",
+            aggregate={
+                "group_by": ["event_id"],
+                "measures": {"events": "count", "total": {"sum": "amount"}},
+                "time_bucket": {"field": "at", "width": "1 hour"},
+            },
+        ),
+    ):
         shape = declared_shape(p)
         assert compare(shape, as_created(shape)).differences == ()
 
@@ -70,13 +91,15 @@ def test_a_column_narrower_than_its_field_is_refused_a_wider_one_noted():
 def test_not_null_where_the_declaration_allows_no_value_is_refused():
     shape = declared_shape(pipeline())
     table = as_created(shape)
-    strict = replace(table, columns=tuple(replace(c, not_null=True) if c.name == "amount" else c
-                                          for c in table.columns))
+    strict = replace(
+        table, columns=tuple(replace(c, not_null=True) if c.name == "amount" else c for c in table.columns)
+    )
     comparison = compare(shape, strict)
     assert verdicts(comparison) == [("amount", "refuse")]
     assert "DROP NOT NULL" in comparison.refusals[0].advice
-    loose = replace(table, columns=tuple(replace(c, not_null=False) if c.name == "event_id" else c
-                                         for c in table.columns))
+    loose = replace(
+        table, columns=tuple(replace(c, not_null=False) if c.name == "event_id" else c for c in table.columns)
+    )
     assert compare(shape, loose).differences == ()  # a required field in a nullable column: every row fits
 
 
@@ -96,7 +119,8 @@ def test_a_changed_key_is_refused_where_the_sink_needs_it_and_noted_where_it_doe
     assert verdicts(compare(upsert, unkeyed)) == [("(key)", "refuse")]
     append = declared_shape(pipeline())
     assert verdicts(compare(append, replace(as_created(append), unique_keys=(frozenset({"event_id"}),)))) == [
-        ("(key)", "note")]
+        ("(key)", "note")
+    ]
 
 
 def test_aggregate_groups_or_measures_changed_are_refused():
@@ -104,8 +128,11 @@ def test_aggregate_groups_or_measures_changed_are_refused():
     before = declared_shape(pipeline(sink_mode="aggregate", aggregate=aggregate))
     regrouped = declared_shape(pipeline(sink_mode="aggregate", aggregate={**aggregate, "group_by": ["at"]}))
     assert ("(key)", "refuse") in verdicts(compare(regrouped, as_created(before)))
-    more = declared_shape(pipeline(sink_mode="aggregate", aggregate={
-        **aggregate, "measures": {"events": "count", "total": {"sum": "amount"}}}))
+    more = declared_shape(
+        pipeline(
+            sink_mode="aggregate", aggregate={**aggregate, "measures": {"events": "count", "total": {"sum": "amount"}}}
+        )
+    )
     assert verdicts(compare(more, as_created(before))) == [("total", "refuse")]
 
 

@@ -42,8 +42,9 @@ def test_a_pipeline_whose_postgres_connection_is_missing_fails_alone(tmp_path, m
     (tmp_path / "elsewhere.yaml").write_text(GOOD.format(name="elsewhere") + "postgres_conn_id: nowhere\n")
     dags = build_dags()
     assert sorted(dags) == ["microingest_good"]
-    assert dags["microingest_good"].get_task("announce").outlets[0].uri == \
-        "postgres://db.example:5432/warehouse/public/t"
+    assert (
+        dags["microingest_good"].get_task("announce").outlets[0].uri == "postgres://db.example:5432/warehouse/public/t"
+    )
     [error] = declaration_errors()
     assert "elsewhere.yaml" in str(error) and "postgres_conn_id" in str(error) and "nowhere" in str(error)
 
@@ -65,7 +66,7 @@ def test_the_lag_page_shows_the_malformed_declarations_instead_of_failing(folder
 
     html = page.lag_page()
     for name in [*BAD_FILES, "bad"]:
-        assert f"{folder / name}.yaml: field &#x27;" in html
+        assert f"{folder / name}.yaml: field &#39;" in html
     assert "Malformed declarations" in html and "No pipelines declared." not in html
     assert page.lag_json().body == b"[]"
 

@@ -17,7 +17,8 @@ def test_bad_table_names_fail_before_any_sql(name):
 
 def test_identifier_list_quotes_each_name_and_joins_them_with_commas():
     assert identifier_list(["offset", "user id"]) == sql.Composed(
-        [sql.Identifier("offset"), sql.SQL(", "), sql.Identifier("user id")])
+        [sql.Identifier("offset"), sql.SQL(", "), sql.Identifier("user id")]
+    )
 
 
 def test_identifier_list_takes_a_generator():

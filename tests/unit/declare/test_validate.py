@@ -43,7 +43,7 @@ def test_table_without_schema_defaults_to_public():
         ({"name": None}, "name"),
         ({"topic": "bad topic!"}, "topic"),
         ({"target_table": "orders; DROP TABLE x"}, "target_table"),
-        ({"target_table": 'a.b.c'}, "target_table"),
+        ({"target_table": "a.b.c"}, "target_table"),
         ({"schema": {}}, "schema"),
         ({"schema": {"Bad-Name": "string"}}, "schema.Bad-Name"),
         ({"schema": {"x": "varchar"}}, "schema.x.type"),
@@ -87,13 +87,13 @@ def test_non_mapping_is_rejected():
 
 def test_file_name_must_match_pipeline_name(tmp_path):
     (tmp_path / "other.yaml").write_text("name: orders\ntopic: t\ntarget_table: t\nschema: {a: string}\n")
-    with pytest.raises(DeclarationError, match="field 'name'.*must match the file name"):
+    with pytest.raises(DeclarationError, match=r"field 'name'.*must match the file name"):
         load_pipeline_file(tmp_path / "other.yaml")
 
 
 def test_invalid_yaml_is_reported_with_the_file(tmp_path):
     (tmp_path / "x.yaml").write_text("name: [unclosed\n")
-    with pytest.raises(DeclarationError, match="x.yaml.*not valid YAML"):
+    with pytest.raises(DeclarationError, match=r"x.yaml.*not valid YAML"):
         load_pipelines(tmp_path)
 
 
@@ -127,15 +127,18 @@ def test_one_malformed_declaration_fails_alone(tmp_path):
 
 
 GOOD = "name: {name}\ntopic: t\ntarget_table: t\nschema: {{a: string}}\n"
-AGGREGATE = ("name: {name}\ntopic: t\ntarget_table: t\nsink_mode: aggregate\n"
-             "schema: {{k: {{type: string, required: true}}, ts: {{type: timestamp, required: true}}, n: integer}}\n"
-             "aggregate: {aggregate}\n")
+AGGREGATE = (
+    "name: {name}\ntopic: t\ntarget_table: t\nsink_mode: aggregate\n"
+    "schema: {{k: {{type: string, required: true}}, ts: {{type: timestamp, required: true}}, n: integer}}\n"
+    "aggregate: {aggregate}\n"
+)
 # One file per kind of mistake that used to escape load_declarations (or to pass it and then break every pipeline's
 # DAG or the lag page); each must come back as one DeclarationError for its own file.
 BAD_FILES = {
     "latin1": b"name: latin1\ntopic: t\ntarget_table: t\nschema: {caf\xe9: string}\n",
-    "bucket_list": AGGREGATE.format(name="bucket_list", aggregate="{group_by: [k], measures: {c: count}, "
-                                    "time_bucket: {field: [ts], width: 1 hour}}").encode(),
+    "bucket_list": AGGREGATE.format(
+        name="bucket_list", aggregate="{group_by: [k], measures: {c: count}, time_bucket: {field: [ts], width: 1 hour}}"
+    ).encode(),
     "sum_list": AGGREGATE.format(name="sum_list", aggregate="{group_by: [k], measures: {total: {sum: [n]}}}").encode(),
     "mixed_keys": (GOOD.format(name="mixed_keys") + "1: one\ntopik: typo\n").encode(),
     "lag_mixed_keys": (GOOD.format(name="lag_mixed_keys") + "lag: {1: one, windw: 5}\n").encode(),
@@ -170,7 +173,9 @@ def test_file_level_problems_say_what_to_change(tmp_path):
     (tmp_path / "bad.yaml").mkdir()
     errors = {Path(e.source).stem: e for e in load_declarations(tmp_path)[1]}
     assert (errors["latin1"].field, errors["latin1"].problem) == (
-        "<file>", "is not UTF-8 text: byte 0xe9 on line 4; save the file as UTF-8")
+        "<file>",
+        "is not UTF-8 text: byte 0xe9 on line 4; save the file as UTF-8",
+    )
     assert errors["bad"].field == "<file>" and "cannot be read" in errors["bad"].problem
     assert "the file is empty" in errors["empty"].problem
     assert "got a list" in errors["top_list"].problem and "got text" in errors["top_scalar"].problem
@@ -191,8 +196,9 @@ def test_an_unexpected_failure_while_loading_a_file_is_that_files_error(tmp_path
     monkeypatch.setattr(validate, "parse_pipeline", parse)
     pipelines, errors = load_declarations(tmp_path)
     assert [p.name for p in pipelines] == ["good"]
-    assert [str(e) for e in errors] == [f"{tmp_path / 'odd.yaml'}: field '<file>': could not be loaded: "
-                                        "KeyError: 'a gap in validation'"]
+    assert [str(e) for e in errors] == [
+        f"{tmp_path / 'odd.yaml'}: field '<file>': could not be loaded: KeyError: 'a gap in validation'"
+    ]
 
 
 def test_a_pipeline_declared_twice_is_an_error_of_the_second_file(tmp_path):
@@ -204,51 +210,106 @@ def test_a_pipeline_declared_twice_is_an_error_of_the_second_file(tmp_path):
     assert "also declared in" in errors[0].problem
 
 
-AGGREGATE_SCHEMA = {"k": {"type": "string", "required": True}, "ts": {"type": "timestamp", "required": True},
-                    "n": "integer"}
+AGGREGATE_SCHEMA = {
+    "k": {"type": "string", "required": True},
+    "ts": {"type": "timestamp", "required": True},
+    "n": "integer",
+}
 
 
 def aggregate(**spec):
-    return {**VALID, "sink_mode": "aggregate", "schema": AGGREGATE_SCHEMA,
-            "aggregate": {"group_by": ["k"], "measures": {"c": "count"}, **spec}}
+    return {
+        **VALID,
+        "sink_mode": "aggregate",
+        "schema": AGGREGATE_SCHEMA,
+        "aggregate": {"group_by": ["k"], "measures": {"c": "count"}, **spec},
+    }
 
 
-@pytest.mark.parametrize("declaration, field, problem", [
-    (aggregate(time_bucket={"field": ["ts"], "width": "1 hour"}), "aggregate.time_bucket.field",
-     "must be a field name (text), got a list"),
-    (aggregate(measures={"total": {"sum": ["n"]}}), "aggregate.measures.total.sum",
-     "must name a numeric field of the schema (text), got a list"),
-    (aggregate(measures={"total": {"sum": {"n": 1}}}), "aggregate.measures.total.sum",
-     "must name a numeric field of the schema (text), got a mapping"),
-    (aggregate(group_by=["k", "k"]), "aggregate.group_by", "'k' is listed twice"),
-    (aggregate(group_by="k"), "aggregate.group_by", "must be a list of schema field names, got text ('k')"),
-    ({**aggregate(time_bucket={"field": "ts", "width": "1 hour"}, group_by=["bucket_start"]),
-      "schema": {**AGGREGATE_SCHEMA, "bucket_start": {"type": "string", "required": True}}},
-     "aggregate.group_by", "'bucket_start' clashes with the time bucket's column; rename the field"),
-    ({**VALID, 1: "one", "topik": "typo"}, "1", "names must be text, got a number (1); put the name in quotes"),
-    ({**VALID, True: "x"}, "true", "names must be text, got a boolean (true: YAML reads unquoted yes, no, on, "
-                                   "off, true and false so); put the name in quotes"),
-    ({**VALID, "lag": {1: "one", "windw": 5}}, "lag.1", "names must be text, got a number (1); put the name in "
-                                                        "quotes"),
-    ({**VALID, "schema": {float("inf"): "double"}}, "schema.inf", "names must be text, got a number (inf); put the "
-                                                                  "name in quotes"),
-    ({**VALID, "dead_letter": {None: 1}}, "dead_letter.null", "names must be text, got nothing (null); put the name "
-                                                              "in quotes"),
-    ({**VALID, "name": ["orders"]}, "name", "must be text, got a list"),
-    ({**VALID, "schedule": "a b c d e"}, "schedule",
-     "'a b c d e' is not a valid cron expression: [a b c d e] is not acceptable"),
-    ({**VALID, "schedule": "0 0 30 2 *"}, "schedule", "'0 0 30 2 *' never fires"),
-    ({**VALID, "schedule": "@once"}, "schedule", "must be a cron expression or @preset (@hourly, @daily, @weekly, "
-                                                 "@monthly, @yearly), got '@once'"),
-    ({**VALID, "retry_delay_seconds": 10**15}, "retry_delay_seconds",
-     "must be at most 315,360,000 (ten years), got 1000000000000000"),
-    ({**VALID, "max_run_seconds": 10**12}, "max_run_seconds",
-     "must be at most 315,360,000 (ten years), got 1000000000000"),
-    ({**VALID, "lag": {"window_seconds": 10**11}}, "lag.window_seconds",
-     "must be at most 315,360,000 (ten years), got 100000000000"),
-    ({**VALID, "lag": {"gate": {"min_records": 1, "max_wait_seconds": 10**14}}}, "lag.gate.max_wait_seconds",
-     "must be at most 315,360,000 (ten years), got 100000000000000"),
-])
+@pytest.mark.parametrize(
+    "declaration, field, problem",
+    [
+        (
+            aggregate(time_bucket={"field": ["ts"], "width": "1 hour"}),
+            "aggregate.time_bucket.field",
+            "must be a field name (text), got a list",
+        ),
+        (
+            aggregate(measures={"total": {"sum": ["n"]}}),
+            "aggregate.measures.total.sum",
+            "must name a numeric field of the schema (text), got a list",
+        ),
+        (
+            aggregate(measures={"total": {"sum": {"n": 1}}}),
+            "aggregate.measures.total.sum",
+            "must name a numeric field of the schema (text), got a mapping",
+        ),
+        (aggregate(group_by=["k", "k"]), "aggregate.group_by", "'k' is listed twice"),
+        (aggregate(group_by="k"), "aggregate.group_by", "must be a list of schema field names, got text ('k')"),
+        (
+            {
+                **aggregate(time_bucket={"field": "ts", "width": "1 hour"}, group_by=["bucket_start"]),
+                "schema": {**AGGREGATE_SCHEMA, "bucket_start": {"type": "string", "required": True}},
+            },
+            "aggregate.group_by",
+            "'bucket_start' clashes with the time bucket's column; rename the field",
+        ),
+        ({**VALID, 1: "one", "topik": "typo"}, "1", "names must be text, got a number (1); put the name in quotes"),
+        (
+            {**VALID, True: "x"},
+            "true",
+            "names must be text, got a boolean (true: YAML reads unquoted yes, no, on, "
+            "off, true and false so); put the name in quotes",
+        ),
+        (
+            {**VALID, "lag": {1: "one", "windw": 5}},
+            "lag.1",
+            "names must be text, got a number (1); put the name in quotes",
+        ),
+        (
+            {**VALID, "schema": {float("inf"): "double"}},
+            "schema.inf",
+            "names must be text, got a number (inf); put the name in quotes",
+        ),
+        (
+            {**VALID, "dead_letter": {None: 1}},
+            "dead_letter.null",
+            "names must be text, got nothing (null); put the name in quotes",
+        ),
+        ({**VALID, "name": ["orders"]}, "name", "must be text, got a list"),
+        (
+            {**VALID, "schedule": "a b c d e"},
+            "schedule",
+            "'a b c d e' is not a valid cron expression: [a b c d e] is not acceptable",
+        ),
+        ({**VALID, "schedule": "0 0 30 2 *"}, "schedule", "'0 0 30 2 *' never fires"),
+        (
+            {**VALID, "schedule": "@once"},
+            "schedule",
+            "must be a cron expression or @preset (@hourly, @daily, @weekly, @monthly, @yearly), got '@once'",
+        ),
+        (
+            {**VALID, "retry_delay_seconds": 10**15},
+            "retry_delay_seconds",
+            "must be at most 315,360,000 (ten years), got 1000000000000000",
+        ),
+        (
+            {**VALID, "max_run_seconds": 10**12},
+            "max_run_seconds",
+            "must be at most 315,360,000 (ten years), got 1000000000000",
+        ),
+        (
+            {**VALID, "lag": {"window_seconds": 10**11}},
+            "lag.window_seconds",
+            "must be at most 315,360,000 (ten years), got 100000000000",
+        ),
+        (
+            {**VALID, "lag": {"gate": {"min_records": 1, "max_wait_seconds": 10**14}}},
+            "lag.gate.max_wait_seconds",
+            "must be at most 315,360,000 (ten years), got 100000000000000",
+        ),
+    ],
+)
 def test_wrong_yaml_types_and_values_get_a_precise_error(declaration, field, problem):
     with pytest.raises(DeclarationError) as err:
         parse_pipeline(declaration, "orders.yaml")
@@ -261,8 +322,15 @@ def test_a_recursive_yaml_alias_is_an_error_not_a_hang(tmp_path):
     assert [e.field for e in errors] == ["schema.a"]
 
 
-STAGING_COLUMNS = ("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", "record_key",
-                   "is_tombstone")
+STAGING_COLUMNS = (
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "kafka_timestamp",
+    "batch_id",
+    "record_key",
+    "is_tombstone",
+)
 
 
 @pytest.mark.parametrize("column", STAGING_COLUMNS)
@@ -274,8 +342,7 @@ def test_every_staging_column_name_is_refused_as_a_schema_field(column):
     assert err.value.problem.endswith("; leave it out of the schema")
 
 
-def test_the_reserved_names_are_the_staging_tables_own_columns():
-    from microingest.commit.sinks import STAGING_PREFIX
-    from microingest.declare import pipeline
+def test_the_reserved_names_are_a_decoded_rows_own_columns():
+    from microingest.batches import ROW_COLUMNS
 
-    assert pipeline.STAGING_COLUMNS == STAGING_PREFIX == STAGING_COLUMNS
+    assert ROW_COLUMNS == STAGING_COLUMNS

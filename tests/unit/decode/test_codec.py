@@ -5,8 +5,13 @@ import pytest
 from microingest.declare.pipeline import Field
 from microingest.decode.codec import DecodeError, copy_text_row, decode_json
 
-SCHEMA = (Field("id", "string", True), Field("n", "integer"), Field("x", "double"), Field("ok", "boolean"),
-          Field("at", "timestamp"))
+SCHEMA = (
+    Field("id", "string", True),
+    Field("n", "integer"),
+    Field("x", "double"),
+    Field("ok", "boolean"),
+    Field("at", "timestamp"),
+)
 
 
 def test_decodes_all_types_in_schema_order():
@@ -54,31 +59,57 @@ def test_copy_text_of_every_kind_of_value():
     at = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=timezone.utc)
     assert copy_text_row(["plain", "cr\r", False, at, b"\x00\xff", {"k": "a\tb"}, [1], 2**63 - 1, -0.0]) == (
         'plain\tcr\\r\tf\t2026-01-02T03:04:05.600000+00:00\t\\\\x00ff\t{"k": "a\\\\tb"}\t[1]\t9223372036854775807'
-        '\t-0.0\n')
+        "\t-0.0\n"
+    )
 
 
-@pytest.mark.parametrize("token, expected", [
-    ("9007199254740993.0", 9007199254740993), ("9223372036854775807.000", 2**63 - 1), ("1E2", 100),
-    ("-0", 0), ("-0.0e0", 0), ("1.0e-0", 1), ("12345678901234567000e-3", 12345678901234567),
-])
+@pytest.mark.parametrize(
+    "token, expected",
+    [
+        ("9007199254740993.0", 9007199254740993),
+        ("9223372036854775807.000", 2**63 - 1),
+        ("1E2", 100),
+        ("-0", 0),
+        ("-0.0e0", 0),
+        ("1.0e-0", 1),
+        ("12345678901234567000e-3", 12345678901234567),
+    ],
+)
 def test_an_integer_field_takes_exactly_the_number_written(token, expected):
     got = decode_json(b'{"id": "a", "n": ' + token.encode() + b"}", SCHEMA)[1]
     assert type(got) is int and got == expected
 
 
-@pytest.mark.parametrize("token, reason", [
-    ("12345678901234567.89", "wrong_type"), ("9007199254740993.5", "wrong_type"), ("1e-999999999", "wrong_type"),
-    ("9223372036854775808.0", "unstorable"), ("1e999999999", "unstorable"),
-])
+@pytest.mark.parametrize(
+    "token, reason",
+    [
+        ("12345678901234567.89", "wrong_type"),
+        ("9007199254740993.5", "wrong_type"),
+        ("1e-999999999", "wrong_type"),
+        ("9223372036854775808.0", "unstorable"),
+        ("1e999999999", "unstorable"),
+    ],
+)
 def test_a_number_an_integer_field_cannot_hold_exactly_is_refused_never_rounded(token, reason):
     with pytest.raises(DecodeError) as refused:
         decode_json(b'{"id": "a", "n": ' + token.encode() + b"}", SCHEMA)
     assert refused.value.error_class == reason
 
 
-@pytest.mark.parametrize("token, expected", [("-0", -0.0), ("-0.0e0", -0.0), ("0", 0.0), ("1E2", 100.0),
-                                             ("9007199254740993", 9007199254740992.0), ("0.1", 0.1),
-                                             ("-1e-400", -0.0), ("2.4e-324", 0.0), ("2.5e-324", 5e-324)])
+@pytest.mark.parametrize(
+    "token, expected",
+    [
+        ("-0", -0.0),
+        ("-0.0e0", -0.0),
+        ("0", 0.0),
+        ("1E2", 100.0),
+        ("9007199254740993", 9007199254740992.0),
+        ("0.1", 0.1),
+        ("-1e-400", -0.0),
+        ("2.4e-324", 0.0),
+        ("2.5e-324", 5e-324),
+    ],
+)
 def test_a_double_field_takes_the_nearest_double_with_its_sign(token, expected):
     got = decode_json(b'{"id": "a", "x": ' + token.encode() + b"}", SCHEMA)[2]
     assert repr(got) == repr(expected)

@@ -1,8 +1,8 @@
 """No record stops a batch: hostile keys, headers and values go through `stage_batch` (the production path: the
 whole-batch Arrow decoder where it takes a batch, record by record where it declines), and every record comes out
 once, as a staged row the reference typed or a dead letter the reference named, with every text, number and
-timestamp inside what Postgres stores and the key and headers kept losslessly. tests/integration/decode/test_staged_rows.py
-COPYs the same output into Postgres."""
+timestamp inside what Postgres stores and the key and headers kept losslessly.
+tests/integration/decode/test_staged_rows.py COPYs the same output into Postgres."""
 
 from __future__ import annotations
 
@@ -14,16 +14,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from hostile_records import (HOSTILE_HEADERS, HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, hostile_record, kafka_batch,
-                             original_headers, original_key)
+from helpers.hostile_records import (
+    HOSTILE_HEADERS,
+    HOSTILE_KEYS,
+    HOSTILE_VALUES,
+    SCHEMA,
+    hostile_record,
+    kafka_batch,
+    original_headers,
+    original_key,
+)
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json, storable
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import stage_batch
 
 BATCH_ID = "00000000-0000-0000-0000-000000000001"
-FIRST_YEAR, LAST_YEAR = datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999,
-                                                                           tzinfo=timezone.utc)
+FIRST_YEAR, LAST_YEAR = (
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+)
 
 
 def echo_transform(record: dict) -> dict:
@@ -34,8 +44,9 @@ def echo_transform(record: dict) -> dict:
 
 
 def pipeline(**changes):
-    return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, "max_value_bytes": 3000,
-                           **changes})
+    return parse_pipeline(
+        {"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, "max_value_bytes": 3000, **changes}
+    )
 
 
 def unescape_copy_text(field: str) -> str | None:
@@ -64,7 +75,7 @@ def assert_rows_storable(rows: pa.Table) -> None:
                     assert_storable_text(value, column)
         elif pa.types.is_timestamp(column.type) and column.null_count < len(column):
             bounds = pc.min_max(column)
-            assert FIRST_YEAR <= bounds["min"].as_py() and bounds["max"].as_py() <= LAST_YEAR
+            assert bounds["min"].as_py() >= FIRST_YEAR and bounds["max"].as_py() <= LAST_YEAR
         elif pa.types.is_floating(column.type):
             assert pc.all(pc.or_kleene(pc.is_finite(column), pc.is_null(column))).as_py() is not False
 
@@ -110,17 +121,29 @@ def check_batch(p: RecordProcessor, records: list[tuple]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("mode", ["append", "upsert_latest", "aggregate"])
 def test_every_hostile_record_is_a_storable_row_or_a_dead_letter_by_either_decoder(mode):
-    extra = {"aggregate": {"group_by": ["id"], "measures": {"records": "count", "total": {"sum": "n"}}}} \
-        if mode == "aggregate" else {}
+    extra = (
+        {"aggregate": {"group_by": ["id"], "measures": {"records": "count", "total": {"sum": "n"}}}}
+        if mode == "aggregate"
+        else {}
+    )
     p = RecordProcessor(pipeline(sink_mode=mode, **extra))
     rng = random.Random(hash(mode) % 1000)
     rows = dead = fast = 0
     for batch in range(300):
         size = rng.choice([1, 3, 20])
         pure = rng.random() < 0.3  # some batches with no hostile record at all, which the Arrow decoder takes
-        records = [(b"k%d" % i, hostile_record(random.Random(i), i)[1] if not pure else
-                    json.dumps({"id": f"e{i}", "n": i, "at": 1_700_000_000_000 + i}).encode(), None)
-                   if pure else hostile_record(rng, i) for i in range(size)]
+        records = [
+            (
+                b"k%d" % i,
+                hostile_record(random.Random(i), i)[1]
+                if not pure
+                else json.dumps({"id": f"e{i}", "n": i, "at": 1_700_000_000_000 + i}).encode(),
+                None,
+            )
+            if pure
+            else hostile_record(rng, i)
+            for i in range(size)
+        ]
         batch = kafka_batch("t", 0, range(len(records)), records)
         fast += arrow_json.decode_values(batch.column("key"), batch.column("value"), p.pipeline) is not None
         got = check_batch(p, records)
@@ -137,18 +160,26 @@ def test_each_listed_hostile_input_alone():
             check_batch(p, [(b"k", b'{"id": "a", "ok": 1}', headers)])  # a dead letter keeps its headers
         for value in HOSTILE_VALUES:
             check_batch(p, [(b"k", value, [("h", b"\x00")])])
-        check_batch(p, [(b"k", b'{"id": "\\u0000x", "note": "\\u00e9\\ud800"}', None),
-                        (b"k", b'{"id": "x", "note": "\\u00e9\\u0000"}', None)])
+        check_batch(
+            p,
+            [
+                (b"k", b'{"id": "\\u0000x", "note": "\\u00e9\\ud800"}', None),
+                (b"k", b'{"id": "x", "note": "\\u00e9\\u0000"}', None),
+            ],
+        )
 
 
-@pytest.mark.parametrize("value, error_class, names", [
-    (b'{"id": "a", "at": 1e20}', "unstorable", "field 'at' (timestamp): epoch milliseconds 1E+20"),
-    (b'{"id": "a", "at": "0001-01-01T00:30:00+01:00"}', "unstorable", "field 'at' (timestamp)"),
-    (b'{"id": "\\ud800"}', "unstorable", "field 'id' (string): contains a lone surrogate (U+D800"),
-    (b'{"id": "a", "note": "x\\u0000"}', "unstorable", "field 'note' (string): contains a NUL"),
-    (b'{"id": "a", "n": 1e19}', "unstorable", "field 'n' (integer): 10000000000000000000 does not fit in 64 bits"),
-    (b'{"id": "a", "amount": NaN}', "unstorable", "field 'amount' (double): expected a finite number, got nan"),
-])
+@pytest.mark.parametrize(
+    "value, error_class, names",
+    [
+        (b'{"id": "a", "at": 1e20}', "unstorable", "field 'at' (timestamp): epoch milliseconds 1E+20"),
+        (b'{"id": "a", "at": "0001-01-01T00:30:00+01:00"}', "unstorable", "field 'at' (timestamp)"),
+        (b'{"id": "\\ud800"}', "unstorable", "field 'id' (string): contains a lone surrogate (U+D800"),
+        (b'{"id": "a", "note": "x\\u0000"}', "unstorable", "field 'note' (string): contains a NUL"),
+        (b'{"id": "a", "n": 1e19}', "unstorable", "field 'n' (integer): 10000000000000000000 does not fit in 64 bits"),
+        (b'{"id": "a", "amount": NaN}', "unstorable", "field 'amount' (double): expected a finite number, got nan"),
+    ],
+)
 def test_a_value_postgres_cannot_store_is_a_dead_letter_naming_the_field(value, error_class, names):
     with pytest.raises(BadRecord) as refused:
         RecordProcessor(pipeline()).process(b"k", value)
@@ -163,6 +194,7 @@ def test_keys_that_are_not_text_are_staged_in_an_escaped_form_one_to_one():
     assert process("\u00e9".encode(), b'{"id": "a"}')[0] == "\u00e9"
     rng = random.Random(5)
     keys = {bytes(rng.randrange(256) for _ in range(rng.randrange(4))) for _ in range(5000)} | set(
-        k for k in HOSTILE_KEYS if k is not None)
+        k for k in HOSTILE_KEYS if k is not None
+    )
     staged = {storable.key_text(k) for k in keys}
     assert len(staged) == len(keys) and all(original_key(storable.key_text(k)) == k for k in keys)

@@ -10,10 +10,12 @@ from microingest.decode.proto_files import file_descriptors
 from microingest.systems.schema_registry import UnreadableSchemaError
 
 UNIT = 'syntax = "proto3";\npackage shop.common;\nmessage Unit { string code = 1; }\n'
-ORDER = ('syntax = "proto3";\npackage shop;\nimport "common/unit.proto";\nimport "google/protobuf/timestamp.proto";\n'
-         'import "google/type/money.proto";\n'
-         'message Order { string id = 1; shop.common.Unit unit = 2; google.protobuf.Timestamp at = 3; '
-         'google.type.Money price = 4; }\nmessage Note { string text = 1; }\n')
+ORDER = (
+    'syntax = "proto3";\npackage shop;\nimport "common/unit.proto";\nimport "google/protobuf/timestamp.proto";\n'
+    'import "google/type/money.proto";\n'
+    "message Order { string id = 1; shop.common.Unit unit = 2; google.protobuf.Timestamp at = 3; "
+    "google.type.Money price = 4; }\nmessage Note { string text = 1; }\n"
+)
 
 
 def test_text_with_a_registered_import_and_unregistered_well_known_ones_compiles_dependencies_first():
@@ -40,11 +42,14 @@ def test_base64_descriptors_alone_need_no_protoc_and_come_dependencies_first():
 
 
 def test_text_protoc_refuses_is_an_unreadable_schema_with_protocs_reason():
-    with pytest.raises(UnreadableSchemaError, match=r"writer schema id 9 is .proto text protoc cannot compile: "
-                                                    r"missing/thing.proto: File not found"):
+    with pytest.raises(
+        UnreadableSchemaError,
+        match=r"writer schema id 9 is .proto text protoc cannot compile: "
+        r"missing/thing.proto: File not found",
+    ):
         file_descriptors({"schema_9.proto": 'syntax = "proto3"; import "missing/thing.proto";'}, "writer schema id 9")
 
 
 def test_an_import_name_that_would_leave_the_folder_is_refused():
-    with pytest.raises(UnreadableSchemaError, match="no relative .proto file name"):
+    with pytest.raises(UnreadableSchemaError, match=r"no relative .proto file name"):
         file_descriptors({"../../etc/x.proto": UNIT, "m.proto": ORDER}, "writer schema id 10")

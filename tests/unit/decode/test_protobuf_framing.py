@@ -10,12 +10,15 @@ from microingest.decode.protobuf import message_class, message_indexes
 from microingest.systems.schema_registry import UnreadableSchemaError
 
 
-@pytest.mark.parametrize("frame, path", [
-    (b"\x00", (0,)),  # the first message, written as a lone 0
-    (b"\x02\x02", (1,)),  # one index: the second top-level message
-    (b"\x04\x02\x00", (1, 0)),  # the first message nested in the second
-    (b"\x02\xac\x02", (150,)),  # a varint of two bytes
-])
+@pytest.mark.parametrize(
+    "frame, path",
+    [
+        (b"\x00", (0,)),  # the first message, written as a lone 0
+        (b"\x02\x02", (1,)),  # one index: the second top-level message
+        (b"\x04\x02\x00", (1, 0)),  # the first message nested in the second
+        (b"\x02\xac\x02", (150,)),  # a varint of two bytes
+    ],
+)
 def test_the_path_and_the_message_after_it(frame, path):
     found, rest = message_indexes(memoryview(frame + b"\x0a\x01x"))
     assert (found, bytes(rest)) == (path, b"\x0a\x01x")

@@ -5,8 +5,12 @@ import pytest
 from microingest.declare.validate import parse_pipeline
 from microingest.decode.records import BadRecord, RecordProcessor
 
-BASE = {"name": "p", "topic": "t", "target_table": "t",
-        "schema": {"id": {"type": "string", "required": True}, "n": "integer", "amount": "double"}}
+BASE = {
+    "name": "p",
+    "topic": "t",
+    "target_table": "t",
+    "schema": {"id": {"type": "string", "required": True}, "n": "integer", "amount": "double"},
+}
 
 
 def processor(**changes):
@@ -52,8 +56,11 @@ def test_key_that_is_not_text_is_kept_in_its_escaped_form_in_every_mode():
 def test_schema_valid_record_failing_the_transform():
     p = processor(transform="microingest.transforms:require_positive_amount")
     assert p.process(b"k", b'{"id": "a", "amount": 2.5}') == ("k", False, "a", None, 2.5)
-    with pytest.raises(BadRecord, match="transform microingest.transforms:require_positive_amount failed: "
-                                        "ValueError: amount must be positive, got -1.0") as err:
+    with pytest.raises(
+        BadRecord,
+        match=r"transform microingest.transforms:require_positive_amount failed: "
+        "ValueError: amount must be positive, got -1.0",
+    ) as err:
         p.process(b"k", b'{"id": "a", "amount": -1}')
     assert err.value.error_class == "transform_failed"
 

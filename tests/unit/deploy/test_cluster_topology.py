@@ -14,8 +14,14 @@ REPO = repo_root()
 
 def ask(code: str, topology: str, state) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MICROINGEST_"))}
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO / "scripts", capture_output=True, text=True,
-                            timeout=60, env={**env, "MICROINGEST_TOPOLOGY": topology, "MICROINGEST_STATE": str(state)})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO / "scripts",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "MICROINGEST_TOPOLOGY": topology, "MICROINGEST_STATE": str(state)},
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -84,9 +90,13 @@ def test_the_cluster_runs_airflow_tasks_on_two_edge_workers_the_single_one_on_th
 def test_a_state_folder_keeps_the_topology_it_was_made_with(tmp_path):
     (tmp_path / "topology").write_text("single\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "MICROINGEST_"))}
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "services.py"), "up", "--no-airflow-services"],
-                            capture_output=True, text=True, timeout=60,
-                            env={**env, "MICROINGEST_TOPOLOGY": "cluster", "MICROINGEST_STATE": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "services.py"), "up", "--no-airflow-services"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "MICROINGEST_TOPOLOGY": "cluster", "MICROINGEST_STATE": str(tmp_path)},
+    )
     assert result.returncode != 0
     assert f"{tmp_path} holds a single platform, not a cluster one" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["topology"]

@@ -14,8 +14,14 @@ from microingest.systems.connections import env_name, kafka_bootstrap, parse_con
 REPO = repo_root()
 TEXT = (REPO / "docker-compose.yml").read_text()
 COMPOSE = yaml.safe_load(TEXT)
-AIRFLOW_COMPONENTS = ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
-                      "airflow-edge-worker-1", "airflow-edge-worker-2")
+AIRFLOW_COMPONENTS = (
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    "airflow-edge-worker-1",
+    "airflow-edge-worker-2",
+)
 BROKERS = ("kafka-1", "kafka-2", "kafka-3")
 
 # Secure by default (issue 20): compose's `${VAR:?message}` refuses to start while VAR is unset or empty.
@@ -25,22 +31,26 @@ SPARK_FORBIDDEN = re.compile(r"JWT|PASSWORD|SECRET|FERNET|^AIRFLOW_CONN_|SQL_ALC
 SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect")
 
 # What an operator sets (docker compose would refuse to start without them).
-SET_BY_OPERATOR = {m["name"]: f"set-{m['name'].lower().replace('_', '-')}" for m in REFERENCE.finditer(TEXT)
-                   if m["op"] == ":?"}
+SET_BY_OPERATOR = {
+    m["name"]: f"set-{m['name'].lower().replace('_', '-')}" for m in REFERENCE.finditer(TEXT) if m["op"] == ":?"
+}
 
 
 def interpolate(text: str, env: dict[str, str]) -> str:
     """Compose's interpolation of ${VAR}, ${VAR:-default} and ${VAR:?error}, the forms this file uses."""
+
     def one(m):
         if m["op"] == ":?" and not env.get(m["name"]):
             raise LookupError(m["name"])
         return env.get(m["name"]) or (m["arg"] if m["op"] == ":-" else "")
+
     return REFERENCE.sub(one, text)
 
 
 def service_env(name):
-    return {key: interpolate(str(value), SET_BY_OPERATOR) for key, value in
-            COMPOSE["services"][name]["environment"].items()}
+    return {
+        key: interpolate(str(value), SET_BY_OPERATOR) for key, value in COMPOSE["services"][name]["environment"].items()
+    }
 
 
 def test_names_every_service_of_the_cluster_topology():
@@ -59,7 +69,9 @@ def test_names_every_service_of_the_cluster_topology():
     for name in ("spark-connect", "spark-worker-1", "spark-worker-2"):
         assert "spark://spark-master:7077" in COMPOSE["services"][name]["command"]
     assert [COMPOSE["services"][f"airflow-edge-worker-{n}"]["command"][3] for n in (1, 2)] == [
-        "edge-worker-1", "edge-worker-2"]
+        "edge-worker-1",
+        "edge-worker-2",
+    ]
     for name, service in COMPOSE["services"].items():
         assert service.get("restart") == ("no" if name == "airflow-init" else "unless-stopped"), name
 
@@ -96,7 +108,6 @@ def test_mounts_and_build_files_exist():
         assert (REPO / volume.split(":")[0]).exists(), volume
 
 
-
 def secrets_of(key: str, raw: str) -> list[str]:
     """The parts of an environment value holding a secret: all of it under a secret's name, a URL's password, a JSON
     connection's password. References are masked first: an error message's `?` would end a URL's netloc."""
@@ -123,7 +134,8 @@ def test_every_secret_is_a_required_variable_with_no_default():
     secrets = [(name, key, s) for name, key, raw in environments() for s in secrets_of(key, raw)]
     for component in AIRFLOW_COMPONENTS:  # the keys Airflow would otherwise generate per container, or leave unset
         assert {"AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY"} <= {
-            key for name, key, _ in secrets if name == component}
+            key for name, key, _ in secrets if name == component
+        }
     assert any(key == "POSTGRES_PASSWORD" for _, key, _ in secrets)
     for name, key, secret in secrets:
         ref = REFERENCE.fullmatch(secret)
@@ -147,8 +159,9 @@ def test_every_published_port_binds_to_loopback_unless_told_otherwise():
 
 
 def test_spark_services_hold_no_credential_and_publish_no_port():
-    secret_variables = {ref["name"] for _, key, raw in environments() for s in secrets_of(key, raw)
-                        if (ref := REFERENCE.fullmatch(s))}
+    secret_variables = {
+        ref["name"] for _, key, raw in environments() for s in secrets_of(key, raw) if (ref := REFERENCE.fullmatch(s))
+    }
     for name in SPARK_SERVICES:
         service = COMPOSE["services"][name]
         assert "ports" not in service and "env_file" not in service, name

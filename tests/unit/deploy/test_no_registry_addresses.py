@@ -1,5 +1,6 @@
 """The repository names no package registry: pip, Maven and apt resolve from their defaults, so a user's own
 mirrors and settings apply. A committed address (or a Maven <repository>/<mirror>) would override them."""
+
 import re
 import subprocess
 from pathlib import Path
@@ -9,8 +10,15 @@ from microingest.settings import repo_root
 ROOT = repo_root()
 
 REGISTRY_HOSTS = (
-    "repo.maven.apache.org", "repo1.maven.org", "pypi.org", "pythonhosted.org", "deb.debian.org",
-    "security.debian.org", "registry.npmjs.org", "proxy.golang.org", "crates.io",
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+    "pypi.org",
+    "pythonhosted.org",
+    "deb.debian.org",
+    "security.debian.org",
+    "registry.npmjs.org",
+    "proxy.golang.org",
+    "crates.io",
 )
 OVERRIDES = re.compile(r"<(repository|mirror|pluginRepository)>|--(extra-)?index-url|^\s*-s\s+\S*settings\.xml")
 

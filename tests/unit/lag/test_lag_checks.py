@@ -1,25 +1,29 @@
 """What the gate and SLA checks record: the partitions they saw caught up, so that the STOP rule counts a quiet
-topic's idleness from there (Kafka, Postgres and the status stubbed; the SQL runs in tests/integration/lag/test_lag.py)."""
+topic's idleness from there (Kafka, Postgres and the status stubbed; the SQL runs in
+tests/integration/lag/test_lag.py)."""
 
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.validate import parse_pipeline
 from microingest.lag import checks, status
 from microingest.lag.figures import PartitionLag
-from microingest.lag.policy import GatePolicy, SlaPolicy
 from microingest.lag.states import LagState, Verdict
 from microingest.systems import postgres
 from microingest.systems.pipeline_systems import PipelineSystems
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
-PIPELINE = parse_pipeline({"name": "orders", "topic": "orders", "target_table": "public.orders",
-                           "schema": {"order_id": "string"}})
-LAGS = [PartitionLag("orders", 0, 500, 500, 0),  # caught up
-        PartitionLag("orders", 1, 200, 900, 0),  # 700 records wait
-        PartitionLag("orders", 2, None, 0, 0)]  # not started, nothing ever written: caught up too
+PIPELINE = parse_pipeline(
+    {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
+)
+LAGS = [
+    PartitionLag("orders", 0, 500, 500, 0),  # caught up
+    PartitionLag("orders", 1, 200, 900, 0),  # 700 records wait
+    PartitionLag("orders", 2, None, 0, 0),
+]  # not started, nothing ever written: caught up too
 
 
 @pytest.fixture
@@ -39,8 +43,13 @@ def recorded(monkeypatch):
 
 def stub_status(monkeypatch, lags, state=LagState.OK):
     partitions = [(lag, Verdict(state, "")) for lag in lags]
-    monkeypatch.setattr(status, "pipeline_status", lambda pipeline, now, systems: status.PipelineStatus(
-        pipeline.name, pipeline.topic, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions))
+    monkeypatch.setattr(
+        checks,
+        "pipeline_status",
+        lambda pipeline, now, systems: status.PipelineStatus(
+            pipeline.name, pipeline.topic, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions
+        ),
+    )
 
 
 def test_a_gate_poke_records_the_partitions_it_saw_caught_up(monkeypatch, recorded):

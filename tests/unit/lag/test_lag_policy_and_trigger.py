@@ -6,19 +6,25 @@ from datetime import datetime, timedelta, timezone
 
 from microingest.airflow import lag_triggers as triggers
 from microingest.airflow.lag_triggers import LagTrigger
+from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
 from microingest.declare.validate import parse_pipeline
-from microingest.lag.policy import GatePolicy, LagPolicy, SlaPolicy
+from microingest.lag.status import window_of
 
 BASE = {"name": "orders", "topic": "orders", "target_table": "public.orders", "schema": {"order_id": "string"}}
 
 
 def test_the_lag_section_with_its_defaults():
-    p = parse_pipeline({**BASE, "schedule": "*/15 * * * *", "lag": {
-        "gate": {"min_records": 5000, "max_wait_seconds": 1800}, "sla": {"max_time_lag_seconds": 3600}}})
+    p = parse_pipeline(
+        {
+            **BASE,
+            "schedule": "*/15 * * * *",
+            "lag": {"gate": {"min_records": 5000, "max_wait_seconds": 1800}, "sla": {"max_time_lag_seconds": 3600}},
+        }
+    )
     assert p.lag == LagPolicy(None, GatePolicy(5000, 1800, 600, 30), SlaPolicy(3600, 900))
-    assert p.lag.window(p.schedule) == timedelta(minutes=60)  # the gate's wait plus two periods beats three periods
+    assert window_of(p) == timedelta(minutes=60)  # the gate's wait plus two periods beats three periods
     assert parse_pipeline(BASE).lag == LagPolicy()
-    assert parse_pipeline({**BASE, "lag": {"window_seconds": 120}}).lag.window(None) == timedelta(seconds=120)
+    assert window_of(parse_pipeline({**BASE, "lag": {"window_seconds": 120}})) == timedelta(seconds=120)
 
 
 def test_the_trigger_serialises_to_what_rebuilds_it():
@@ -34,12 +40,18 @@ def collect(trigger):
     async def first_event():
         async for event in trigger.run():
             return event.payload
+
     return asyncio.run(first_event())
 
 
 def test_the_trigger_fires_when_the_check_is_met_and_keeps_looking_through_failures(monkeypatch):
-    answers = iter([RuntimeError("broker away"), {"met": False, "summary": "12 records wait"},
-                    {"met": True, "summary": "5,000 records wait"}])
+    answers = iter(
+        [
+            RuntimeError("broker away"),
+            {"met": False, "summary": "12 records wait"},
+            {"met": True, "summary": "5,000 records wait"},
+        ]
+    )
 
     def check(name, pipeline):
         answer = next(answers)
@@ -50,7 +62,11 @@ def test_the_trigger_fires_when_the_check_is_met_and_keeps_looking_through_failu
     monkeypatch.setattr(triggers, "run_check", check)
     deadline = (datetime.now(timezone.utc) + timedelta(minutes=5)).isoformat()
     assert collect(LagTrigger("orders", "gate", deadline, 0.01)) == {
-        "status": "met", "pokes": 3, "met": True, "summary": "5,000 records wait"}
+        "status": "met",
+        "pokes": 3,
+        "met": True,
+        "summary": "5,000 records wait",
+    }
 
 
 def test_the_trigger_gives_up_at_its_deadline_with_the_last_answer(monkeypatch):

@@ -4,8 +4,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from microingest.lag.states import (LagState, Observation, Rules, Verdict, default_window, evaluate_partition,
-                                    schedule_period, worst)
+from microingest.lag.states import (
+    LagState,
+    Observation,
+    Rules,
+    Verdict,
+    default_window,
+    evaluate_partition,
+    schedule_period,
+    worst,
+)
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 RULES = Rules(window=timedelta(minutes=30), min_observations=3)
@@ -63,12 +71,15 @@ def test_the_pipeline_is_as_bad_as_its_worst_partition():
     assert worst([]).state is LagState.OK
 
 
-@pytest.mark.parametrize("schedule, period, window", [
-    ("*/15 * * * *", timedelta(minutes=15), timedelta(minutes=45)),
-    ("@hourly", timedelta(hours=1), timedelta(hours=3)),
-    ("* * * * *", timedelta(minutes=1), timedelta(minutes=15)),  # never under 15 minutes
-    ("0 9 * * 1-5", timedelta(days=3), timedelta(days=9)),  # the weekend gap counts
-])
+@pytest.mark.parametrize(
+    "schedule, period, window",
+    [
+        ("*/15 * * * *", timedelta(minutes=15), timedelta(minutes=45)),
+        ("@hourly", timedelta(hours=1), timedelta(hours=3)),
+        ("* * * * *", timedelta(minutes=1), timedelta(minutes=15)),  # never under 15 minutes
+        ("0 9 * * 1-5", timedelta(days=3), timedelta(days=9)),  # the weekend gap counts
+    ],
+)
 def test_the_default_window_spans_several_runs(schedule, period, window):
     assert schedule_period(schedule) == period
     assert default_window(schedule) == window
@@ -107,8 +118,12 @@ def test_a_record_after_a_quiet_spell_is_not_stall_either():
     # Runs every minute on the quiet topic, the last commit within the window: the observations that saw it caught up
     # show a position that did not move, but no records waited then.
     history = [Observation(ARRIVED - timedelta(minutes=m), 500, 500) for m in range(20, 0, -1)]
-    verdict = evaluate_partition([*history, Observation(ARRIVED + timedelta(seconds=30), 500, 501)],
-                                 ARRIVED + timedelta(seconds=30), RULES, ARRIVED - timedelta(minutes=20))
+    verdict = evaluate_partition(
+        [*history, Observation(ARRIVED + timedelta(seconds=30), 500, 501)],
+        ARRIVED + timedelta(seconds=30),
+        RULES,
+        ARRIVED - timedelta(minutes=20),
+    )
     assert verdict.state is LagState.OK, verdict  # was STALL: "position stuck at 500 for 9min while 1 records wait"
 
 
@@ -117,8 +132,9 @@ def test_runs_that_stop_while_the_record_waits_are_stop_one_window_after_the_par
     assert look(history, ARRIVED + timedelta(minutes=24)).state is LagState.OK
     verdict = look(history, ARRIVED + timedelta(minutes=26))
     assert verdict.state is LagState.STOP, verdict
-    assert verdict.reason == ("1 records wait: the partition was last seen caught up 31min ago and nothing was "
-                              "committed since (window 30min)")
+    assert verdict.reason == (
+        "1 records wait: the partition was last seen caught up 31min ago and nothing was committed since (window 30min)"
+    )
 
 
 def test_stuck_since_it_was_last_caught_up_while_the_pipeline_commits_is_stall():

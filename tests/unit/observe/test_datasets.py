@@ -4,8 +4,15 @@ from microingest.observe.datasets import TableName, topic_dataset
 from microingest.systems.connections import parse_connection
 
 PG = parse_connection("pg", "postgresql://ingest:s3cret@db.example:5433/warehouse?sslmode=require")
-KAFKA = parse_connection("k", json.dumps({"conn_type": "kafka", "extra": {
-    "bootstrap.servers": "b1.example:9093,b2.example:9093", "sasl.password": "s3cret"}}))
+KAFKA = parse_connection(
+    "k",
+    json.dumps(
+        {
+            "conn_type": "kafka",
+            "extra": {"bootstrap.servers": "b1.example:9093,b2.example:9093", "sasl.password": "s3cret"},
+        }
+    ),
+)
 
 
 def test_the_target_is_named_by_host_port_database_schema_and_table_without_credentials():

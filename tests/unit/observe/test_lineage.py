@@ -3,21 +3,33 @@ from datetime import datetime, timezone
 
 from openlineage.client.serde import Serde
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch, OffsetRange
 from microingest.declare.validate import parse_pipeline
 from microingest.observe.lineage import ingest_lineage
-from microingest.plan.offsets import OffsetRange
 from microingest.systems.connections import parse_connection
 
 PG = parse_connection("pg", "postgresql://ingest:pg-s3cret@db.example:5433/warehouse")
-KAFKA = parse_connection("k", json.dumps({"conn_type": "kafka", "extra": {
-    "bootstrap.servers": "b1.example:9093", "sasl.username": "u", "sasl.password": "kafka-s3cret"}}))
+KAFKA = parse_connection(
+    "k",
+    json.dumps(
+        {
+            "conn_type": "kafka",
+            "extra": {"bootstrap.servers": "b1.example:9093", "sasl.username": "u", "sasl.password": "kafka-s3cret"},
+        }
+    ),
+)
 T = datetime(2026, 11, 25, tzinfo=timezone.utc)
 
 
 def pipeline():
-    return parse_pipeline({"name": "orders", "topic": "orders-v1", "target_table": "sales.orders",
-                               "schema": {"order_id": {"type": "string", "required": True}, "total": "double"}})
+    return parse_pipeline(
+        {
+            "name": "orders",
+            "topic": "orders-v1",
+            "target_table": "sales.orders",
+            "schema": {"order_id": {"type": "string", "required": True}, "total": "double"},
+        }
+    )
 
 
 def test_before_the_run_only_the_datasets_and_the_targets_schema():
@@ -34,8 +46,10 @@ def test_before_the_run_only_the_datasets_and_the_targets_schema():
 
 
 def test_after_the_run_its_counts_and_offsets_without_any_credential():
-    batches = [CommittedBatch("b1", "ingest", 1, (OffsetRange("orders-v1", 0, 0, 60, None),), 60, 58, 2, T, T),
-               CommittedBatch("b2", "ingest", 2, (OffsetRange("orders-v1", 0, 60, 90, 60),), 30, 30, 0, T, T)]
+    batches = [
+        CommittedBatch("b1", "ingest", 1, (OffsetRange("orders-v1", 0, 0, 60, None),), 60, 58, 2, T, T),
+        CommittedBatch("b2", "ingest", 2, (OffsetRange("orders-v1", 0, 60, 90, 60),), 30, 30, 0, T, T),
+    ]
     lineage = ingest_lineage(pipeline(), KAFKA, PG, "live", batches)
     target, dead = lineage.outputs
     assert target.outputFacets["outputStatistics"].rowCount == 88

@@ -21,17 +21,26 @@ def scrape(families: PipelineFamilies) -> dict:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Once())
     text = generate_latest(registry).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
-    status = PipelineStatus("orders", "t", Verdict(LagState.WARN, "behind"), timedelta(minutes=5),
-                            last_commit=NOW - timedelta(seconds=90), partitions=[
-                                (PartitionLag("t", 0, 100, 150, 0, timedelta(seconds=30), "record"),
-                                 Verdict(LagState.WARN, "behind")),
-                                (PartitionLag("t", 1, 40, 40, 0), Verdict(LagState.OK, "")),
-                                (PartitionLag("t", 2, None, 10, 0), Verdict(LagState.OK, ""))])
+    status = PipelineStatus(
+        "orders",
+        "t",
+        Verdict(LagState.WARN, "behind"),
+        timedelta(minutes=5),
+        last_commit=NOW - timedelta(seconds=90),
+        partitions=[
+            (PartitionLag("t", 0, 100, 150, 0, timedelta(seconds=30), "record"), Verdict(LagState.WARN, "behind")),
+            (PartitionLag("t", 1, 40, 40, 0), Verdict(LagState.OK, "")),
+            (PartitionLag("t", 2, None, 10, 0), Verdict(LagState.OK, "")),
+        ],
+    )
     les = (0, 1, 2, 2, 3, 3, 3, 3, 3, 3)
     families = PipelineFamilies()
     families.add(status, [KindTotals("ingest", 3, 3000, 2990, 10, 9.5, les)], NOW)
@@ -41,8 +50,10 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     def at(name, **labels):
         return samples[(name, tuple(sorted(labels.items())))]
 
-    p0, p2 = {"pipeline": "orders", "topic": "t", "partition": "0"}, {"pipeline": "orders", "topic": "t",
-                                                                     "partition": "2"}
+    p0, p2 = (
+        {"pipeline": "orders", "topic": "t", "partition": "0"},
+        {"pipeline": "orders", "topic": "t", "partition": "2"},
+    )
     assert at("microingest_offset_lag_records", **p0) == 50 and at("microingest_time_lag_seconds", **p0) == 30
     assert ("microingest_time_lag_seconds", tuple(sorted(p2.items()))) not in samples  # lagging, age unknown
     assert at("microingest_offset_lag_records", **p2) == 10
@@ -68,8 +79,11 @@ def test_the_grafana_dashboard_asks_only_for_metrics_the_endpoint_serves():
     from pathlib import Path
 
     families = PipelineFamilies()
-    served = {f.name + suffix for f in families.all()
-              for suffix in {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(f.type, ("",))}
+    served = {
+        f.name + suffix
+        for f in families.all()
+        for suffix in {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}.get(f.type, ("",))
+    }
     dashboard = json.loads((Path(__file__).resolve().parents[3] / "docs" / "grafana-dashboard.json").read_text())
     asked = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"microingest_\w+", t["expr"])}
     asked |= set(re.findall(r"microingest_\w+", json.dumps(dashboard["templating"])))

@@ -1,6 +1,6 @@
 from datetime import datetime, timezone
 
-from microingest.commit.history import CommittedBatch
+from microingest.batches import CommittedBatch
 from microingest.observe.run_notes import duration, run_note
 
 T = datetime(2026, 11, 25, tzinfo=timezone.utc)
@@ -11,13 +11,16 @@ def batches(n, read, rows, dead, kind="ingest"):
 
 
 def note(found=(), seconds=42.0, plan="success", ingest="success", summary="plan (live): ...", dry_run=False, **kw):
-    return run_note(list(found), seconds, plan_state=plan, ingest_state=ingest, plan_summary=summary,
-                    dry_run=dry_run, **kw)
+    return run_note(
+        list(found), seconds, plan_state=plan, ingest_state=ingest, plan_summary=summary, dry_run=dry_run, **kw
+    )
 
 
 def test_a_committed_run_says_what_it_wrote():
-    assert note(batches(3, 50_000, 49_996, 4) + batches(0, 0, 0, 0)) == \
-        "3 batches, 150,000 records, 149,988 rows, 12 dead letters, 42 s"
+    assert (
+        note(batches(3, 50_000, 49_996, 4) + batches(0, 0, 0, 0))
+        == "3 batches, 150,000 records, 149,988 rows, 12 dead letters, 42 s"
+    )
     assert note(batches(1, 10, 10, 1), seconds=125) == "1 batch, 10 records, 10 rows, 1 dead letter, 2 min 5 s"
     assert note(batches(1, 10, 10, 0, kind="backfill")).startswith("backfill: 1 batch, 10 records")
     assert note(batches(1, 4, 0, 4, kind="skip")) == "skip: 1 batch, 4 records, 0 rows, 4 dead letters, 42 s"
@@ -34,16 +37,27 @@ def test_runs_that_wrote_nothing_say_why():
     assert note(ingest="failed") == "failed: nothing committed (see the ingest task's log)"
     assert note(plan="failed", ingest="upstream_failed").startswith("failed while planning")
     assert note(plan="skipped", ingest="skipped").startswith("skipped before planning")
-    assert note(ingest="skipped", dry_run=True, summary="plan (live): 5 records (dry run: nothing written)") == \
-        "dry run: plan (live): 5 records"
+    assert (
+        note(ingest="skipped", dry_run=True, summary="plan (live): 5 records (dry run: nothing written)")
+        == "dry run: plan (live): 5 records"
+    )
     assert note(ingest="skipped", summary="plan (backfill): 0 records in at most 0 batch(es)") == "nothing to backfill"
 
 
 def test_durations_read_as_people_say_them():
-    assert [duration(s) for s in (0.4, 59, 60, 3599, 3600, 7322)] == \
-        ["0 s", "59 s", "1 min 0 s", "59 min 59 s", "1 h 0 min", "2 h 2 min"]
+    assert [duration(s) for s in (0.4, 59, 60, 3599, 3600, 7322)] == [
+        "0 s",
+        "59 s",
+        "1 min 0 s",
+        "59 min 59 s",
+        "1 h 0 min",
+        "2 h 2 min",
+    ]
 
 
 def test_a_run_that_restarted_a_recreated_topic_says_so_first():
     restart = "topic t was deleted and created again (Kafka topic id a -> b): ..."
-    assert note(batches(1, 10, 10, 0), restarts=[restart]) == f"{restart}; 1 batch, 10 records, 10 rows, 0 dead letters, 42 s"
+    assert (
+        note(batches(1, 10, 10, 0), restarts=[restart])
+        == f"{restart}; 1 batch, 10 records, 10 rows, 0 dead letters, 42 s"
+    )

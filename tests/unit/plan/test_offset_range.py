@@ -1,4 +1,4 @@
-from microingest.plan.offsets import OffsetRange
+from microingest.batches import OffsetRange
 
 
 def test_a_range_reads_as_topic_partition_and_half_open_offsets():
@@ -12,5 +12,7 @@ def test_the_ledger_offset_stays_out_of_the_text():
 
 def test_a_list_of_ranges_keeps_the_dataclass_repr():
     # Only str() changed: logs that format a list of ranges (repr of each) still show every field.
-    assert repr([OffsetRange("t", 0, 1, 2, None)]) == \
-        "[OffsetRange(topic='t', partition=0, from_offset=1, until_offset=2, ledger_offset=None)]"
+    assert (
+        repr([OffsetRange("t", 0, 1, 2, None)])
+        == "[OffsetRange(topic='t', partition=0, from_offset=1, until_offset=2, ledger_offset=None)]"
+    )

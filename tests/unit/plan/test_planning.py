@@ -1,6 +1,8 @@
 import pytest
 
-from microingest.plan.offsets import OffsetRange, PlanningError, Positions, RetentionGapError, plan_ranges
+from microingest.batches import OffsetRange, Positions
+from microingest.errors import PlanningError
+from microingest.plan.offsets import RetentionGapError, plan_ranges
 
 
 def ranges(plan):

@@ -3,8 +3,9 @@ import re
 
 import pytest
 
-from microingest.plan.offsets import (OffsetRange, PlanningError, Positions, RequestError, RunPlan, backfill_ranges,
-                                      skip_range)
+from microingest.batches import OffsetRange, Positions, RunPlan
+from microingest.errors import PlanningError
+from microingest.plan.offsets import RequestError, backfill_ranges, skip_range
 
 
 def spans(ranges):
@@ -32,8 +33,11 @@ def test_a_live_run_is_cut_into_capped_batches_that_each_expect_the_ledger_the_p
 
 @pytest.mark.parametrize("cap", [1, 3, 7, 10, 64, 1000])
 def test_batches_cover_the_run_exactly_once_and_respect_the_cap(cap):
-    plan = RunPlan("ingest", (OffsetRange("t", 0, 3, 40, 3), OffsetRange("t", 1, 0, 2, None),
-                              OffsetRange("t", 2, 100, 163, 90)), batch_cap=cap)
+    plan = RunPlan(
+        "ingest",
+        (OffsetRange("t", 0, 3, 40, 3), OffsetRange("t", 1, 0, 2, None), OffsetRange("t", 2, 100, 163, 90)),
+        batch_cap=cap,
+    )
     seen = []
     ledger = {0: 3, 1: None, 2: 90}
     for batch in drain(plan):
@@ -93,17 +97,22 @@ EARLIEST, LATEST, LEDGER = {0: 10, 1: 0, 2: 0}, {0: 5000, 1: 900, 2: 800}, {0: 4
 
 
 def test_backfill_ranges_below_the_live_position_are_taken_as_asked():
-    ranges, notes = backfill_ranges("t", {0: (100, 3000), 2: (0, 800)}, Positions(LEDGER, EARLIEST, LATEST), "backfill_ranges")
+    ranges, notes = backfill_ranges(
+        "t", {0: (100, 3000), 2: (0, 800)}, Positions(LEDGER, EARLIEST, LATEST), "backfill_ranges"
+    )
     assert spans(ranges) == [(0, 100, 3000, None), (2, 0, 800, None)] and notes == []
 
 
-@pytest.mark.parametrize("requested, field, message", [
-    ({7: (0, 10)}, "backfill_ranges['7']", "partition 7 does not exist in topic t (partitions: 0, 1, 2)"),
-    ({1: (50, 10)}, "backfill_ranges['1']", "from 50 is greater than until 10"),
-    ({1: (0, 901)}, "backfill_ranges['1']", "beyond the log end of t[1] (latest offset 900)"),
-    ({0: (3, 100)}, "backfill_ranges['0']", "below the earliest offset t[0] still retains (10)"),
-    ({0: (100, 4500)}, "backfill_ranges['0']", "above the live position 4000 of t[0]"),
-])
+@pytest.mark.parametrize(
+    "requested, field, message",
+    [
+        ({7: (0, 10)}, "backfill_ranges['7']", "partition 7 does not exist in topic t (partitions: 0, 1, 2)"),
+        ({1: (50, 10)}, "backfill_ranges['1']", "from 50 is greater than until 10"),
+        ({1: (0, 901)}, "backfill_ranges['1']", "beyond the log end of t[1] (latest offset 900)"),
+        ({0: (3, 100)}, "backfill_ranges['0']", "below the earliest offset t[0] still retains (10)"),
+        ({0: (100, 4500)}, "backfill_ranges['0']", "above the live position 4000 of t[0]"),
+    ],
+)
 def test_backfill_ranges_kafka_or_the_ledger_cannot_honour_fail_naming_field_and_partition(requested, field, message):
     with pytest.raises(RequestError) as err:
         backfill_ranges("t", requested, Positions(LEDGER, EARLIEST, LATEST), "backfill_ranges")
@@ -116,7 +125,13 @@ def test_a_partition_the_live_pipeline_has_not_started_cannot_be_backfilled_by_o
 
 
 def test_a_time_window_is_cut_at_the_live_position_and_leaves_unstarted_partitions_alone():
-    ranges, notes = backfill_ranges("t", {0: (3500, 5000), 1: (0, 900), 2: (10, 20)}, Positions({0: 4000, 2: 5}, EARLIEST, LATEST), "backfill_from_time", clip_to_live=True)
+    ranges, notes = backfill_ranges(
+        "t",
+        {0: (3500, 5000), 1: (0, 900), 2: (10, 20)},
+        Positions({0: 4000, 2: 5}, EARLIEST, LATEST),
+        "backfill_from_time",
+        clip_to_live=True,
+    )
     assert spans(ranges) == [(0, 3500, 4000, None)]
     assert any("t[0]: [4000, 5000)" in n for n in notes)
     assert any("t[1]: no live position" in n for n in notes)
@@ -128,8 +143,13 @@ def test_each_batch_carries_how_its_plan_wants_it_committed():
     plan = RunPlan("backfill", (OffsetRange("t", 0, 0, 25, None),), 10, None, "replace", window)
     first, rest = plan.next_batch(3)
     second, _ = rest.next_batch(4)
-    assert (first.kind, first.is_backfill, first.overlap, first.time_window_ms, first.number) == \
-        ("backfill", True, "replace", window, 3)
+    assert (first.kind, first.is_backfill, first.overlap, first.time_window_ms, first.number) == (
+        "backfill",
+        True,
+        "replace",
+        window,
+        3,
+    )
     assert second.number == 4 and spans(second.ranges) == [(0, 10, 20, None)]
     live, _ = RunPlan("ingest", (OffsetRange("t", 0, 0, 5, 0),), 10).next_batch()
     assert (live.kind, live.is_backfill, live.number) == ("ingest", False, None)
@@ -154,14 +174,18 @@ def test_a_skip_runs_from_the_live_position_to_until():
     assert skip_range("t", 0, 60, gone, "earliest").gap == (40, 55)
 
 
-@pytest.mark.parametrize("partition,until,positions,start_from,field,message", [
-    (5, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "partition", "partition 5 does not exist in topic t"),
-    (0, 4, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "until 4 is not beyond the live position 4"),
-    (0, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "beyond the log end of t[0] (latest offset 9)"),
-    (0, 5, Positions({}, {0: 0}, {0: 9}), "latest", "partition", "no live position yet: with start_from latest"),
-])
-def test_a_skip_kafka_or_the_ledger_cannot_honour_names_the_field(partition, until, positions, start_from, field,
-                                                                  message):
+@pytest.mark.parametrize(
+    "partition,until,positions,start_from,field,message",
+    [
+        (5, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "partition", "partition 5 does not exist in topic t"),
+        (0, 4, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "until 4 is not beyond the live position 4"),
+        (0, 10, Positions({0: 4}, {0: 0}, {0: 9}), "earliest", "until", "beyond the log end of t[0] (latest offset 9)"),
+        (0, 5, Positions({}, {0: 0}, {0: 9}), "latest", "partition", "no live position yet: with start_from latest"),
+    ],
+)
+def test_a_skip_kafka_or_the_ledger_cannot_honour_names_the_field(
+    partition, until, positions, start_from, field, message
+):
     with pytest.raises(RequestError, match=re.escape(message)) as refused:
         skip_range("t", partition, until, positions, start_from)
     assert refused.value.field == field

@@ -6,8 +6,14 @@ from microingest.plan.offsets import RequestError
 from microingest.plan.request import parse_request
 
 T0, T1 = datetime(2026, 3, 1, tzinfo=timezone.utc), datetime(2026, 3, 2, tzinfo=timezone.utc)
-DEFAULTS = {"max_records": None, "dry_run": False, "backfill_ranges": None, "backfill_from_time": None,
-            "backfill_until_time": None, "overlap": "refuse"}
+DEFAULTS = {
+    "max_records": None,
+    "dry_run": False,
+    "backfill_ranges": None,
+    "backfill_from_time": None,
+    "backfill_until_time": None,
+    "overlap": "refuse",
+}
 
 
 def test_default_params_ask_for_a_plain_live_run():
@@ -16,15 +22,19 @@ def test_default_params_ask_for_a_plain_live_run():
 
 
 def test_offsets_and_a_cap_and_a_dry_run():
-    request = parse_request({**DEFAULTS, "backfill_ranges": {"0": [100, 5000], "2": [0, 800]}, "dry_run": True,
-                             "overlap": "replace"}, "manual")
+    request = parse_request(
+        {**DEFAULTS, "backfill_ranges": {"0": [100, 5000], "2": [0, 800]}, "dry_run": True, "overlap": "replace"},
+        "manual",
+    )
     assert request.offsets == {0: (100, 5000), 2: (0, 800)} and request.dry_run and request.overlap == "replace"
     assert request.is_backfill and "backfill of offsets" in request.describe()
 
 
 def test_a_time_window_naive_times_are_utc():
-    request = parse_request({**DEFAULTS, "backfill_from_time": "2026-03-01T00:00:00",
-                             "backfill_until_time": "2026-03-02T00:00:00Z"}, "manual")
+    request = parse_request(
+        {**DEFAULTS, "backfill_from_time": "2026-03-01T00:00:00", "backfill_until_time": "2026-03-02T00:00:00Z"},
+        "manual",
+    )
     assert request.window == (T0, T1) and request.field == "backfill_from_time"
 
 
@@ -38,20 +48,26 @@ def test_explicit_ranges_win_over_a_backfill_runs_interval():
     assert request.offsets == {1: (0, 5)} and request.window is None
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"backfill_ranges": {"0": [1, 2]}, "backfill_from_time": "2026-03-01T00:00:00"}, "backfill_ranges"),
-    ({"backfill_from_time": "2026-03-01T00:00:00"}, "backfill_until_time"),
-    ({"backfill_until_time": "2026-03-01T00:00:00"}, "backfill_from_time"),
-    ({"backfill_from_time": "2026-03-02T00:00:00", "backfill_until_time": "2026-03-01T00:00:00"}, "backfill_until_time"),
-    ({"backfill_from_time": "yesterday", "backfill_until_time": "2026-03-01T00:00:00"}, "backfill_from_time"),
-    ({"backfill_ranges": {"x": [1, 2]}}, "backfill_ranges['x']"),
-    ({"backfill_ranges": {"0": [1]}}, "backfill_ranges['0']"),
-    ({"backfill_ranges": {"0": [-1, 2]}}, "backfill_ranges['0']"),
-    ({"backfill_ranges": {}}, "backfill_ranges"),
-    ({"overlap": "merge"}, "overlap"),
-    ({"max_records": 0}, "max_records"),
-    ({"dry_run": "yes"}, "dry_run"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"backfill_ranges": {"0": [1, 2]}, "backfill_from_time": "2026-03-01T00:00:00"}, "backfill_ranges"),
+        ({"backfill_from_time": "2026-03-01T00:00:00"}, "backfill_until_time"),
+        ({"backfill_until_time": "2026-03-01T00:00:00"}, "backfill_from_time"),
+        (
+            {"backfill_from_time": "2026-03-02T00:00:00", "backfill_until_time": "2026-03-01T00:00:00"},
+            "backfill_until_time",
+        ),
+        ({"backfill_from_time": "yesterday", "backfill_until_time": "2026-03-01T00:00:00"}, "backfill_from_time"),
+        ({"backfill_ranges": {"x": [1, 2]}}, "backfill_ranges['x']"),
+        ({"backfill_ranges": {"0": [1]}}, "backfill_ranges['0']"),
+        ({"backfill_ranges": {"0": [-1, 2]}}, "backfill_ranges['0']"),
+        ({"backfill_ranges": {}}, "backfill_ranges"),
+        ({"overlap": "merge"}, "overlap"),
+        ({"max_records": 0}, "max_records"),
+        ({"dry_run": "yes"}, "dry_run"),
+    ],
+)
 def test_bad_combinations_name_the_field(change, field):
     with pytest.raises(RequestError) as err:
         parse_request({**DEFAULTS, **change}, "manual")
@@ -67,14 +83,18 @@ def test_a_skip_needs_partition_offset_and_reason_and_nothing_else():
     request = parse_request({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": " broken producer "})
     assert (request.skip.partition, request.skip.until, request.skip.reason) == (2, 500, "broken producer")
     assert not request.is_backfill and "skip of partition 2 to offset 500" in request.describe()
-    for params, field in (({"skip_partition": 2, "skip_until_offset": 500}, "skip_reason"),
-                          ({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": "  "}, "skip_reason"),
-                          ({"skip_until_offset": 500, "skip_reason": "x"}, "skip_partition"),
-                          ({"skip_partition": 2, "skip_until_offset": True, "skip_reason": "x"}, "skip_until_offset"),
-                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "nul \x00"}, "skip_reason"),
-                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "half \ud800"}, "skip_reason"),
-                          ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "x",
-                            "backfill_ranges": {"2": [0, 5]}}, "skip_partition")):
+    for params, field in (
+        ({"skip_partition": 2, "skip_until_offset": 500}, "skip_reason"),
+        ({"skip_partition": 2, "skip_until_offset": 500, "skip_reason": "  "}, "skip_reason"),
+        ({"skip_until_offset": 500, "skip_reason": "x"}, "skip_partition"),
+        ({"skip_partition": 2, "skip_until_offset": True, "skip_reason": "x"}, "skip_until_offset"),
+        ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "nul \x00"}, "skip_reason"),
+        ({"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "half \ud800"}, "skip_reason"),
+        (
+            {"skip_partition": 2, "skip_until_offset": 5, "skip_reason": "x", "backfill_ranges": {"2": [0, 5]}},
+            "skip_partition",
+        ),
+    ):
         with pytest.raises(RequestError) as refused:
             parse_request(params)
         assert refused.value.field == field, params

@@ -5,12 +5,17 @@ import json
 
 import pytest
 
-from microingest.commit.history import RunInfo
-from microingest.plan.offsets import OffsetRange, RunPlan
+from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.spark.submit import JobArgs, job_args, parse_job_args
 
-PLAN = RunPlan("backfill", (OffsetRange("orders", 0, 10, 20, None), OffsetRange("orders", 2, 0, 5, None)), 7, None,
-               "skip_existing", (1_700_000_000_000, 1_700_000_060_000))
+PLAN = RunPlan(
+    "backfill",
+    (OffsetRange("orders", 0, 10, 20, None), OffsetRange("orders", 2, 0, 5, None)),
+    7,
+    None,
+    "skip_existing",
+    (1_700_000_000_000, 1_700_000_060_000),
+)
 RUN = RunInfo("microingest_orders", "manual__1", 2)
 
 

@@ -2,14 +2,19 @@
 
 import pyarrow as pa
 
-from microingest.commit.read_proof import Span
+from microingest.batches import Span
 from microingest.spark.decoder import read_spans
 
 
 def batch(positions):
     topics, partitions, offsets = zip(*positions) if positions else ((), (), ())
-    return pa.RecordBatch.from_pydict({"topic": pa.array(topics, pa.string()), "partition": pa.array(partitions, pa.int32()),
-                                       "offset": pa.array(offsets, pa.int64())})
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array(topics, pa.string()),
+            "partition": pa.array(partitions, pa.int32()),
+            "offset": pa.array(offsets, pa.int64()),
+        }
+    )
 
 
 def test_one_partition_read_in_order_is_one_span_even_with_gaps():

@@ -6,7 +6,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from hostile_records import hostile_record, kafka_batch
+from helpers.hostile_records import hostile_record, kafka_batch
 from microingest.declare.validate import parse_pipeline
 from microingest.spark import decoder as spark_decoder
 from microingest.spark.decoder import Decoder
@@ -32,13 +32,15 @@ def lines(chunks):
 def test_every_record_is_a_skipped_dead_letter_with_the_note_and_nothing_is_decoded():
     rng = random.Random(7)
     records = [hostile_record(rng, i) for i in range(300)]
-    got = decoded([kafka_batch("t", 2, range(100, 250), records[:150]), kafka_batch("t", 2, range(250, 400),
-                                                                                    records[150:])])
+    got = decoded(
+        [kafka_batch("t", 2, range(100, 250), records[:150]), kafka_batch("t", 2, range(250, 400), records[150:])]
+    )
     assert sum(got["good"]) == 0 and not any(got["rows"])
     assert sum(got["bad"]) == 300
     dead = [line.split("\t") for line in lines(got["dead"])]
-    assert [(f[0], f[1], f[2], int(f[3]), int(f[4])) for f in dead] == [("p", BATCH_ID, "t", 2, o)
-                                                                         for o in range(100, 400)]
+    assert [(f[0], f[1], f[2], int(f[3]), int(f[4])) for f in dead] == [
+        ("p", BATCH_ID, "t", 2, o) for o in range(100, 400)
+    ]
     assert {(f[-2], f[-1]) for f in dead} == {("skipped", NOTE)}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
-from pipeline_env import UPSERT_TARGET, Env, new_env
+from helpers.pipeline_env import UPSERT_TARGET, Env, new_env
 
 DEVICES = 12
 BAD_VALUE = b"{not json"
@@ -32,8 +32,14 @@ class Producer(threading.Thread):
         self.errors = 0
 
     def run(self) -> None:
-        producer = KafkaProducer(**self.kafka, acks="all", enable_idempotence=True, linger_ms=5,
-                                 request_timeout_ms=5000, delivery_timeout_ms=60000)
+        producer = KafkaProducer(
+            **self.kafka,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=60000,
+        )
         n = 0
         while not self.stopping.is_set():
             for _ in range(40):
@@ -44,8 +50,14 @@ class Producer(threading.Thread):
                 elif roll < 0.04:
                     value = None
                 else:
-                    value = json.dumps({"event_id": f"e{n}", "user_id": device, "amount": float(n % 17),
-                                        "event_time": int(time.time() * 1000)}).encode()
+                    value = json.dumps(
+                        {
+                            "event_id": f"e{n}",
+                            "user_id": device,
+                            "amount": float(n % 17),
+                            "event_time": int(time.time() * 1000),
+                        }
+                    ).encode()
                 try:
                     producer.send(self.topic, key=device.encode(), value=value)
                     self.sent += 1
@@ -64,6 +76,7 @@ class SinkPipelines:
     """One pipeline per sink mode on one topic, each with its own ledger; `unkeyed` appends into a table without a
     key, so that a record published twice stays there twice for the check to find (the append target's key on the
     source position would reject it first)."""
+
     append: Env
     unkeyed: Env
     upsert: Env
@@ -73,8 +86,9 @@ class SinkPipelines:
         return [self.append, self.unkeyed, self.upsert, self.aggregate]
 
 
-def declare_sink_pipelines(pg, kafka, folder: Path, prefix: str, topic: str, common: dict,
-                           per_role: dict[str, dict] | None = None) -> SinkPipelines:
+def declare_sink_pipelines(
+    pg, kafka, folder: Path, prefix: str, topic: str, common: dict, per_role: dict[str, dict] | None = None
+) -> SinkPipelines:
     """The four pipelines, declared in folder as <prefix>_<role>; per_role adds settings to one of them."""
     extra = per_role or {}
 
@@ -82,16 +96,23 @@ def declare_sink_pipelines(pg, kafka, folder: Path, prefix: str, topic: str, com
         return new_env(pg, kafka, folder, f"{prefix}_{role}", topic, **{**common, **declaration, **extra.get(role, {})})
 
     append, unkeyed = declare("append"), declare("nokey")
-    unkeyed.replace_target("source_topic text, source_partition integer, source_offset bigint, kafka_timestamp "
-                           "timestamptz, batch_id uuid, event_id text, user_id text, event_type text, amount double "
-                           "precision, event_time timestamptz")
+    unkeyed.replace_target(
+        "source_topic text, source_partition integer, source_offset bigint, kafka_timestamp "
+        "timestamptz, batch_id uuid, event_id text, user_id text, event_type text, amount double "
+        "precision, event_time timestamptz"
+    )
     upsert = declare("upsert", sink_mode="upsert_latest")
     upsert.replace_target(UPSERT_TARGET)
-    aggregate = declare("agg", sink_mode="aggregate",
-                        schema={"event_id": {"type": "string", "required": True},
-                                "user_id": {"type": "string", "required": True}, "amount": "double"},
-                        aggregate={"group_by": ["user_id"], "measures": {"events": "count",
-                                                                         "amount_total": {"sum": "amount"}}})
+    aggregate = declare(
+        "agg",
+        sink_mode="aggregate",
+        schema={
+            "event_id": {"type": "string", "required": True},
+            "user_id": {"type": "string", "required": True},
+            "amount": "double",
+        },
+        aggregate={"group_by": ["user_id"], "measures": {"events": "count", "amount_total": {"sum": "amount"}}},
+    )
     aggregate.replace_target("user_id text PRIMARY KEY, events bigint NOT NULL, amount_total double precision NOT NULL")
     return SinkPipelines(append, unkeyed, upsert, aggregate)
 
@@ -124,8 +145,12 @@ def verify(sinks: SinkPipelines, truth, more_appends: tuple[Env, ...] = ()) -> d
             latest.pop(k.decode(), None)
         elif v != BAD_VALUE:
             latest[k.decode()] = (json.loads(v)["event_id"], p, o)
-    state = {k: (e, p, o) for k, e, p, o in upsert.query(
-        f"SELECT record_key, event_id, source_partition, source_offset FROM {upsert.pipeline.target_table}")}
+    state = {
+        k: (e, p, o)
+        for k, e, p, o in upsert.query(
+            f"SELECT record_key, event_id, source_partition, source_offset FROM {upsert.pipeline.target_table}"
+        )
+    }
     assert state == latest, "upsert_latest holds the last value of every key"
     assert {(p, o) for p, o, *_ in upsert.dead_letters()} == {(p, o) for p, o, _, v, _ in truth if v == BAD_VALUE}
 
@@ -134,11 +159,20 @@ def verify(sinks: SinkPipelines, truth, more_appends: tuple[Env, ...] = ()) -> d
         doc = json.loads(v)
         totals[doc["user_id"]][0] += 1
         totals[doc["user_id"]][1] += doc["amount"]
-    table = {u: [e, a] for u, e, a in aggregate.query(
-        f"SELECT user_id, events, amount_total FROM {aggregate.pipeline.target_table}")}
+    table = {
+        u: [e, a]
+        for u, e, a in aggregate.query(f"SELECT user_id, events, amount_total FROM {aggregate.pipeline.target_table}")
+    }
     assert table == {u: [c, s] for u, (c, s) in totals.items()}, "aggregate totals: any duplicate would inflate them"
 
-    return {"produced": len(truth), "append_targets": len(appends), "landed_rows": rows, "dead_letters": dead,
-            "lost": lost, "duplicated": duplicated, "upsert_keys": len(state),
-            "aggregate_events": sum(e for e, _ in table.values()),
-            "finished_at": datetime.now(timezone.utc).isoformat()}
+    return {
+        "produced": len(truth),
+        "append_targets": len(appends),
+        "landed_rows": rows,
+        "dead_letters": dead,
+        "lost": lost,
+        "duplicated": duplicated,
+        "upsert_keys": len(state),
+        "aggregate_events": sum(e for e, _ in table.values()),
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+    }

@@ -19,11 +19,10 @@ from pathlib import Path
 from kafka import KafkaConsumer, TopicPartition
 from psycopg2 import sql
 
-from microingest.commit.history import RunInfo
+from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.identifiers import table_identifier
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.offsets import OffsetRange, RunPlan
 from microingest.spark import connect as spark_connect
 from microingest.spark import submit as spark_submit
 from microingest.systems.connections import get_connection
@@ -45,14 +44,21 @@ def platform(*args: str, timeout: float = 600) -> None:
     subprocess.run([*SERVICES, *args], check=True, capture_output=True, timeout=timeout)
 
 
-DEMO_SCHEMA = {"event_id": {"type": "string", "required": True}, "user_id": "string", "event_type": "string",
-               "amount": "double", "event_time": "timestamp"}
+DEMO_SCHEMA = {
+    "event_id": {"type": "string", "required": True},
+    "user_id": "string",
+    "event_type": "string",
+    "amount": "double",
+    "event_time": "timestamp",
+}
 
 # The demo_events columns keyed by record_key instead of the source position, as the upsert_latest sink wants them.
-UPSERT_TARGET = ("record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
-                 "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
-                 "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
-                 "event_time timestamptz")
+UPSERT_TARGET = (
+    "record_key text PRIMARY KEY, source_topic text NOT NULL, source_partition integer NOT NULL, "
+    "source_offset bigint NOT NULL, kafka_timestamp timestamptz, batch_id uuid NOT NULL, "
+    "event_id text NOT NULL, user_id text, event_type text, amount double precision, "
+    "event_time timestamptz"
+)
 
 SERVED_FOLDER = os.environ.get("MICROINGEST_PIPELINES_DIR", "")  # before any test changes it
 
@@ -68,8 +74,10 @@ SERVED_DECLARATIONS = {
     "native": {"start_from": "latest", "schedule": "@hourly", "max_active_runs": 2},
     "ui": {"start_from": "latest"},
     # Scheduled every minute, its runs wait in the triggerer for 50 records.
-    "gated": {"schedule": "* * * * *", "lag": {"gate": {"min_records": 50, "max_wait_seconds": 3600,
-                                                         "wait_seconds": 600, "poke_seconds": 3}}},
+    "gated": {
+        "schedule": "* * * * *",
+        "lag": {"gate": {"min_records": 50, "max_wait_seconds": 3600, "wait_seconds": 600, "poke_seconds": 3}},
+    },
     "sla": {"lag": {"sla": {"max_time_lag_seconds": 86400, "grace_seconds": 15}}},
     "connect": {},
     "poison": {},
@@ -124,8 +132,13 @@ class Env:
     def send_to(self, partition: int, records: list[tuple], timestamp_ms: int | None = None) -> list[tuple[int, int]]:
         """Raw records into one partition, all with one Kafka timestamp (default: the producer's clock; the broker
         deletes records timestamped beyond its retention, 7 days); returns their (partition, offset)."""
-        return produce(self.kafka, self.pipeline.topic, records, partition_of=lambda i, k: partition,
-                       timestamp_of=None if timestamp_ms is None else lambda i: timestamp_ms)
+        return produce(
+            self.kafka,
+            self.pipeline.topic,
+            records,
+            partition_of=lambda i, k: partition,
+            timestamp_of=None if timestamp_ms is None else lambda i: timestamp_ms,
+        )
 
     def replace_target(self, columns: str) -> None:
         """Give this test's pipeline a target table of another shape (for the upsert and aggregate sinks)."""
@@ -145,21 +158,36 @@ class Env:
         return results
 
     def batch_count(self) -> int:
-        return self.query("SELECT count(*) FROM microingest.batches WHERE pipeline = %s AND kind <> 'pin'",
-                          (self.pipeline.name,))[0][0]
+        return self.query(
+            "SELECT count(*) FROM microingest.batches WHERE pipeline = %s AND kind <> 'pin'", (self.pipeline.name,)
+        )[0][0]
 
     def dead_letters(self) -> list[tuple]:
-        return self.query('SELECT partition, "offset", error_class, error_message, record_key, record_value, '
-                          'headers FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1, 2',
-                          (self.pipeline.name,))
+        return self.query(
+            'SELECT partition, "offset", error_class, error_message, record_key, record_value, '
+            "headers FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1, 2",
+            (self.pipeline.name,),
+        )
 
     def produce(self, n: int, start: int = 0, timestamp_of=None) -> list[tuple[int, int, str]]:
         """n events with ids ev-<start>..; returns (partition, offset, event_id) of each as Kafka acknowledged it.
         `timestamp_of(i)` gives the i-th record's Kafka timestamp (epoch ms) instead of the producer's clock."""
         ids = [f"ev-{i}" for i in range(start, start + n)]
-        records = [(i.encode(), json_bytes({"event_id": i, "user_id": f"u{k % 17}", "event_type": "click",
-                                            "amount": k * 0.25, "event_time": 1_700_000_000_000 + k}))
-                   for k, i in enumerate(ids, start)]
+        records = [
+            (
+                i.encode(),
+                json_bytes(
+                    {
+                        "event_id": i,
+                        "user_id": f"u{k % 17}",
+                        "event_type": "click",
+                        "amount": k * 0.25,
+                        "event_time": 1_700_000_000_000 + k,
+                    }
+                ),
+            )
+            for k, i in enumerate(ids, start)
+        ]
         positions = produce(self.kafka, self.pipeline.topic, records, timestamp_of=timestamp_of)
         return [(p, o, i) for (p, o), i in zip(positions, ids)]
 
@@ -188,25 +216,44 @@ class Env:
         assert self.landed_once() == sorted(produced), "every produced record, none lost"
 
     def ledger(self) -> dict[int, int]:
-        return dict(self.query("SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s",
-                               (self.pipeline.name,)))
+        return dict(
+            self.query(
+                "SELECT partition, next_offset FROM microingest.ledger WHERE pipeline = %s", (self.pipeline.name,)
+            )
+        )
 
     def batches(self) -> list[tuple]:
-        return self.query("SELECT batch_id::text, kind, records_read, rows_written, dag_id, run_id FROM "
-                          "microingest.batches WHERE pipeline = %s ORDER BY committed_at", (self.pipeline.name,))
+        return self.query(
+            "SELECT batch_id::text, kind, records_read, rows_written, dag_id, run_id FROM "
+            "microingest.batches WHERE pipeline = %s ORDER BY committed_at",
+            (self.pipeline.name,),
+        )
 
-    def spark_job(self, ranges: list[OffsetRange] | RunPlan, fault: str | None = None, wait: bool = True,
-                  extra_conf: dict | None = None, master: str = "local[2]", run: RunInfo = RunInfo(),
-                  env_extra: dict | None = None):
+    def spark_job(
+        self,
+        ranges: list[OffsetRange] | RunPlan,
+        fault: str | None = None,
+        wait: bool = True,
+        extra_conf: dict | None = None,
+        master: str = "local[2]",
+        run: RunInfo = RunInfo(),
+        env_extra: dict | None = None,
+    ):
         """Run the Spark job outside Airflow, the way the operator does (connections in the environment): by
         spark-submit, or as a client of the Spark Connect server when the pipeline's Spark connection is one.
 
         Ranges make a live run's plan at the pipeline's batch cap. Either way the job's own output, its stdout and
         stderr, is in the result's stdout (spark-submit forwards the Python driver's both there)."""
-        plan = ranges if isinstance(ranges, RunPlan) else RunPlan("ingest", tuple(ranges),
-                                                                  self.pipeline.max_records_per_batch)
-        env = {**os.environ, **PipelineSystems.of(self.pipeline).as_env(),
-               "MICROINGEST_PIPELINES_DIR": str(self.pipelines_dir)}
+        plan = (
+            ranges
+            if isinstance(ranges, RunPlan)
+            else RunPlan("ingest", tuple(ranges), self.pipeline.max_records_per_batch)
+        )
+        env = {
+            **os.environ,
+            **PipelineSystems.of(self.pipeline).as_env(),
+            "MICROINGEST_PIPELINES_DIR": str(self.pipelines_dir),
+        }
         env.update(env_extra or {})
         if fault:
             env["MICROINGEST_FAULT"] = fault
@@ -215,12 +262,20 @@ class Env:
             cmd = spark_connect.job_command(self.pipeline, plan, run)
             stderr = subprocess.STDOUT  # the job's log and errors in stdout, as spark-submit forwards them
         else:
-            cmd = spark_submit.command(self.pipeline, plan, run, master=master,
-                                       extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})})
+            cmd = spark_submit.command(
+                self.pipeline, plan, run, master=master, extra_conf={"spark.ui.enabled": "false", **(extra_conf or {})}
+            )
             stderr = subprocess.PIPE
         # A session of its own, so a test can kill -9 the whole job: spark-submit's JVM and its Python processes.
-        proc = subprocess.Popen(cmd, env=env, cwd=self.pipelines_dir, stdout=subprocess.PIPE, stderr=stderr,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=self.pipelines_dir,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
         return job_result(proc) if wait else proc
 
     def paused_job(self, ranges: list[OffsetRange], point: str, marker: Path, **job) -> subprocess.Popen:
@@ -245,8 +300,9 @@ def reached_pause(proc: subprocess.Popen, marker: Path, timeout: float = 180) ->
     return marker.exists()
 
 
-def read_to_end(kafka: dict, topic: str, partitions: list[int] | None = None,
-                isolation_level: str = "read_uncommitted") -> list[tuple[int, int, bytes, bytes | None, int]]:
+def read_to_end(
+    kafka: dict, topic: str, partitions: list[int] | None = None, isolation_level: str = "read_uncommitted"
+) -> list[tuple[int, int, bytes, bytes | None, int]]:
     """(partition, offset, key, value, timestamp ms) of every record the topic (or these partitions of it) serves,
     read up to each partition's end offset: reading until nothing came for a while would take a slow fetch for
     records that are not there. read_committed leaves out aborted transactions, and ends at the last stable offset."""
@@ -271,12 +327,23 @@ def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool =
     create_topic(kafka, topic, 3)
     if create_table:
         with connection(pg) as conn, conn, conn.cursor() as cur:
-            cur.execute(sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(
-                table_identifier(table)))
+            cur.execute(
+                sql.SQL("CREATE TABLE {} (LIKE public.demo_events INCLUDING ALL)").format(table_identifier(table))
+            )
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "topic": topic, "target_table": table, "max_records_per_batch": 100_000,
-                                "schema": DEMO_SCHEMA, **declaration}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "topic": topic,
+                "target_table": table,
+                "max_records_per_batch": 100_000,
+                "schema": DEMO_SCHEMA,
+                **declaration,
+            }
+        )
+    )
     return Env(load_pipeline_file(path), pg, kafka, folder)
 
 
@@ -297,6 +364,13 @@ def declare_served(pg, kafka, folder: Path) -> dict[str, Env]:
         suffix = uuid.uuid4().hex[:8]
         if role in ON_SPARK_SUBMIT:
             declaration = {"spark_conn_id": spark_submit.SUBMIT_CONN_ID, **declaration}
-        envs[role] = new_env(pg, kafka, folder, f"api_{role}_{suffix}", f"api-{role}-{suffix}",
-                             create_table=role not in NO_TABLE_MADE, **declaration)
+        envs[role] = new_env(
+            pg,
+            kafka,
+            folder,
+            f"api_{role}_{suffix}",
+            f"api-{role}-{suffix}",
+            create_table=role not in NO_TABLE_MADE,
+            **declaration,
+        )
     return envs

@@ -45,9 +45,11 @@ def wait(browser, condition, timeout=60):
 
 def button(browser, label: str, within: str = "[role=dialog]"):
     """The button whose visible text is `label` (the form's accordion headers and its submit button)."""
+
     def find(_):
         found = [b for b in browser.find_elements(By.CSS_SELECTOR, f"{within} button") if b.text.strip() == label]
         return found[0] if found and found[0].is_displayed() else False
+
     return wait(browser, find)
 
 
@@ -66,6 +68,7 @@ def fill_json_editor(browser, editor, value: str) -> None:
     The form re-formats the JSON as soon as it parses, which would scramble key-by-key typing, so the value goes in
     as one text insertion, the way a paste does."""
     editor.click()
-    webdriver.ActionChains(browser).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL) \
-        .send_keys(Keys.DELETE).perform()
+    webdriver.ActionChains(browser).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).send_keys(
+        Keys.DELETE
+    ).perform()
     browser.execute_cdp_cmd("Input.insertText", {"text": value})

@@ -1,21 +1,20 @@
 """The `lag:` section of a pipeline declaration: the gate in front of ingest, the lag SLA, the state window.
 
-    lag:
-      window_seconds: 2700          # optional; default: three schedule periods (see lag.states)
-      gate:                         # scheduled runs wait (in the triggerer) until there is enough work
-        min_records: 10000          # proceed once this many records wait...
-        max_wait_seconds: 600       # ...or once the oldest waiting record is this old
-        wait_seconds: 300           # give up after this long and skip the run (default: 600)
-        poke_seconds: 30            # how often the triggerer looks (default: 30)
-      sla:                          # checked by the microingest_lag_sla DAG
-        max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
-        grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
+lag:
+  window_seconds: 2700          # optional; default: three schedule periods (see lag.states)
+  gate:                         # scheduled runs wait (in the triggerer) until there is enough work
+    min_records: 10000          # proceed once this many records wait...
+    max_wait_seconds: 600       # ...or once the oldest waiting record is this old
+    wait_seconds: 300           # give up after this long and skip the run (default: 600)
+    poke_seconds: 30            # how often the triggerer looks (default: 30)
+  sla:                          # checked by the microingest_lag_sla DAG
+    max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
+    grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from microingest.errors import Refused
@@ -47,12 +46,17 @@ class LagPolicy:
     gate: GatePolicy | None = None
     sla: SlaPolicy | None = None
 
-    def window(self, schedule: str | None) -> timedelta:
-        from microingest.lag.states import default_window
+    def declared_gate(self) -> GatePolicy:
+        """The gate of a pipeline whose runs have a gate sensor (the DAG factory adds one only when declared)."""
+        if self.gate is None:
+            raise PolicyError("lag.gate", "is not declared")
+        return self.gate
 
-        if self.window_seconds:
-            return timedelta(seconds=self.window_seconds)
-        return default_window(schedule, timedelta(seconds=self.gate.max_wait_seconds) if self.gate else None)
+    def declared_sla(self) -> SlaPolicy:
+        """The lag SLA of a pipeline the SLA check looks at (only those that declare one)."""
+        if self.sla is None:
+            raise PolicyError("lag.sla", "is not declared")
+        return self.sla
 
 
 def parse_lag_policy(raw: Any) -> LagPolicy:

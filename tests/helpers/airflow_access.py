@@ -14,9 +14,13 @@ from microingest.systems.airflow_api import base_url
 
 def run_dag(env, conf: dict | None = None, **extra_env) -> subprocess.CompletedProcess:
     conf_args = ["--conf", json.dumps(conf)] if conf else []
-    return subprocess.run(["airflow", "dags", "test", env.pipeline.dag_id, *conf_args], capture_output=True,
-                          text=True, timeout=600,
-                          env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir), **extra_env})
+    return subprocess.run(
+        ["airflow", "dags", "test", env.pipeline.dag_id, *conf_args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir), **extra_env},
+    )
 
 
 def get(path: str, token: str | None = None) -> tuple[int, str]:
