@@ -113,18 +113,7 @@ def _utc_iso(value: str, option: str) -> str:
 
 
 def cmd_backfill(args) -> int:
-
-    pipeline = get_pipeline(args.pipeline)
-    conf = backfill_conf(args)
-    run = run_and_report(
-        AirflowClient(),
-        pipeline,
-        conf,
-        say=lambda m: print(m, flush=True),
-        note="microingest backfill",
-        timeout=args.timeout,
-    )
-    return 0 if run.state == "success" else 1
+    return _through_airflow(get_pipeline(args.pipeline), backfill_conf(args), "microingest backfill", args.timeout)
 
 
 def cmd_skip(args) -> int:
@@ -140,13 +129,13 @@ def cmd_skip(args) -> int:
     if args.dry_run:
         print(f"{skip_summary(checked)}; dry run: nothing written")
         return 0
+    return _through_airflow(pipeline, conf, "microingest skip", args.timeout)
+
+
+def _through_airflow(pipeline: Pipeline, conf: dict, note: str, timeout: float) -> int:
+    """Trigger the pipeline's DAG with these Params, follow the run, report it; the exit code says how it ended."""
     run = run_and_report(
-        AirflowClient(),
-        pipeline,
-        conf,
-        say=lambda m: print(m, flush=True),
-        note="microingest skip",
-        timeout=args.timeout,
+        AirflowClient(), pipeline, conf, say=lambda m: print(m, flush=True), note=note, timeout=timeout
     )
     return 0 if run.state == "success" else 1
 
