@@ -5,7 +5,6 @@ so a retried or speculative task leaves nothing behind."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -20,9 +19,26 @@ from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
-DECODED_SCHEMA = "rows binary, dead binary, good long, bad long, spans string"
-_ARROW_SCHEMA = pa.schema(
-    [("rows", pa.binary()), ("dead", pa.binary()), ("good", pa.int64()), ("bad", pa.int64()), ("spans", pa.string())]
+# The spans (read_proof) travel typed, one struct per Span, so the driver reads them back without parsing text.
+_SPAN = "struct<topic: string, partition: int, first: bigint, last: bigint, records: bigint>"
+DECODED_SCHEMA = f"rows binary, dead binary, good long, bad long, spans array<{_SPAN}>"
+_ARROW_SPAN = pa.struct(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("first", pa.int64()),
+        ("last", pa.int64()),
+        ("records", pa.int64()),
+    ]
+)
+DECODED_ARROW_SCHEMA = pa.schema(
+    [
+        ("rows", pa.binary()),
+        ("dead", pa.binary()),
+        ("good", pa.int64()),
+        ("bad", pa.int64()),
+        ("spans", pa.list_(_ARROW_SPAN)),
+    ]
 )
 # A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
@@ -70,11 +86,11 @@ class Decoder:
                         "dead": "".join(staged.dead_letters).encode("utf-8"),
                         "good": rows.num_rows,
                         "bad": len(staged.dead_letters),
-                        "spans": json.dumps(read_spans(batch)),
+                        "spans": [s._asdict() for s in read_spans(batch)],
                     }
                 ]
-                + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": "[]"} for chunk in rest],
-                schema=_ARROW_SCHEMA,
+                + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": []} for chunk in rest],
+                schema=DECODED_ARROW_SCHEMA,
             )
         faults.crash_point("executor_after_decode", self.faults)
 
@@ -85,9 +101,9 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
     dead = dead_letters(batch, lead, SKIPPED, note)
     first, *rest = _text_chunks(dead)
     return pa.RecordBatch.from_pylist(
-        [{"rows": b"", "dead": first, "good": 0, "bad": len(dead), "spans": json.dumps(read_spans(batch))}]
-        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": "[]"} for chunk in rest],
-        schema=_ARROW_SCHEMA,
+        [{"rows": b"", "dead": first, "good": 0, "bad": len(dead), "spans": [s._asdict() for s in read_spans(batch)]}]
+        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": []} for chunk in rest],
+        schema=DECODED_ARROW_SCHEMA,
     )
 
 
@@ -141,7 +157,7 @@ def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> Decode
         rows=[c for c in table.column("rows").to_pylist() if c],
         dead=[c for c in table.column("dead").to_pylist() if c],
         counts=StagedCounts(pc.sum(table.column("good")).as_py() or 0, pc.sum(table.column("bad")).as_py() or 0),
-        spans=[Span(*s) for text in table.column("spans").to_pylist() for s in json.loads(text)],
+        spans=[Span(**s) for spans in table.column("spans").to_pylist() for s in spans],
         into_target=decoder.into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),

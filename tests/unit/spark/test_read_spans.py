@@ -1,9 +1,12 @@
 """The positions an executor reports for a chunk: maximal runs of one partition with strictly rising offsets."""
 
+from datetime import datetime, timezone
+
 import pyarrow as pa
 
 from microingest.batches import Span
-from microingest.spark.decoder import read_spans
+from microingest.declare.validate import parse_pipeline
+from microingest.spark.decoder import DECODED_ARROW_SCHEMA, Decoder, collected, read_spans
 
 
 def batch(positions):
@@ -33,3 +36,15 @@ def test_an_offset_that_does_not_rise_starts_a_span_so_the_repeat_overlaps():
 
 def test_an_empty_chunk_has_no_spans():
     assert read_spans(batch([])) == []
+
+
+def test_the_spans_reach_the_driver_typed_as_they_were_read():
+    """The decoder's output as the driver collects it (an Arrow table of DECODED_SCHEMA's layout): the spans come
+    back as the Spans the executors read, no text in between."""
+    spans = [Span("t", 0, 5, 6, 2), Span("u", 1, 1, 1, 1)]
+    first = {"rows": b"", "dead": b"", "good": 0, "bad": 0, "spans": [s._asdict() for s in spans]}
+    rest = {"rows": b"x", "dead": b"", "good": 0, "bad": 0, "spans": []}
+    table = pa.Table.from_batches([pa.RecordBatch.from_pylist([first, rest], schema=DECODED_ARROW_SCHEMA)])
+    pipeline = parse_pipeline({"name": "p", "topic": "t", "target_table": "public.p", "schema": {"a": "string"}})
+    decoder = Decoder(pipeline, "b", None, into_target=True)
+    assert collected(table, decoder, datetime.now(timezone.utc)).spans == spans
