@@ -1,11 +1,16 @@
-"""Where things live. Every path can be overridden by environment so a deployment need not mirror this repo."""
+"""Where things live. What microingest ships (migrations, the Spark job) is found inside the installed package; the
+rest can be set by environment, and the pipelines folder also by Airflow's configuration, so a deployment need not
+mirror this repo.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[2]
+_PACKAGE = Path(__file__).resolve().parent
+_REPO = _PACKAGE.parents[1]
+PIPELINES_ENV = "MICROINGEST_PIPELINES_DIR"
 
 
 def repo_root() -> Path:
@@ -13,11 +18,24 @@ def repo_root() -> Path:
 
 
 def pipelines_dir() -> Path:
-    return Path(os.environ.get("MICROINGEST_PIPELINES_DIR", repo_root() / "pipelines"))
+    """MICROINGEST_PIPELINES_DIR, else Airflow's `[microingest] pipelines_dir` where Airflow is installed, else this
+    repository's pipelines/."""
+    folder = os.environ.get(PIPELINES_ENV) or _airflow_option("pipelines_dir")
+    return Path(folder) if folder else repo_root() / "pipelines"
+
+
+def _airflow_option(key: str) -> str | None:
+    try:
+        # Imported here: the Spark job and the CLI read settings without Airflow installed, or before it is configured.
+        from airflow.configuration import conf
+    except ImportError:
+        return None
+    return conf.get("microingest", key, fallback=None) or None
 
 
 def sql_dir() -> Path:
-    return Path(os.environ.get("MICROINGEST_SQL_DIR", repo_root() / "sql"))
+    """The migrations, shipped inside the package (this repository's sql/ points there)."""
+    return Path(os.environ.get("MICROINGEST_SQL_DIR", _PACKAGE / "sql"))
 
 
 def state_dir() -> Path:
@@ -30,7 +48,14 @@ def install_dir() -> Path:
 
 
 def spark_job_path() -> Path:
-    return Path(os.environ.get("MICROINGEST_SPARK_JOB", repo_root() / "spark_jobs" / "ingest_job.py"))
+    """The ingest job's script, shipped inside the package in a folder of its own: Python puts a script's folder first
+    on sys.path, where nothing else may shadow a module (this repository's spark_jobs/ingest_job.py points there)."""
+    return Path(os.environ.get("MICROINGEST_SPARK_JOB", _PACKAGE / "spark" / "entry" / "ingest_job.py"))
+
+
+def spark_log_config() -> Path:
+    """The log4j2 configuration of the job's JVM, beside the script."""
+    return spark_job_path().parent / "log4j2.properties"
 
 
 def spark_jars() -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from microingest import settings
 from microingest.airflow.launchers import Launcher, launcher_for
 from microingest.batches import RunInfo, RunPlan
 from microingest.commit.history import committed_by_run
@@ -95,8 +96,13 @@ class SparkIngestOperator(BaseOperator):
         return outcome
 
     def launcher(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> Launcher:
-        """The job's launcher, its arguments and environment set (the pipeline's connections, the outcome file)."""
-        env = {**self.systems.as_env(), "MICROINGEST_OUTCOME_FILE": outcome_file}
+        """The job's launcher, its arguments and environment set (the pipeline's connections, the outcome file, and
+        the pipelines folder as this task resolved it: the job reads the same declaration, Airflow or not)."""
+        env = {
+            **self.systems.as_env(),
+            "MICROINGEST_OUTCOME_FILE": outcome_file,
+            settings.PIPELINES_ENV: str(settings.pipelines_dir()),
+        }
         return launcher_for(self.pipeline, plan, run, env, self.log)
 
     # OpenLineage (Airflow's provider calls these): the topic in, the target and dead-letter tables out, and after

@@ -1,4 +1,4 @@
-"""The FastAPI app the api-server serves under /microingest (plugins/microingest_plugin.py): the lag page, behind
+"""The FastAPI app the api-server serves under /microingest (microingest.airflow.plugin): the lag page, behind
 Airflow's login, and the Prometheus metrics, behind a scrape token of their own."""
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ JOB_CONF = {
     # The executors' Python must be the one that has the microingest package (the project's virtualenv).
     "spark.pyspark.python": sys.executable,
     "spark.python.daemon.module": "microingest.spark.worker_daemon",  # see there: saves about 0.3 s per task
-    "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:"
-    + str(settings.spark_job_path().parent / "log4j2.properties"),
+    "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:" + str(settings.spark_log_config()),
     # The driver collects each batch decoded (spark.batch): past this, the batch is split in smaller ones instead of
     # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
     "spark.driver.maxResultSize": "256m",

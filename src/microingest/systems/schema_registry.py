@@ -78,6 +78,11 @@ def subject_version(config: dict[str, str], subject: str, version: int | str):
     return found
 
 
+def subjects(config: dict[str, str]) -> list[str]:
+    """The registry's subjects: the cheapest question that proves it answers with these credentials."""
+    return _asked(config, "its subjects", lambda c: c.get_subjects(), ()) or []
+
+
 def referenced_schema(config: dict[str, str], subject: str, version: int):
     """The Schema a writer schema refers to by subject and version. One the registry does not hold makes the
     referring schema unreadable: the record is not at fault."""

@@ -1,5 +1,6 @@
-"""Registers microingest's lag page and metrics with Airflow's api-server, and the page in the UI's navigation.
-Logic: microingest.airflow.plugin_app."""
+"""The Airflow plugin: the lag page and the metrics, served by the api-server under /microingest, and the page in
+the UI's navigation. Installed with the package through the `airflow.plugins` entry point (pyproject.toml), so it is
+registered wherever microingest is installed, with nothing copied into a plugins folder."""
 
 from airflow.plugins_manager import AirflowPlugin
 
