@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from psycopg2 import sql
 
+from microingest.batches import ROW_LAYOUT
 from microingest.errors import Refused
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -34,6 +35,50 @@ def check_topic(topic: str) -> str:
     if not isinstance(topic, str) or not _TOPIC.match(topic) or topic in (".", ".."):
         raise IdentifierError(f"{topic!r} is not a valid Kafka topic name (letters, digits, '.', '_', '-', 1-249)")
     return topic
+
+
+# Postgres objects the platform derives from a pipeline's name; the longest suffix bounds the name's length.
+PLATFORM_SCHEMAS = ("microingest", "microingest_staging")
+# dead_letters: the platform's table of that name (and, until migration 012, its staged twin); lag_sla: a DAG's id
+RESERVED_PIPELINE_NAMES = ("dead_letters", "lag_sla")
+_DERIVED_NAME_SUFFIX = "_position"  # the longest suffix a name-derived object takes (a position index)
+MAX_PIPELINE_NAME = 63 - len(_DERIVED_NAME_SUFFIX)
+
+
+def check_pipeline_name(name: str) -> str:
+    check_identifier(name)
+    if len(name) > MAX_PIPELINE_NAME:
+        raise IdentifierError(
+            f"{name!r} is {len(name)} characters; pipeline names may have at most "
+            f"{MAX_PIPELINE_NAME} so that the Postgres objects named after them (such as "
+            f"'<name>{_DERIVED_NAME_SUFFIX}') stay within Postgres' 63-character limit"
+        )
+    if name in RESERVED_PIPELINE_NAMES:
+        raise IdentifierError(f"{name!r} is reserved: the platform's own objects (a table, a DAG) have that name")
+    return name
+
+
+def check_field_name(name: str) -> str:
+    """A declared field's name: its column sits beside the decoded row's own (ROW_LAYOUT), which it may not shadow."""
+    check_identifier(name)
+    holds = {c.name: c.holds for c in ROW_LAYOUT}
+    if name in holds:
+        raise IdentifierError(
+            f"'{name}' is reserved: the platform's staging table uses it for {holds[name]}; leave it out of the schema"
+        )
+    return name
+
+
+def check_target_table(name: str) -> str:
+    """A declared target: 'schema.table' (public when no schema is given), never in a schema of the platform's or
+    Postgres' own."""
+    schema, table = split_table_name(name)
+    if schema in PLATFORM_SCHEMAS or schema.startswith("pg_") or schema == "information_schema":
+        raise IdentifierError(
+            f"{schema}.{table} is in schema {schema!r}, which belongs to the platform or to "
+            "Postgres itself; put targets in a schema of your own (e.g. public or analytics)"
+        )
+    return f"{schema}.{table}"
 
 
 def split_table_name(name: str) -> tuple[str, str]:

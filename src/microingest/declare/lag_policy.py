@@ -10,12 +10,13 @@ lag:
   sla:                          # checked by the microingest_lag_sla DAG
     max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
     grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
+
+`declare.model` checks the section as declared; these are what it becomes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from microingest.errors import Refused
 
@@ -57,36 +58,3 @@ class LagPolicy:
         if self.sla is None:
             raise PolicyError("lag.sla", "is not declared")
         return self.sla
-
-
-def parse_lag_policy(raw: Any) -> LagPolicy:
-    section = _mapping(raw, "lag", {"window_seconds", "gate", "sla"})
-    window = section.get("window_seconds")
-    gate = sla = None
-    if section.get("gate") is not None:
-        g = _mapping(section["gate"], "lag.gate", {"min_records", "max_wait_seconds", "wait_seconds", "poke_seconds"})
-        for key in ("min_records", "max_wait_seconds"):
-            if key not in g:
-                raise PolicyError(f"lag.gate.{key}", "is required")
-        gate = GatePolicy(**{k: _positive(f"lag.gate.{k}", v) for k, v in g.items()})
-    if section.get("sla") is not None:
-        s = _mapping(section["sla"], "lag.sla", {"max_time_lag_seconds", "grace_seconds"})
-        if "max_time_lag_seconds" not in s:
-            raise PolicyError("lag.sla.max_time_lag_seconds", "is required")
-        sla = SlaPolicy(**{k: _positive(f"lag.sla.{k}", v) for k, v in s.items()})
-    return LagPolicy(None if window is None else _positive("lag.window_seconds", window), gate, sla)
-
-
-def _mapping(raw: Any, where: str, known: set[str]) -> dict:
-    if not isinstance(raw, dict):
-        raise PolicyError(where, f"must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise PolicyError(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
-    return raw
-
-
-def _positive(where: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PolicyError(where, f"must be a positive integer, got {value!r}")
-    return value

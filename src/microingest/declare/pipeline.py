@@ -1,29 +1,37 @@
 """What a pipeline declaration says, once validated: the `Pipeline` and its parts, and the vocabulary they use.
 
-A declaration is data, not code. `declare.validate` turns one into a `Pipeline`; `declare.files` finds and reads the
-files of the pipelines folder.
+A declaration is data, not code. `declare.model` says what each of its fields may hold, `declare.validate` turns one
+into a `Pipeline`; `declare.files` finds and reads the files of the pipelines folder.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
+from typing import Literal, get_args
 
 from microingest.declare.lag_policy import LagPolicy
 from microingest.errors import Refused
 
-FIELD_TYPES = ("string", "integer", "double", "boolean", "timestamp")
-START_POSITIONS = ("earliest", "latest")
-VALUE_FORMATS = ("json", "avro", "protobuf", "json_schema")
-REGISTRY_FORMATS = (
-    "avro",
-    "protobuf",
-    "json_schema",
-)  # Confluent-framed: magic byte 0, the writer schema's id, the payload
-KEY_FORMATS = ("string",) + REGISTRY_FORMATS
-SINK_MODES = ("append", "upsert_latest", "aggregate")
-GAP_POLICIES = ("fail", "skip")
-RECREATED_TOPIC_POLICIES = ("fail", "restart")
+# Each choice a declaration makes: the Literal types the declaration's model checks, and their values in order.
+FieldType = Literal["string", "integer", "double", "boolean", "timestamp"]
+StartPosition = Literal["earliest", "latest"]
+# The registry formats are Confluent-framed: magic byte 0, the writer schema's id, the payload.
+RegistryFormat = Literal["avro", "protobuf", "json_schema"]
+ValueFormat = Literal["json", RegistryFormat]
+KeyFormat = Literal["string", RegistryFormat]
+SinkMode = Literal["append", "upsert_latest", "aggregate"]
+GapPolicy = Literal["fail", "skip"]
+RecreatedTopicPolicy = Literal["fail", "restart"]
+
+FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
+START_POSITIONS: tuple[str, ...] = get_args(StartPosition)
+REGISTRY_FORMATS: tuple[str, ...] = get_args(RegistryFormat)
+VALUE_FORMATS: tuple[str, ...] = get_args(ValueFormat)
+KEY_FORMATS: tuple[str, ...] = get_args(KeyFormat)
+SINK_MODES: tuple[str, ...] = get_args(SinkMode)
+GAP_POLICIES: tuple[str, ...] = get_args(GapPolicy)
+RECREATED_TOPIC_POLICIES: tuple[str, ...] = get_args(RecreatedTopicPolicy)
 MEASURES = ("count", "sum")
 
 

@@ -1,0 +1,394 @@
+"""A pipeline declaration as pydantic models: what each field may hold, and what it must agree with, in the words of
+whoever writes the YAML. `validate` runs them on a parsed file and makes the result a `Pipeline`.
+
+Values are taken strictly as YAML gives them: no 5 for "5", no true for 1. Our own words are ValueErrors, raised by
+the validators here (or the name checks of `identifiers`); where pydantic objects to a value itself, `_says` puts it
+in ours. Pydantic's structural errors (a field missing or unknown, lag sections that are not mappings) are worded
+by `validate`.
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from collections.abc import Callable
+from datetime import date, datetime
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
+
+from microingest.declare.identifiers import (
+    check_field_name,
+    check_identifier,
+    check_pipeline_name,
+    check_target_table,
+    check_topic,
+)
+from microingest.declare.lag_policy import GatePolicy, SlaPolicy
+from microingest.declare.pipeline import (
+    FIELD_TYPES,
+    GAP_POLICIES,
+    KEY_FORMATS,
+    RECREATED_TOPIC_POLICIES,
+    SINK_MODES,
+    START_POSITIONS,
+    VALUE_FORMATS,
+    DeadLetterPolicy,
+    FieldType,
+    GapPolicy,
+    KeyFormat,
+    Pipeline,
+    RecreatedTopicPolicy,
+    SinkMode,
+    StartPosition,
+    ValueFormat,
+)
+
+_TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
+_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly")
+_CRON_OR_PRESET = re.compile(rf"^({'|'.join(_PRESETS)}|(\S+\s+){{4}}\S+)$")
+# Every *_seconds value becomes a timedelta, added to now, where all pipelines are served together (the DAG file, the
+# lag page): an absurd one would overflow there and take the other pipelines down with it.
+MAX_SECONDS = 3650 * 24 * 3600
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlevel = 3
+
+
+def _shown(value: Any) -> str:
+    """A value as it goes into a message: bounded, however large (or alias-expanded) the YAML made it."""
+    return _SHOWN.repr(value)
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, in the words of the person who wrote the file."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({_shown(value)})"
+    if isinstance(value, str):
+        return f"text ({_shown(value)})"
+    if isinstance(value, (date, datetime)):
+        return f"a date ({value})"
+    if isinstance(value, list):
+        return "a list"
+    return "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def _says(problem: str, got: Callable[[Any], str] | None = _shown) -> WrapValidator:
+    """Pydantic's objections to the annotated value become `problem`, followed by the value as `got` shows it. What
+    our own validators say within it (a ValueError: pydantic's value_error) stands."""
+
+    def wrap(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            if all(error["type"] == "value_error" for error in exc.errors()):
+                raise
+            raise ValueError(problem if got is None else f"{problem}, got {got(value)}") from None
+
+    return WrapValidator(wrap)
+
+
+def _one_of(choices: tuple[str, ...]) -> WrapValidator:
+    return _says(f"must be one of {', '.join(choices)}")
+
+
+def _text(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, got {_kind(value)}")
+    return value
+
+
+def _at_most_ten_years(seconds: int) -> int:
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS:,} (ten years), got {seconds}")
+    return seconds
+
+
+def _schedule(schedule: str) -> str:
+    """Checked as Airflow's timetable and the lag page will read it: a schedule they cannot use would break the DAG
+    file and the lag page for every pipeline."""
+    from croniter import CroniterBadDateError, croniter
+
+    schedule = schedule.strip()
+    if not _CRON_OR_PRESET.match(schedule):
+        raise ValueError(f"must be a cron expression or @preset ({', '.join(_PRESETS)}), got {_shown(schedule)}")
+    try:
+        croniter(schedule, datetime(2026, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"{_shown(schedule)} never fires") from None
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"{_shown(schedule)} is not a valid cron expression: {exc}") from None
+    return schedule
+
+
+def _fault(loc: tuple[str, ...], problem: str) -> ValidationError:
+    """A problem found beyond the value at hand (across fields, in keys), placed at the field to change."""
+    return ValidationError.from_exception_data(
+        "Declaration", [{"type": "value_error", "loc": loc, "input": None, "ctx": {"error": ValueError(problem)}}]
+    )
+
+
+_TEXT = BeforeValidator(_text)
+Positive = Annotated[int, Field(ge=1), _says("must be a positive integer")]
+AtLeastOne = Annotated[int, Field(ge=1), _says("must be an integer >= 1")]
+AtLeastZero = Annotated[int, Field(ge=0), _says("must be an integer >= 0")]
+PositiveSeconds = Annotated[Positive, AfterValidator(_at_most_ten_years)]
+ConnId = Annotated[str, _TEXT, AfterValidator(check_identifier)]
+
+
+class _Strict(BaseModel):
+    # Patterns match as Python's re does (its $ also matches before a final newline), as they did before pydantic.
+    model_config = ConfigDict(strict=True, extra="forbid", regex_engine="python-re")
+
+
+class _Section(_Strict):
+    """A mapping that is wrong as a whole when it is not one, has a field it does not know or lacks one it needs:
+    `problem` says what it must be."""
+
+    problem: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole(cls, data: Any) -> Any:
+        data = cls._written(data)
+        fields = cls.model_fields
+        needed = {name for name, field in fields.items() if field.is_required()}
+        if not isinstance(data, dict) or not needed <= data.keys() <= fields.keys():
+            raise ValueError(cls.problem)
+        return data
+
+    @classmethod
+    def _written(cls, data: Any) -> Any:
+        """The section as the model reads it, from what the YAML may write in short."""
+        return data
+
+
+class FieldSpec(_Section):
+    problem = "must be a type name or a mapping with 'type' and 'required'"
+
+    type: Annotated[FieldType, _one_of(FIELD_TYPES)]
+    required: Annotated[bool, _says("must be true or false")] = False
+
+    @classmethod
+    def _written(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"type": data}
+        # A type left out is not among the types: said as such, at 'type'.
+        return {"type": None, **data} if isinstance(data, dict) else data
+
+
+class DeadLetter(_Section):
+    problem = "must be a mapping with max_records and/or max_fraction"
+
+    max_records: AtLeastZero | None = DeadLetterPolicy.max_records
+    max_fraction: Annotated[float, Field(ge=0, le=1), _says("must be a number from 0 to 1")] | None = (
+        DeadLetterPolicy.max_fraction
+    )
+
+
+class TimeBucket(_Section):
+    problem = "must be a mapping with field and width"
+
+    field: Annotated[str, _says("must be a field name (text)", got=_kind)]
+    width: Annotated[str, Field(pattern=_INTERVAL), _says("must look like '15 minutes' or '1 hour'")]
+
+
+class MeasureSpec(_Strict):
+    """`count`, or `{sum: <numeric field>}`."""
+
+    count: bool = False  # written as the word count; no declaration writes the key
+    sum: Annotated[str, _says("must name a numeric field of the schema (text)", got=_kind)] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_or_sum(cls, data: Any) -> Any:
+        if data == "count":
+            return {"count": True}
+        if not isinstance(data, dict) or list(data) != ["sum"]:
+            raise ValueError(f"must be count or {{sum: <numeric field>}}, got {_shown(data)}")
+        return data
+
+
+class AggregateSpec(_Section):
+    problem = "must be a mapping with group_by, measures and optional time_bucket"
+
+    time_bucket: TimeBucket | None = None
+    group_by: Annotated[list[str], _says("must be a list of schema field names", got=_kind)] | None = None
+    measures: Annotated[
+        dict[Annotated[str, AfterValidator(check_identifier)], MeasureSpec],
+        Field(min_length=1),
+        _says("must map measure column names to count or {sum: field}", got=None),
+    ] = Field(default_factory=dict, validate_default=True)
+
+    def check_against(self, schema: dict[str, FieldSpec]) -> None:
+        """The schema's fields it names: a required timestamp to bucket by, required fields to group by, numeric
+        fields to sum; and no column twice."""
+        bucket, group_by = self.time_bucket, self.group_by or []
+        if bucket is not None:
+            spec = schema.get(bucket.field)
+            if spec is None or spec.type != "timestamp" or not spec.required:
+                raise _fault(
+                    ("aggregate", "time_bucket", "field"),
+                    f"{_shown(bucket.field)} must be a required timestamp field of the schema",
+                )
+        for i, name in enumerate(group_by):
+            if name not in schema or not schema[name].required:
+                raise _fault(("aggregate", "group_by"), f"'{name}' must be a required field of the schema")
+            if name in group_by[:i]:
+                raise _fault(("aggregate", "group_by"), f"'{name}' is listed twice")
+            if bucket is not None and name == "bucket_start":
+                raise _fault(
+                    ("aggregate", "group_by"), "'bucket_start' clashes with the time bucket's column; rename the field"
+                )
+        if not group_by and bucket is None:
+            raise _fault(("aggregate", "group_by"), "give group_by fields, a time_bucket, or both")
+        for name, measure in self.measures.items():
+            if name in group_by or name == "bucket_start":
+                raise _fault(("aggregate", "measures", name), "clashes with a group column")
+            summed = schema.get(measure.sum)
+            if not measure.count and (summed is None or summed.type not in ("integer", "double")):
+                raise _fault(
+                    ("aggregate", "measures", name, "sum"),
+                    f"{_shown(measure.sum)} must be an integer or double field of the schema",
+                )
+
+
+class Gate(_Strict):
+    min_records: Positive
+    max_wait_seconds: PositiveSeconds
+    wait_seconds: PositiveSeconds = GatePolicy.wait_seconds
+    poke_seconds: PositiveSeconds = GatePolicy.poke_seconds
+
+
+class Sla(_Strict):
+    max_time_lag_seconds: PositiveSeconds
+    grace_seconds: PositiveSeconds = SlaPolicy.grace_seconds
+
+
+class Lag(_Strict):
+    gate: Gate | None = None
+    sla: Sla | None = None
+    window_seconds: PositiveSeconds | None = None
+
+
+class Declaration(_Strict):
+    """One pipeline's declaration. Its fields are Pipeline's (but `source`), with the same defaults, in the order a
+    malformed one is reported."""
+
+    name: Annotated[str, _TEXT, AfterValidator(check_pipeline_name)]
+    topic: Annotated[str, _TEXT, AfterValidator(check_topic)]
+    target_table: Annotated[str, _TEXT, AfterValidator(check_target_table)]
+    schema_: Annotated[
+        dict[Annotated[str, AfterValidator(check_field_name)], FieldSpec],
+        Field(min_length=1),
+        _says("must be a non-empty mapping of field name to type", got=None),
+    ] = Field(alias="schema")  # BaseModel has a schema() of its own
+    kafka_conn_id: ConnId = Pipeline.kafka_conn_id
+    postgres_conn_id: ConnId = Pipeline.postgres_conn_id
+    spark_conn_id: ConnId = Pipeline.spark_conn_id
+    schema_registry_conn_id: ConnId = Pipeline.schema_registry_conn_id
+    value_format: Annotated[ValueFormat, _TEXT, _one_of(VALUE_FORMATS)] = "json"
+    key_format: Annotated[KeyFormat, _TEXT, _one_of(KEY_FORMATS)] = "string"
+    sink_mode: Annotated[SinkMode, _TEXT, _one_of(SINK_MODES)] = "append"
+    start_from: Annotated[StartPosition, _TEXT, _one_of(START_POSITIONS)] = "earliest"
+    max_records_per_batch: Positive = Pipeline.max_records_per_batch
+    max_records_per_run: Positive = Pipeline.max_records_per_run
+    max_run_seconds: PositiveSeconds = Pipeline.max_run_seconds
+    schedule: Annotated[str, _TEXT, AfterValidator(_schedule)] | None = Pipeline.schedule
+    description: Annotated[str, _TEXT] = Pipeline.description
+    on_retention_gap: Annotated[GapPolicy, _TEXT, _one_of(GAP_POLICIES)] = "fail"
+    on_topic_recreated: Annotated[RecreatedTopicPolicy, _TEXT, _one_of(RECREATED_TOPIC_POLICIES)] = "fail"
+    max_value_bytes: AtLeastOne = Pipeline.max_value_bytes
+    retries: AtLeastZero = Pipeline.retries
+    retry_delay_seconds: Annotated[AtLeastZero, AfterValidator(_at_most_ten_years)] = Pipeline.retry_delay_seconds
+    max_active_runs: AtLeastOne = Pipeline.max_active_runs
+    transform: Annotated[str, _TEXT, Field(pattern=_TRANSFORM), _says("must be 'package.module:function'")] | None = (
+        Pipeline.transform
+    )
+    dead_letter: DeadLetter | None = None  # Pipeline's DeadLetterPolicy()
+    lag: Lag | None = None  # Pipeline's LagPolicy()
+    aggregate: AggregateSpec | None = Field(None, validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_mapping_named_in_text(cls, raw: Any) -> Any:
+        required = [field.alias or name for name, field in cls.model_fields.items() if field.is_required()]
+        if raw is None:
+            raise ValueError("the file is empty; declare at least " + ", ".join(required))
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a mapping of fields, got {_kind(raw)}")
+        _check_keys(raw)
+        # A required field left empty is reported as left out.
+        return {key: value for key, value in raw.items() if not (key in required and value in (None, ""))}
+
+    @field_validator("aggregate", mode="before")
+    @classmethod
+    def _with_sink_mode_aggregate(cls, aggregate: Any, info: ValidationInfo) -> Any:
+        mode = info.data.get("sink_mode", "append")  # absent if itself malformed: reported first
+        if mode == "aggregate" and aggregate is None:
+            raise ValueError("is required when sink_mode is aggregate")
+        if mode != "aggregate" and aggregate is not None:
+            raise ValueError(f"only applies to sink_mode aggregate, not {mode}")
+        return aggregate
+
+    @model_validator(mode="after")
+    def _fields_agree(self) -> Declaration:
+        if self.aggregate is not None:
+            self.aggregate.check_against(self.schema_)
+        if self.key_format != "string" and self.sink_mode != "upsert_latest":
+            raise _fault(
+                ("key_format",),
+                f"only applies to sink_mode upsert_latest (the only sink that reads keys), not {self.sink_mode}",
+            )
+        return self
+
+
+def _check_keys(raw: dict) -> None:
+    """Every key of every mapping is text, checked before any field: YAML makes 1, yes or ~ a number, a boolean or
+    null, rarely what was meant, and pydantic would say neither the key as written nor the fix. Each container is
+    visited once: YAML aliases can share and even nest a node inside itself."""
+    pending: list[tuple[str, dict | list]] = [("", raw)]
+    seen: set[int] = set()
+    while pending:
+        where, node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(node) if isinstance(item, (dict, list)))
+            continue
+        for key, value in node.items():
+            path = f"{where}.{_spelled(key)}" if where else _spelled(key)
+            if not isinstance(key, str):
+                raise _fault((path,), _key_problem(key))
+            if isinstance(value, (dict, list)):
+                pending.append((path, value))
+
+
+def _spelled(key: Any) -> str:
+    return "null" if key is None else str(key).lower() if isinstance(key, bool) else str(key)
+
+
+def _key_problem(key: Any) -> str:
+    what = _kind(key)
+    if isinstance(key, bool):
+        what = what[:-1] + ": YAML reads unquoted yes, no, on, off, true and false so)"
+    return f"names must be text, got {what}; put the name in quotes"
