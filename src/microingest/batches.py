@@ -342,6 +342,22 @@ class Span(NamedTuple):
         return f"{self.topic}[{self.partition}] offsets {self.first}..{self.last} ({self.records} records)"
 
 
+class DeadLetterNote(NamedTuple):
+    """Where a dead letter came from and why: the few a refused batch names travel typed beside the COPY text."""
+
+    topic: str
+    partition: int
+    offset: int
+    error_class: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset} {self.error_class}: {self.message}"
+
+
+NOTED_DEAD_LETTERS = 3  # per decoded Arrow batch, and in a refused batch's message
+
+
 class LayoutColumn(NamedTuple):
     name: str
     pg_type: str

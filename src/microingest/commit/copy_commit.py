@@ -13,12 +13,20 @@ the read's proof (`read_proof`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from psycopg2 import sql
 
-from microingest.batches import DEAD_LETTER_COLUMNS, Batch, CommitResult, RunInfo, Span
+from microingest.batches import (
+    DEAD_LETTER_COLUMNS,
+    NOTED_DEAD_LETTERS,
+    Batch,
+    CommitResult,
+    DeadLetterNote,
+    RunInfo,
+    Span,
+)
 from microingest.commit.history import BatchRecord, record_batch
 from microingest.commit.overlap import Settled
 from microingest.commit.read_proof import ReadMismatchError, prove_read
@@ -41,19 +49,11 @@ class DecodedBatch:
     into_target: bool  # rows in the target's columns and dead letters naming the pipeline, or the staged layout
     started_at: datetime  # when its read began
     decoded_at: datetime  # when the driver held all of it
+    notes: list[DeadLetterNote] = field(default_factory=list)  # the first few dead letters, typed
 
-    def sample_dead_letters(self, limit: int = 3) -> list[str]:
+    def sample_dead_letters(self, limit: int = NOTED_DEAD_LETTERS) -> list[str]:
         """The first few dead letters as topic[partition]@offset class: message."""
-        lead = 2 if self.into_target else 1  # (pipeline, batch id) or (batch id)
-        lines = (line for chunk in self.dead for line in chunk.decode("utf-8").split("\n") if line)
-        out = []
-        for line in lines:
-            fields = line.split("\t")
-            topic, partition, offset = fields[lead : lead + 3]
-            out.append(f"{topic}[{partition}]@{offset} {fields[-2]}: {fields[-1]}")
-            if len(out) == limit:
-                break
-        return out
+        return [str(note) for note in self.notes[:limit]]
 
 
 class _Chunks:

@@ -12,13 +12,15 @@ import base64
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote
+from microingest.declare.pipeline import Pipeline
 from microingest.decode import arrow_json, avro_batch, storable
 from microingest.decode.batch_columns import ARROW_TYPES
 from microingest.decode.codec import copy_text_row
@@ -35,6 +37,7 @@ _CSV = pa_csv.WriteOptions(include_header=False)
 class StagedBatch:
     rows: pa.Table
     dead_letters: list[str]
+    notes: list[DeadLetterNote] = field(default_factory=list)  # the first few dead letters' origin and reason
 
 
 def stage_batch(
@@ -45,8 +48,9 @@ def stage_batch(
     lead = (batch_id,) if dead_letter_lead is None else dead_letter_lead
     decoded = whole_batch(batch, processor)
     if decoded is not None:
-        return StagedBatch(_rows(batch, batch_id, decoded), [])
+        return StagedBatch(_rows(batch, batch_id, decoded, processor.pipeline), [])
     kept, staged, dead = [], [], []
+    notes: list[DeadLetterNote] = []
     for i, (topic, partition, offset, ts_micros, key, value, headers) in enumerate(_records(batch)):
         try:
             staged.append(processor.process(key, value))
@@ -56,12 +60,16 @@ def stage_batch(
                     lead, (topic, partition, offset, ts_micros, key, value, headers), exc.error_class, str(exc)
                 )
             )
+            if len(notes) < NOTED_DEAD_LETTERS:
+                notes.append(DeadLetterNote(topic, partition, offset, exc.error_class, str(exc)))
             continue
         kept.append(i)
     types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in processor.pipeline.schema]
     columns = list(zip(*staged)) or [()] * len(types)
     decoded = [pa.array(values, type) for values, type in zip(columns, types)]
-    return StagedBatch(_rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded), dead)
+    return StagedBatch(
+        _rows(batch.take(pa.array(kept, pa.int64())), batch_id, decoded, processor.pipeline), dead, notes
+    )
 
 
 def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str, message: str) -> list[str]:
@@ -101,7 +109,8 @@ def csv_bytes(rows: pa.Table) -> bytes:
     return out.getvalue()
 
 
-def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array]) -> pa.Table:
+def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array], pipeline: Pipeline) -> pa.Table:
+    """The decoded rows in ROW_LAYOUT, then the declared value fields, each column by its name."""
     source = [
         batch.column("topic"),
         batch.column("partition"),
@@ -109,7 +118,7 @@ def _rows(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array]) -> pa.T
         batch.column("ts_micros").cast(_KAFKA_TIMESTAMP),
         pa.array([batch_id] * batch.num_rows, pa.string()),
     ]
-    return pa.Table.from_arrays(source + decoded, names=[str(i) for i in range(len(source) + len(decoded))])
+    return pa.Table.from_arrays(source + decoded, names=[*ROW_COLUMNS, *pipeline.value_columns])
 
 
 def _kafka_time(ts_micros: int | None) -> datetime | None:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from microingest import faults
-from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS, Span
+from microingest.batches import SOURCE_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import SKIPPED, StagedCounts
 from microingest.declare.pipeline import Pipeline
@@ -21,7 +21,8 @@ from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
 # The spans (read_proof) travel typed, one struct per Span, so the driver reads them back without parsing text.
 _SPAN = "struct<topic: string, partition: int, first: bigint, last: bigint, records: bigint>"
-DECODED_SCHEMA = f"rows binary, dead binary, good long, bad long, spans array<{_SPAN}>"
+_NOTE = "struct<topic: string, partition: int, offset: bigint, error_class: string, message: string>"
+DECODED_SCHEMA = f"rows binary, dead binary, good long, bad long, spans array<{_SPAN}>, notes array<{_NOTE}>"
 _ARROW_SPAN = pa.struct(
     [
         ("topic", pa.string()),
@@ -31,6 +32,15 @@ _ARROW_SPAN = pa.struct(
         ("records", pa.int64()),
     ]
 )
+_ARROW_NOTE = pa.struct(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error_class", pa.string()),
+        ("message", pa.string()),
+    ]
+)
 DECODED_ARROW_SCHEMA = pa.schema(
     [
         ("rows", pa.binary()),
@@ -38,12 +48,11 @@ DECODED_ARROW_SCHEMA = pa.schema(
         ("good", pa.int64()),
         ("bad", pa.int64()),
         ("spans", pa.list_(_ARROW_SPAN)),
+        ("notes", pa.list_(_ARROW_NOTE)),
     ]
 )
 # A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
-# The staged layout's columns that an append target has too: the source position and the declared values.
-_TARGET_INDICES = [i for i, c in enumerate(ROW_COLUMNS) if c in SOURCE_COLUMNS]
 
 
 class Decoder:
@@ -68,7 +77,8 @@ class Decoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         processor = RecordProcessor(self.pipeline, self.registry)
         lead = (self.pipeline.name, self.batch_id) if self.into_target else None
-        values = list(range(len(ROW_COLUMNS), len(ROW_COLUMNS) + len(self.pipeline.value_columns)))
+        # An append target has the source position and the declared values of the staged layout.
+        target_columns = [*SOURCE_COLUMNS, *self.pipeline.value_columns]
         for batch in batches:
             if not batch.num_rows:
                 continue
@@ -76,7 +86,7 @@ class Decoder:
                 yield _skipped(batch, (self.pipeline.name, self.batch_id), self.skip_note)
                 continue
             staged = stage_batch(batch, processor, self.batch_id, lead)
-            rows = staged.rows.select(_TARGET_INDICES + values) if self.into_target else staged.rows
+            rows = staged.rows.select(target_columns) if self.into_target else staged.rows
             first, *rest = _csv_chunks(rows)
             # The counts, dead letters and positions ride on the first chunk; the rest carry only rows.
             yield pa.RecordBatch.from_pylist(
@@ -87,9 +97,10 @@ class Decoder:
                         "good": rows.num_rows,
                         "bad": len(staged.dead_letters),
                         "spans": [s._asdict() for s in read_spans(batch)],
+                        "notes": [n._asdict() for n in staged.notes],
                     }
                 ]
-                + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": []} for chunk in rest],
+                + [{"rows": chunk, "dead": b"", "good": 0, "bad": 0, "spans": [], "notes": []} for chunk in rest],
                 schema=DECODED_ARROW_SCHEMA,
             )
         faults.crash_point("executor_after_decode", self.faults)
@@ -101,8 +112,17 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
     dead = dead_letters(batch, lead, SKIPPED, note)
     first, *rest = _text_chunks(dead)
     return pa.RecordBatch.from_pylist(
-        [{"rows": b"", "dead": first, "good": 0, "bad": len(dead), "spans": [s._asdict() for s in read_spans(batch)]}]
-        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": []} for chunk in rest],
+        [
+            {
+                "rows": b"",
+                "dead": first,
+                "good": 0,
+                "bad": len(dead),
+                "spans": [s._asdict() for s in read_spans(batch)],
+                "notes": [],  # a skip's dead letters are what the operator asked for: no batch is refused over them
+            }
+        ]
+        + [{"rows": b"", "dead": chunk, "good": 0, "bad": 0, "spans": [], "notes": []} for chunk in rest],
         schema=DECODED_ARROW_SCHEMA,
     )
 
@@ -158,6 +178,7 @@ def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> Decode
         dead=[c for c in table.column("dead").to_pylist() if c],
         counts=StagedCounts(pc.sum(table.column("good")).as_py() or 0, pc.sum(table.column("bad")).as_py() or 0),
         spans=[Span(**s) for spans in table.column("spans").to_pylist() for s in spans],
+        notes=[DeadLetterNote(**n) for notes in table.column("notes").to_pylist() for n in notes],
         into_target=decoder.into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),

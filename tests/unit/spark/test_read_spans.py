@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from microingest.batches import Span
+from microingest.batches import DeadLetterNote, Span
 from microingest.declare.validate import parse_pipeline
 from microingest.spark.decoder import DECODED_ARROW_SCHEMA, Decoder, collected, read_spans
 
@@ -38,13 +38,24 @@ def test_an_empty_chunk_has_no_spans():
     assert read_spans(batch([])) == []
 
 
-def test_the_spans_reach_the_driver_typed_as_they_were_read():
-    """The decoder's output as the driver collects it (an Arrow table of DECODED_SCHEMA's layout): the spans come
-    back as the Spans the executors read, no text in between."""
+def test_the_spans_and_dead_letter_notes_reach_the_driver_typed_as_they_were_read():
+    """The decoder's output as the driver collects it (an Arrow table of DECODED_SCHEMA's layout): the spans and the
+    dead letters' notes come back as the executors made them, no text in between."""
     spans = [Span("t", 0, 5, 6, 2), Span("u", 1, 1, 1, 1)]
-    first = {"rows": b"", "dead": b"", "good": 0, "bad": 0, "spans": [s._asdict() for s in spans]}
-    rest = {"rows": b"x", "dead": b"", "good": 0, "bad": 0, "spans": []}
+    notes = [DeadLetterNote("t", 0, 6, "InvalidJson", "line 1:\tnot JSON\n"), DeadLetterNote("u", 1, 1, "x", "")]
+    first = {
+        "rows": b"",
+        "dead": b"",
+        "good": 0,
+        "bad": 2,
+        "spans": [s._asdict() for s in spans],
+        "notes": [n._asdict() for n in notes],
+    }
+    rest = {"rows": b"x", "dead": b"", "good": 0, "bad": 0, "spans": [], "notes": []}
     table = pa.Table.from_batches([pa.RecordBatch.from_pylist([first, rest], schema=DECODED_ARROW_SCHEMA)])
     pipeline = parse_pipeline({"name": "p", "topic": "t", "target_table": "public.p", "schema": {"a": "string"}})
     decoder = Decoder(pipeline, "b", None, into_target=True)
-    assert collected(table, decoder, datetime.now(timezone.utc)).spans == spans
+    decoded = collected(table, decoder, datetime.now(timezone.utc))
+    assert decoded.spans == spans
+    assert decoded.notes == notes
+    assert decoded.sample_dead_letters() == ["t[0]@6 InvalidJson: line 1:\tnot JSON\n", "u[1]@1 x: "]
