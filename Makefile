@@ -81,7 +81,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
-# The soak cuts the network between services with nftables rules (tests/integration/cluster/network_partition.py).
+# The soak cuts the network between services with nftables rules (scripts/local_platform/faults/network_partition.py).
 .PHONY: nftables
 nftables:
 	@if ! command -v nft >/dev/null && [ "$$(id -u)" = 0 ]; then \

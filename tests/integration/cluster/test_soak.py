@@ -9,7 +9,8 @@ waits deferred in the triggerer most of each minute.
 
 Faults: MICROINGEST_SOAK_FAULTS of them (default: one of each kind, the short form in `make test`; `make soak` asks
 for 105), one every MICROINGEST_SOAK_INTERVAL seconds, each kind in turn in a shuffled order, never two on the same
-part at once (soak_faults.py). The report: .state/cluster/soak-report.json and a table in the output."""
+part at once (scripts/local_platform/faults/injection.py). The report: .state/cluster/soak-report.json and a table in
+the output."""
 
 from __future__ import annotations
 
@@ -21,15 +22,14 @@ import time
 import uuid
 from pathlib import Path
 
-import full_disk
 import pytest
-import soak_faults
-import soak_moments
-import soak_report
-import soak_workload
 
+from helpers import soak_workload
 from helpers.exactly_once import Producer, verify
 from helpers.pipeline_env import SERVED_FOLDER, read_to_end
+from local_platform.faults import full_disk, moments
+from local_platform.faults import injection as soak_faults
+from local_platform.faults import report as soak_report
 from microingest import settings
 
 pytestmark = pytest.mark.skipif(
@@ -123,7 +123,7 @@ def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list
     # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
     # starting a run a minute whose sensor waits for records that no longer come, by design.
     report["settled"] = bool(
-        soak_moments.until(
+        moments.until(
             lambda: all(not soak_workload.active_runs(api, e.pipeline.dag_id) for e in sinks.all()),
             CONVERGE_LIMIT,
             poll=5,

@@ -14,13 +14,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import cluster_access as cluster
-import full_disk
-import network_partition
-from soak_moments import PRECONDITION_WAIT, await_moment, commit_in_flight, deferred_sensor, running_task_on, until
-
-from helpers.pipeline_env import platform
 from local_platform import config
+from local_platform.faults import cluster, full_disk, network_partition
+from local_platform.faults.cluster import platform
+from local_platform.faults.moments import (
+    PRECONDITION_WAIT,
+    await_moment,
+    commit_in_flight,
+    deferred_sensor,
+    running_task_on,
+    until,
+)
 
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
 

@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -19,8 +21,14 @@ from local_platform.process_tree import platform_cgroup
 from microingest import settings
 
 RUN = settings.state_dir() / "run"
+SERVICES = Path(__file__).resolve().parents[2] / "services.py"
 EDGE_WORKERS = ("edge-worker-1", "edge-worker-2")
 SPARK_WORKERS = ("spark-worker-1", "spark-worker-2")
+
+
+def platform(*args: str, timeout: float = 600) -> None:
+    """Control the platform as an operator would (`services.py stop postgres`, ...)."""
+    subprocess.run([sys.executable, str(SERVICES), *args], check=True, capture_output=True, timeout=timeout)
 
 
 def pid(service: str) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import cluster_access as cluster
+from local_platform.faults import cluster
 
 PRECONDITION_WAIT = 30  # seconds a fault waits for its moment before striking anyway (and saying so)
 
