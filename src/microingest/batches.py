@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import NamedTuple
 
-from microingest.errors import PlanningError
+from microingest.errors import MicroingestError, PlanningError
 
 
 @dataclass(frozen=True)
@@ -273,10 +273,25 @@ class CommitResult:
     skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
 
 
+@dataclass(frozen=True)
+class JobFailure:
+    """Why a job stopped before committing its next batch (a MicroingestError, as it crosses to the operator), and
+    whether a retry may meet something else."""
+
+    error_class: str
+    error: str
+    retryable: bool
+
+    @classmethod
+    def of(cls, exc: MicroingestError) -> JobFailure:
+        return cls(type(exc).__name__, str(exc), exc.retryable)
+
+
 @dataclass
 class RunOutcome:
-    """What one DAG run has committed (over all its task tries): what the job reports, what the ingest task returns
-    as XCom, and what a retry starts from."""
+    """What one DAG run has committed (over all its task tries), and why its job stopped if it failed: what the job
+    reports to the operator (its one channel for it: the exit code only tells a person at a shell), what the ingest
+    task returns as XCom, and what a retry starts from."""
 
     batches: int = 0
     records_read: int = 0
@@ -285,6 +300,7 @@ class RunOutcome:
     skipped: int = 0  # backfill, overlap skip_existing: records whose positions were already there
     remaining: int = 0  # records of the run's plan left for the next run (time budget spent)
     ranges: tuple[OffsetRange, ...] = ()  # what was committed, so a retry can leave it out of its plan
+    failure: JobFailure | None = None
 
     def add(self, batch: CommitResult) -> None:
         self.extend(
@@ -305,15 +321,25 @@ class RunOutcome:
     def to_dict(self) -> dict:
         """The committed outcome as the job reports it and the ingest task returns it (ranges stay out: XCom is for
         people and later tasks, the history holds them)."""
+        failure = {} if self.failure is None else asdict(self.failure)
         return {
-            "status": "committed",
+            "status": "committed" if self.failure is None else "failed",
             "batches": self.batches,
             "records_read": self.records_read,
             "rows_written": self.rows_written,
             "dead_letters": self.dead_letters,
             "skipped": self.skipped,
             "remaining": self.remaining,
+            **failure,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> RunOutcome:
+        counts = {k: d.get(k, 0) for k in ("batches", "records_read", "rows_written", "dead_letters", "skipped")}
+        failure = None
+        if d["status"] == "failed":
+            failure = JobFailure(d["error_class"], d["error"], d["retryable"])
+        return cls(**counts, remaining=d.get("remaining", 0), failure=failure)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ property says what Airflow does with it:
   connection lost to a crash). Nothing of the failed batch was written; Airflow retries and the retry goes on where
   this try stopped.
 
-Across the process boundary (the Spark job, then the operator) an error travels as the job's outcome file:
-`{"status": "failed", "error_class": <class name>, "error": <message>, "retryable": <bool>, ...}` with the counts of
-what the run committed before (batches.RunOutcome), and the
-job exits with REFUSED_EXIT or TRANSIENT_EXIT. Anything else that escapes (a Spark or driver failure) is transient.
+Across the process boundary (the Spark job, then the operator) an error travels in the job's outcome file, a
+batches.RunOutcome whose JobFailure names its class and message and says whether it is retryable, with the counts of
+what the run committed before; the operator decides by it alone. For a person running the job at a shell it also
+exits with REFUSED_EXIT or TRANSIENT_EXIT. Anything else that escapes (a Spark or driver failure) is transient.
 """
 
 from __future__ import annotations
@@ -30,11 +30,6 @@ class Refused(MicroingestError):
 
 class Transient(MicroingestError):
     retryable = True
-
-
-def outcome_of(exc: MicroingestError) -> dict:
-    """The failure as the job reports it to the operator (see the module docstring)."""
-    return {"status": "failed", "error_class": type(exc).__name__, "error": str(exc), "retryable": exc.retryable}
 
 
 def exit_code_of(exc: MicroingestError) -> int:

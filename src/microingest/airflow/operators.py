@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from microingest import settings
 from microingest.airflow.launchers import Launcher, launcher_for
-from microingest.batches import RunInfo, RunPlan
+from microingest.batches import RunInfo, RunOutcome, RunPlan
 from microingest.commit.history import committed_by_run
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import Transient
@@ -65,35 +65,31 @@ class SparkIngestOperator(BaseOperator):
             try:
                 self._launcher.run()
             except Exception:
-                outcome = _read_outcome(outcome_file)
-                if outcome.get("status") != "failed":
+                reported = _reported(outcome_file)
+                if reported is None or reported.failure is None:
                     raise  # Spark, Kafka or Postgres trouble: a retry goes on where this try stopped
-                message = f"{outcome['error_class']}: {outcome['error']}"
-                if outcome.get("batches"):
-                    message += (
-                        f" ({outcome['batches']} batch(es) of this run committed before, "
-                        f"{outcome['records_read']} records)"
-                    )
-                if not outcome.get("retryable", True):
-                    raise AirflowFailException(message) from None  # a retry would be refused the same way
-                raise BatchFailedError(message) from None
-            outcome = _read_outcome(outcome_file)
+                raise _failed(reported) from None
+            outcome = _reported(outcome_file)
         finally:
             os.unlink(outcome_file)
+        if outcome is None:
+            raise BatchFailedError(
+                "the Spark job ended without reporting its outcome; a retry goes on from the history"
+            )
         self.log.info(
             "run committed %s batch(es): %s records read, %s rows written, %s dead letters",
-            outcome.get("batches"),
-            outcome.get("records_read"),
-            outcome.get("rows_written"),
-            outcome.get("dead_letters"),
+            outcome.batches,
+            outcome.records_read,
+            outcome.rows_written,
+            outcome.dead_letters,
         )
-        if outcome.get("remaining"):
+        if outcome.remaining:
             self.log.info(
                 "time budget (max_run_seconds %s) spent: %s records of this run's plan are left to the next run",
                 plan.time_budget_seconds,
-                outcome["remaining"],
+                outcome.remaining,
             )
-        return outcome
+        return outcome.to_dict()
 
     def launcher(self, plan: RunPlan, run: RunInfo, outcome_file: str) -> Launcher:
         """The job's launcher, its arguments and environment set (the pipeline's connections, the outcome file, and
@@ -147,9 +143,20 @@ class BatchFailedError(Transient):
     that waited too long); nothing of the batch was written."""
 
 
-def _read_outcome(path: str) -> dict:
+def _reported(path: str) -> RunOutcome | None:
+    """The outcome the job wrote, or None when it wrote none (it died first) or not all of it."""
     try:
         with open(path) as f:
-            return json.loads(f.read() or "{}")
-    except (OSError, json.JSONDecodeError):
-        return {}
+            return RunOutcome.from_dict(json.loads(f.read()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _failed(outcome: RunOutcome) -> Exception:
+    """The task's error for a job that stopped on purpose: failed for good if a retry would be refused the same way."""
+    failure = outcome.failure
+    assert failure is not None
+    message = f"{failure.error_class}: {failure.error}"
+    if outcome.batches:
+        message += f" ({outcome.batches} batch(es) of this run committed before, {outcome.records_read} records)"
+    return BatchFailedError(message) if failure.retryable else AirflowFailException(message)

@@ -21,9 +21,9 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from microingest.batches import RunOutcome
+from microingest.batches import JobFailure, RunOutcome
 from microingest.declare.files import get_pipeline
-from microingest.errors import MicroingestError, exit_code_of, outcome_of
+from microingest.errors import MicroingestError, exit_code_of
 from microingest.spark.job import IngestJob
 from microingest.spark.run import run_plan
 from microingest.spark.submit import parse_job_args
@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
     except MicroingestError as exc:  # nothing of the failing batch was committed; the outcome says whether to retry
         finished = True
         print(f"microingest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        write_outcome({**outcome.to_dict(), **outcome_of(exc)})
+        outcome.failure = JobFailure.of(exc)
+        write_outcome(outcome.to_dict())
         return exit_code_of(exc)
     finally:
         if job is not None:
