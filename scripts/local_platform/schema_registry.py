@@ -20,7 +20,13 @@ APP = INSTALLED / "schema-registry" / "app" / "quarkus-run.jar"
 
 
 def local_connection(conn_id: str) -> ConnectionInfo:
-    return ConnectionInfo(conn_id, "schema_registry", extra={"url": f"http://{HOST}:{SCHEMA_REGISTRY_PORT}{API_PATH}"})
+    return ConnectionInfo(
+        conn_id,
+        "schema_registry",
+        host=HOST,
+        port=SCHEMA_REGISTRY_PORT,
+        extra={"url": f"http://{HOST}:{SCHEMA_REGISTRY_PORT}{API_PATH}"},
+    )
 
 
 def log_file():

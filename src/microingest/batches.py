@@ -319,8 +319,8 @@ class RunOutcome:
         self.ranges += earlier.ranges
 
     def to_dict(self) -> dict:
-        """The committed outcome as the job reports it and the ingest task returns it (ranges stay out: XCom is for
-        people and later tasks, the history holds them)."""
+        """The outcome as the job reports it and the ingest task returns it, a failure's reason included (ranges stay
+        out: XCom is for people and later tasks, the history holds them)."""
         failure = {} if self.failure is None else asdict(self.failure)
         return {
             "status": "committed" if self.failure is None else "failed",
@@ -378,7 +378,12 @@ class DeadLetterNote(NamedTuple):
     message: str
 
     def __str__(self) -> str:
-        return f"{self.topic}[{self.partition}]@{self.offset} {self.error_class}: {self.message}"
+        # A record's text may hold line breaks: escaped, as COPY text has them, it cannot forge a line of a log.
+        message = self.message.translate(_ESCAPED)
+        return f"{self.topic}[{self.partition}]@{self.offset} {self.error_class}: {message}"
+
+
+_ESCAPED = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 NOTED_DEAD_LETTERS = 3  # per decoded Arrow batch, and in a refused batch's message

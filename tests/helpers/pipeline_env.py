@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -35,13 +34,6 @@ from microingest.systems.postgres import connection
 # a registry that stops answering fails the test instead of stalling it.
 SERIALIZER_CONF = {"subject.name.strategy.type": "TOPIC"}
 REGISTRY_TIMEOUT = {"timeout": 30}
-
-SERVICES = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "services.py")]
-
-
-def platform(*args: str, timeout: float = 600) -> None:
-    """Control the platform `make test` started as an operator would (`services.py stop kafka`, ...)."""
-    subprocess.run([*SERVICES, *args], check=True, capture_output=True, timeout=timeout)
 
 
 DEMO_SCHEMA = {

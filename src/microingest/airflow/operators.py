@@ -76,6 +76,8 @@ class SparkIngestOperator(BaseOperator):
             raise BatchFailedError(
                 "the Spark job ended without reporting its outcome; a retry goes on from the history"
             )
+        if outcome.failure is not None:  # the report decides, whatever the exit code said
+            raise _failed(outcome)
         self.log.info(
             "run committed %s batch(es): %s records read, %s rows written, %s dead letters",
             outcome.batches,

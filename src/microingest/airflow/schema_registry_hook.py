@@ -3,6 +3,8 @@ its Test button asks the registry itself. The pipelines read the same connection
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from airflow.sdk import BaseHook
 
 from microingest.systems.connections import get_connection, schema_registry_config
@@ -25,7 +27,16 @@ class SchemaRegistryHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         try:
-            config = self.config()
+            conn = get_connection(self.schema_registry_conn_id)
+            config = schema_registry_config(conn)
+            asked = urlsplit(config["url"])
+            # Airflow's Test reuses the saved password when host and port are unchanged: a URL in the extra naming
+            # another server would carry it there.
+            if (asked.hostname, asked.port) != (conn.host or None, conn.port):
+                return False, (
+                    f"the extra's url names {shown_url(config['url'])}, not the connection's host and port; "
+                    "set host and port to the registry's (the url may add its path)"
+                )
             count = len(subjects(config))
         except Exception as exc:  # the UI's Test button shows the reason instead of an error page
             return False, str(exc)

@@ -66,6 +66,11 @@ def load_declarations(folder: Path | None = None) -> tuple[list[Pipeline], list[
     folder = folder or settings.pipelines_dir()
     pipelines: list[Pipeline] = []
     errors: list[DeclarationError] = []
+    if not folder.is_dir():  # an installed package has no pipelines/ of its own: say where to set one
+        problem = (
+            f"is not a folder; set {settings.PIPELINES_ENV} or [microingest] pipelines_dir in Airflow's configuration"
+        )
+        return pipelines, [DeclarationError(str(folder), "<folder>", problem)]
     files: dict[str, str] = {}
     for path in sorted(folder.glob("*.y*ml")):
         try:

@@ -20,3 +20,20 @@ def test_a_registry_that_does_not_answer_fails_the_test_with_the_reason(monkeypa
     assert not ok
     assert "schema registry at http://127.0.0.1:9 is unreachable" in message
     assert "s3cret" not in message
+
+
+def test_a_url_naming_another_server_than_host_and_port_is_not_tested(monkeypatch):
+    """Airflow's Test reuses the saved password while host and port stay: a URL in the extra must not carry it
+    elsewhere."""
+    conn = {
+        "conn_type": "schema_registry",
+        "host": "registry.internal",
+        "port": 8081,
+        "login": "ingest",
+        "password": "s3cret",
+        "extra": {"url": "https://collector.example:443/apis"},
+    }
+    monkeypatch.setenv(env_name("moved_registry"), json.dumps(conn))
+    ok, message = SchemaRegistryHook("moved_registry").test_connection()
+    assert not ok
+    assert "names https://collector.example:443/apis, not the connection's host and port" in message

@@ -11,7 +11,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from psycopg2 import sql
 
-from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF, platform
+from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
+from local_platform.faults.cluster import platform
 from microingest.commit.target_tables import prepare_targets
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_live_run

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from helpers.exactly_once import Producer, declare_sink_pipelines, verify
-from helpers.pipeline_env import SERVED_FOLDER, platform, read_to_end
+from helpers.pipeline_env import SERVED_FOLDER, read_to_end
+from local_platform.faults.cluster import platform
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch

@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from helpers.pipeline_env import reached_pause
+from local_platform.faults.cluster import platform
 from microingest import settings
 from microingest.plan.live import plan_live_run, plan_next_batch
-from microingest.settings import repo_root
 from microingest.spark import connect as spark_connect
-
-
-def platform(*args: str) -> None:
-    subprocess.run([sys.executable, str(repo_root() / "scripts" / "services.py"), *args], check=True, timeout=600)
 
 
 @pytest.fixture(scope="module")

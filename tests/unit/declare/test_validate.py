@@ -346,3 +346,14 @@ def test_the_reserved_names_are_a_decoded_rows_own_columns():
     from microingest.batches import ROW_COLUMNS
 
     assert ROW_COLUMNS == STAGING_COLUMNS
+
+
+def test_a_pipelines_folder_that_is_not_there_is_an_error_saying_where_to_set_one(tmp_path):
+    pipelines, errors = load_declarations(tmp_path / "nowhere")
+    assert pipelines == []
+    assert [(e.field, e.problem) for e in errors] == [
+        (
+            "<folder>",
+            "is not a folder; set MICROINGEST_PIPELINES_DIR or [microingest] pipelines_dir in Airflow's configuration",
+        )
+    ]
