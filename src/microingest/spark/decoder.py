@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from microingest import faults
 from microingest.batches import SOURCE_COLUMNS, DeadLetterNote, Span
@@ -19,10 +20,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
 
-# The spans (read_proof) travel typed, one struct per Span, so the driver reads them back without parsing text.
-_SPAN = "struct<topic: string, partition: int, first: bigint, last: bigint, records: bigint>"
-_NOTE = "struct<topic: string, partition: int, offset: bigint, error_class: string, message: string>"
-DECODED_SCHEMA = f"rows binary, dead binary, good long, bad long, spans array<{_SPAN}>, notes array<{_NOTE}>"
+# The spans (read_proof) and the dead letters' notes travel typed, so the driver reads them back without parsing text.
 _ARROW_SPAN = pa.struct(
     [
         ("topic", pa.string()),
@@ -51,6 +49,8 @@ DECODED_ARROW_SCHEMA = pa.schema(
         ("notes", pa.list_(_ARROW_NOTE)),
     ]
 )
+# What mapInArrow is told the decoders yield: the same layout, in Spark's types, written once.
+DECODED_SCHEMA = from_arrow_schema(DECODED_ARROW_SCHEMA)
 # A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
 
