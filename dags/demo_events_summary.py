@@ -51,6 +51,7 @@ if DEMO_EVENTS is not None:
 
         @task(inlets=[DEMO_EVENTS])
         def summarize(triggering_asset_events=None) -> dict:
+            # When the task runs: the dag-processor parses this file every 30 s and needs none of these.
             from microingest.systems.connections import get_connection, postgres_params
             from microingest.systems.postgres import connection
 

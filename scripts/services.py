@@ -1,6 +1,6 @@
 """Local platform: Postgres, Kafka (KRaft), Spark and Airflow as processes on loopback (`make up/down/status`), in
 the single topology (one process of each) or the cluster one (MICROINGEST_TOPOLOGY=cluster, see local_platform.config).
-Each service runs under a supervisor that restarts it when it dies and owns every process it starts.
+Each service runs under supervisord, which restarts it when it dies, in a cgroup that holds every process it starts.
 
 Configured connections win: if AIRFLOW_CONN_MICROINGEST_POSTGRES, _KAFKA or _SCHEMA_REGISTRY is set, that
 server is used and no local one is started; if it is unreachable, `up` fails rather than quietly writing to a
@@ -35,7 +35,10 @@ from local_platform.config import (
     VENV_BIN,
     private_file,
 )
-from local_platform.processes import leftovers, running_pid, say, sweep
+from local_platform.processes import leftovers, say, shown_state, sweep
+from microingest.commit.target_tables import prepare_targets
+from microingest.declare.files import load_declarations
+from microingest.errors import Refused
 from microingest.spark.connect import PLATFORM_CONN_ID
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.connections import (
@@ -47,6 +50,7 @@ from microingest.systems.connections import (
     schema_registry_config,
     to_env_value,
 )
+from microingest.systems.migrations import migrate
 from microingest.systems.schema_registry import shown_url
 
 PG_CONN, KAFKA_CONN = "microingest_postgres", "microingest_kafka"
@@ -160,8 +164,6 @@ def selects_local_spark_connect(pipelines_dir: Path) -> list[str]:
 def reads_local_registry(pipelines_dir: Path) -> list[str]:
     """Pipelines declared in the folder whose values name their schema in the schema registry of this platform, and
     those that take their fields from it (which cannot be loaded before it runs)."""
-    from microingest.declare.files import load_declarations
-
     if not pipelines_dir.is_dir():
         return []
     pipelines, errors = load_declarations(pipelines_dir)
@@ -173,15 +175,11 @@ def reads_local_registry(pipelines_dir: Path) -> list[str]:
 def prepare_target_tables(pipelines_dir: Path) -> None:
     """Create or evolve the declared pipelines' targets; one that does not fit is reported, and refused again by its
     DAG's plan task, without keeping the platform from starting."""
-    from microingest.commit.target_tables import prepare_targets
-
     for result in prepare_targets(_declared(pipelines_dir), "make up"):
         say(f"warning: {result}" if isinstance(result, Exception) else result.summary())
 
 
 def _declared(pipelines_dir: Path) -> list:
-    from microingest.declare.files import load_declarations
-
     if not pipelines_dir.is_dir():
         return []
     pipelines, _ = load_declarations(pipelines_dir)  # broken declarations are the dag-processor's to report
@@ -224,9 +222,6 @@ def up(
     }
     write_env(env)
     os.environ.update(env)
-
-    from microingest.errors import Refused
-    from microingest.systems.migrations import migrate
 
     try:
         applied = migrate(postgres_params(get_connection(PG_CONN)))
@@ -272,7 +267,7 @@ def down() -> None:
 def status(show_password: bool = True) -> None:
     rows = [("postgres", f"127.0.0.1:{PG_PORT}", postgres.server_pid(), postgres.log_file())]
     rows += [
-        (kafka.name(n), kafka.bootstrap_servers()[n - 1], running_pid(kafka.name(n)) or "-", kafka.log_file(n))
+        (kafka.name(n), kafka.bootstrap_servers()[n - 1], shown_state(kafka.name(n)), kafka.log_file(n))
         for n in kafka.nodes()
     ]
     if SPARK_WORKERS:
@@ -280,7 +275,7 @@ def status(show_password: bool = True) -> None:
             (
                 spark_cluster.MASTER,
                 f"{spark_cluster.master_url()[8:]} (UI :{SPARK_MASTER_UI_PORT})",
-                running_pid(spark_cluster.MASTER) or "-",
+                shown_state(spark_cluster.MASTER),
                 spark_cluster.log_file(spark_cluster.MASTER),
             )
         )
@@ -288,7 +283,7 @@ def status(show_password: bool = True) -> None:
             (
                 spark_cluster.worker_name(n),
                 f"UI :{SPARK_MASTER_UI_PORT + n}",
-                running_pid(spark_cluster.worker_name(n)) or "-",
+                shown_state(spark_cluster.worker_name(n)),
                 spark_cluster.log_file(spark_cluster.worker_name(n)),
             )
             for n in range(1, SPARK_WORKERS + 1)
@@ -297,13 +292,13 @@ def status(show_password: bool = True) -> None:
         (
             "spark connect",
             f"127.0.0.1:{SPARK_CONNECT_PORT}",
-            running_pid(spark_connect.NAME) or "-",
+            shown_state(spark_connect.NAME),
             spark_connect.log_file(),
         ),
         (
             "schema registry",
             f"127.0.0.1:{SCHEMA_REGISTRY_PORT}",
-            running_pid(schema_registry.NAME) or "-",
+            shown_state(schema_registry.NAME),
             schema_registry.log_file(),
         ),
     ]
@@ -313,7 +308,7 @@ def status(show_password: bool = True) -> None:
             (
                 f"airflow {service}",
                 port,
-                running_pid(f"airflow-{service}") or "-",
+                shown_state(f"airflow-{service}"),
                 STATE / "airflow" / "logs" / f"{service}.log",
             )
         )

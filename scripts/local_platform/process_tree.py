@@ -1,9 +1,9 @@
-"""Finding every process of a service of the local platform, however it was started.
-
-Three ways, each catching what the others may miss: the service's cgroup (cgroup v2, when this user may create one:
-nothing escapes it), the processes below its supervisor (a subreaper, so orphans of the tree come to it), and the
-MICROINGEST_SERVICE variable every process of the service inherits (unless it overwrites its environment, as processes
-that rename themselves do)."""
+"""Finding every process of a service of the local platform, however it was started, by what supervisord does not
+track. Three ways, each catching what the others may miss: the service's cgroup (cgroup v2, when this user may create
+one: nothing escapes it); the MICROINGEST_SERVICE variable every process of the service inherits (unless it overwrites
+its environment, as processes that rename themselves do); and orphans, as supervisord runs as a subreaper, so a
+process whose parent died is handed to it rather than to init. MICROINGEST_CGROUPS=off keeps to the other two, as on a
+machine without a cgroup v2 group this user may write."""
 
 from __future__ import annotations
 
@@ -34,23 +34,28 @@ def tagged(tag: str, prefix: bool = False) -> list[int]:
     return found
 
 
-def descendants(root: int) -> list[int]:
-    """Every process below root, however deep; with root a subreaper, that includes the orphans of its tree."""
-    children: dict[int, list[int]] = {}
+def orphans(subreaper: int, keep: set[int]) -> list[int]:
+    """The subreaper's children other than those in keep (its own, as a subreaper's children are the processes it
+    started and the orphans handed to it)."""
+    found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
+        if entry.isdigit() and int(entry) not in keep:
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == subreaper:
+                        found.append(int(entry))
             except (OSError, ValueError, IndexError):
                 continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
+    return living(found)
+
+
+def left_behind(run_dir: Path, name: str, subreaper: int | None, keep: set[int]) -> list[int]:
+    """What is alive of a service beyond the processes in keep (and this one): in its cgroup, carrying its tag, or, with
+    the platform's subreaper given, an orphan handed to it."""
+    found = set(cgroup_members(service_cgroup(run_dir, name))) | set(tagged(tag_of(run_dir, name)))
+    if subreaper:
+        found |= set(orphans(subreaper, keep))
+    return living(sorted(found - keep - {os.getpid()}))
 
 
 def kill_all(pids: list[int], sig: int) -> None:
@@ -87,10 +92,15 @@ def cgroup2_mount() -> Path | None:
 
 def platform_cgroup(run_dir: Path) -> Path | None:
     """The cgroup holding one group per service of the platform whose run folder this is (None without cgroup v2)."""
-    root = cgroup2_mount()
+    root = None if os.environ.get("MICROINGEST_CGROUPS") == "off" else cgroup2_mount()
     if root is None:
         return None
     return root / f"microingest-{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:12]}"
+
+
+def service_cgroup(run_dir: Path, name: str) -> Path | None:
+    group = platform_cgroup(run_dir)
+    return group / name if group else None
 
 
 def cgroup_members(group: Path | None) -> list[int]:

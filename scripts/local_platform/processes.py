@@ -1,17 +1,28 @@
-"""Background processes of the local platform: pid files, start, stop, wait until ready."""
+"""Background processes of the local platform: started and stopped through its supervisord, swept of what escapes it
+(process_tree.py), waited for until ready."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from local_platform.config import REPO, STATE
-from local_platform.process_tree import cgroup_members, kill_all, living, platform_cgroup, remove_cgroup, tag_of, tagged
+from local_platform import supervisord
+from local_platform.config import STATE, private_file
+from local_platform.process_tree import (
+    cgroup_members,
+    kill_all,
+    left_behind,
+    living,
+    platform_cgroup,
+    remove_cgroup,
+    service_cgroup,
+    tag_of,
+    tagged,
+)
 
 _CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
 
@@ -28,96 +39,62 @@ def say(msg: str) -> None:
 
 
 def pid_file(name: str) -> Path:
+    """Where service_exec.py writes the service's pid, for the scripts and tests that read it."""
     return STATE / "run" / f"{name}.pid"
 
 
 def running_pid(name: str) -> int | None:
-    try:
-        pid = int(pid_file(name).read_text())
-        os.kill(pid, 0)
-        return pid
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
+    """The service's pid while supervisord has it starting or running."""
+    found = supervisord.info(name)
+    return found["pid"] if found and found["statename"] in supervisord.RUNNING_STATES and found["pid"] else None
 
 
-def supervisor_pid(name: str) -> int | None:
-    try:
-        pid = int(supervisor_file(name).read_text())
-        os.kill(pid, 0)
-        return pid
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-
-
-def supervisor_file(name: str) -> Path:
-    return STATE / "run" / f"{name}.supervisor.pid"
+def shown_state(name: str) -> str:
+    """The service's pid while it runs, else what supervisord says of it (BACKOFF, FATAL, ...), else "-"."""
+    found = supervisord.info(name)
+    if not found:
+        return "-"
+    return str(found["pid"]) if found["statename"] in supervisord.RUNNING_STATES else found["statename"]
 
 
 def spawn(name: str, argv: list[str], log: Path, env: dict[str, str], grace: float = 30) -> int:
-    """Start a service under a supervisor of its own (local_platform/supervisor.py), which restarts it whenever it
-    dies and owns every process it starts; the service's pid once it runs."""
-    if supervisor_pid(name) or running_pid(name):  # the latter: started before services had supervisors
-        pid = running_pid(name)
-        say(f"{name} already running (pid {pid or 'restarting'})")
-        return pid or 0
-    log.parent.mkdir(parents=True, exist_ok=True)
-    pid_file(name).parent.mkdir(parents=True, exist_ok=True)
-    pid_file(name).unlink(missing_ok=True)
-    run_dir = pid_file(name).parent
-    group = platform_cgroup(run_dir)
-    supervisor = [
-        sys.executable,
-        str(Path(__file__).with_name("supervisor.py")),
-        "--name",
-        name,
-        "--run-dir",
-        str(run_dir),
-        "--grace",
-        str(grace),
-        *(["--cgroup", str(group / name)] if group else []),
-        "--",
-        *argv,
-    ]
-    with open(log, "ab") as out:
-        subprocess.Popen(
-            supervisor,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=REPO,
-            start_new_session=True,
-        )
-    deadline = time.time() + 10
-    while not running_pid(name) and time.time() < deadline:
-        time.sleep(0.05)
+    """Start a service as a program of the platform's supervisord, which restarts it whenever it dies; service_exec.py
+    keeps every process it starts in one cgroup; the service's pid once it runs."""
+    supervisord.ensure_running(without_credentials(os.environ))
     pid = running_pid(name)
+    if pid:
+        say(f"{name} already running (pid {pid})")
+        return pid
+    log.parent.mkdir(parents=True, exist_ok=True)
+    private_file(STATE / "run" / f"{name}.json", json.dumps({"argv": argv, "env": env}))
+    supervisord.start(name, log, grace)
+    deadline = time.time() + 10
+    while not (pid := running_pid(name)) and time.time() < deadline:
+        time.sleep(0.05)
     if not pid:
-        raise SystemExit(f"[platform] {name} did not start; see {log}")
+        raise SystemExit(f"[platform] {name} did not start; see {log} and {supervisord.LOG}")
     say(f"started {name} (pid {pid}, log {log})")
     return pid
 
 
-def stop(name: str, timeout: float = 60) -> None:
-    """Stop a service and everything it started: its supervisor ends the whole tree."""
-    supervisor, unsupervised = supervisor_pid(name), running_pid(name)
-    if supervisor:
-        os.kill(supervisor, signal.SIGTERM)
-        deadline = time.time() + timeout
-        while time.time() < deadline and supervisor_pid(name):
-            time.sleep(0.2)
-        if supervisor_pid(name):
-            os.kill(supervisor, signal.SIGKILL)
-    elif unsupervised:  # started before services had supervisors
-        os.killpg(unsupervised, signal.SIGKILL)
-    group = platform_cgroup(pid_file(name).parent)
-    left = sorted(set(tagged(tag_of(pid_file(name).parent, name))) | set(cgroup_members(group and group / name)))
+def stop(name: str) -> None:
+    """Stop a service and everything it started: supervisord its process group, then whatever left the group."""
+    was_running = bool(running_pid(name))
+    known = supervisord.stop(name)
+    subreaper, programs = supervisord.pids()
+    left = left_behind(STATE / "run", name, subreaper, programs)
     kill_all(left, signal.SIGKILL)
-    remove_cgroup(group and group / name)
+    group = service_cgroup(STATE / "run", name)
+    deadline = time.time() + 10
+    while living(cgroup_members(group)) and time.time() < deadline:
+        time.sleep(0.1)
+    remove_cgroup(group)
     pid_file(name).unlink(missing_ok=True)
-    supervisor_file(name).unlink(missing_ok=True)
-    if supervisor or unsupervised or left:
-        say(f"stopped {name}")
+    (STATE / "run" / f"{name}.json").unlink(missing_ok=True)
+    if was_running or left:
+        say(f"stopped {name}" + (f" and {len(left)} process(es) that had left its group" if left else ""))
+    elif known:
+        say(f"removed {name}, which was not running")
 
 
 def leftovers() -> dict[int, str]:
@@ -135,7 +112,9 @@ def leftovers() -> dict[int, str]:
 
 
 def sweep() -> list[int]:
-    """Kill whatever is left of any service of this platform (a process started by one, whose service is gone)."""
+    """Stop supervisord, and kill whatever is left of any service of this platform (a process started by one, whose
+    service is gone)."""
+    supervisord.shutdown()
     group = platform_cgroup(STATE / "run")
     left = sorted(set(tagged(tag_of(STATE / "run", ""), prefix=True)) | set(cgroup_members(group)))
     kill_all(left, signal.SIGKILL)

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 
-from local_platform import config, spark_cluster
+from local_platform import config, postgres, process_tree, spark_cluster
 from local_platform import kafka as local_kafka
-from local_platform.process_tree import platform_cgroup
 from microingest import settings
 
 RUN = settings.state_dir() / "run"
@@ -41,7 +40,7 @@ def pid(service: str) -> int | None:
 
 
 def kill9(service: str, wait: float = 180) -> int:
-    """kill -9 of the service's main process (its supervisor ends the rest of its tree and starts it again); when
+    """kill -9 of the service's main process (supervisord starts it again, after the rest of its tree is ended); when
     it is being restarted after an earlier fault, once it runs again."""
     deadline = time.monotonic() + wait
     while (victim := pid(service)) is None and time.monotonic() < deadline:
@@ -58,8 +57,7 @@ def restarted(service: str, old_pid: int) -> bool:
 
 
 def service_cgroup(service: str) -> Path | None:
-    group = platform_cgroup(RUN)
-    return group / service if group else None
+    return process_tree.service_cgroup(RUN, service)
 
 
 def _get(url: str, timeout: float = 5):
@@ -150,8 +148,6 @@ def spark_submit_drivers() -> list[int]:
 
 
 def postmaster_pid() -> int:
-    from local_platform import postgres
-
     return int((postgres.data_dir() / "postmaster.pid").read_text().split()[0])
 
 

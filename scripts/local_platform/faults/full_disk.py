@@ -11,6 +11,7 @@ import subprocess
 import psycopg2
 from psycopg2 import sql
 
+from local_platform import postgres
 from microingest.systems.postgres import connection
 
 TABLESPACE = "microingest_soak_small"
@@ -19,8 +20,6 @@ SIZE = "256m"
 
 def available() -> bool:
     """Mounting takes root; the tablespace goes beside the data of a Postgres cluster of this platform."""
-    from local_platform import postgres
-
     return os.geteuid() == 0 and postgres.is_local_cluster()
 
 
@@ -28,8 +27,6 @@ class SmallTablespace:
     def __init__(self, pg: dict):
         # Beside the local Postgres cluster's data, where its user can reach (the state folder may be in a folder
         # only root may enter, as mktemp's are).
-        from local_platform import postgres
-
         self.pg, self.mountpoint = pg, postgres.cluster_root() / "soak-tablespace"
         self.filler = self.mountpoint / "filler"
 

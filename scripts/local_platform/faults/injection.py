@@ -2,7 +2,7 @@
 a stage running, a sensor deferred, a commit in flight), strikes, ends a deliberate outage after its time, and then
 waits for the platform to be well again: the part back and healthy, and a batch committed after the fault ended.
 
-Nothing here repairs anything: the supervisors restart what was killed, Airflow retries what failed; the soak only
+Nothing here repairs anything: supervisord restarts what was killed, Airflow retries what failed; the soak only
 undoes what it did itself (a partition, a full disk, a stopped Postgres)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from local_platform import config
+from local_platform import kafka as local_kafka
 from local_platform.faults import cluster, full_disk, network_partition
 from local_platform.faults.cluster import platform
 from local_platform.faults.moments import (
@@ -25,6 +26,7 @@ from local_platform.faults.moments import (
     running_task_on,
     until,
 )
+from microingest.systems.postgres import connect, connection
 
 RECOVERY_LIMIT = 600  # past this a fault counts as not survived without a person
 
@@ -53,8 +55,6 @@ class Soak:
         self.pipelines, self.tablespace, self.rnd = pipelines, tablespace, rnd
 
     def last_commit(self) -> float:
-        from microingest.systems.postgres import connection
-
         try:
             with connection(self.pg) as conn, conn.cursor() as cur:
                 cur.execute(
@@ -138,8 +138,6 @@ def restart_broker(soak: Soak, fault: Fault) -> Callable[[], bool]:
 
 
 def crash_postgres_in_commit(soak: Soak, fault: Fault) -> Callable[[], bool]:
-    from microingest.systems.postgres import connect
-
     postmaster = cluster.postmaster_pid()
     # Postgres may still be coming back from an earlier fault: wait for a session to watch from, then for the moment;
     # without one in time it strikes anyway, as every fault does, and says so.
@@ -205,8 +203,6 @@ DRIVERS = [f"airflow-{w}" for w in cluster.EDGE_WORKERS]  # Connect clients and 
 
 
 def kafka_ports() -> list[int]:
-    from local_platform import kafka as local_kafka
-
     return [local_kafka.port(n) for n in local_kafka.nodes()]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from microingest.declare.derived_fields import Derived, avro_fields, json_schema_fields, protobuf_fields
 from microingest.declare.pipeline import DeclarationError
 from microingest.systems.connections import get_connection, schema_registry_config
+from microingest.systems.protobuf_schemas import writer_file
 from microingest.systems.schema_registry import shown_url, subject_version
 
 LATEST_SECONDS = 60
@@ -82,7 +83,5 @@ def _fields(schema, config: dict[str, str], schema_id: int) -> Derived:
     if kind == "JSON":
         return json_schema_fields(json.loads(schema.schema_str))
     # A Protobuf schema's fields come from its file descriptor as the decoder builds it (imports resolved through the
-    # registry): the one place the declaration reaches into decode, so only for `microingest schema` on Protobuf.
-    from microingest.decode.protobuf import writer_file
-
-    return protobuf_fields(writer_file(config, schema_id, schema))
+    # registry).
+    return protobuf_fields(writer_file(config, schema_id, schema)[1])

@@ -1,9 +1,8 @@
 """Protobuf values in the Confluent wire format -> the declared fields of the writer's message.
 
 After the frame's schema id come the message's indexes (which message of the schema's file, nested how deep), then
-the message. The writer schema is the file the registry holds (a serialized FileDescriptorProto, or .proto text that
-`proto_files` compiles) with its imports, built into a descriptor pool of its own per schema id, so any number of
-versions of one file live side by side. The declared fields are taken by name with Protobuf's own rules: a field the
+the message. The writer schema is the file the registry holds with its imports, built into a descriptor
+(systems/protobuf_schemas.py). The declared fields are taken by name with Protobuf's own rules: a field the
 writer's version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default
 (0, ""); enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
 """
@@ -14,15 +13,11 @@ from collections.abc import Sequence
 from datetime import timezone
 from typing import Any
 
-from google.protobuf import descriptor_pb2
-
 from microingest.decode.codec import DecodeError
-from microingest.decode.proto_files import file_descriptors, from_base64
 from microingest.decode.registered import UNDECODABLE, framed
-from microingest.systems.schema_registry import UnreadableSchemaError, referenced_schema
+from microingest.systems.protobuf_schemas import writer_file
 
 _CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
-_FILES: dict[tuple[str, int], Any] = {}
 _WRAPPERS = {
     f"google.protobuf.{n}Value"
     for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
@@ -109,7 +104,7 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
     if key not in _CLASSES:
         from google.protobuf import message_factory
 
-        file, proto = _file(registry, schema_id, schema)
+        file, proto = writer_file(registry, schema_id, schema)
         try:
             if min(path) < 0:
                 raise IndexError(path)
@@ -122,50 +117,3 @@ def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[
             ) from None
         _CLASSES[key] = message_factory.GetMessageClass(descriptor)
     return _CLASSES[key]
-
-
-def writer_file(registry: dict[str, str], schema_id: int, schema):
-    """The FileDescriptorProto of a registered Protobuf schema, its imports resolved."""
-    return _file(registry, schema_id, schema)[1]
-
-
-def _file(registry: dict[str, str], schema_id: int, schema):
-    """The writer's file descriptor and its proto (which keeps the messages' order), in a pool of its own beside the
-    files producers import without registering them and the schema's references."""
-    key = (registry["url"], schema_id)
-    if key not in _FILES:
-        from confluent_kafka.schema_registry.common.protobuf import _init_pool
-        from google.protobuf import descriptor_pool
-
-        main = (
-            from_base64(schema.schema_str) or descriptor_pb2.FileDescriptorProto()
-        ).name or f"schema_{schema_id}.proto"
-        what = f"writer schema id {schema_id}"
-        pool = descriptor_pool.DescriptorPool()
-        _init_pool(pool)
-        files = file_descriptors({main: schema.schema_str, **_references(registry, schema)}, what)
-        for proto in files:
-            try:
-                pool.FindFileByName(proto.name)
-                continue  # one of the files the pool starts with
-            except KeyError:
-                pass
-            try:
-                pool.AddSerializedFile(proto.SerializeToString())
-            except Exception as exc:  # an import none of those provide: not the record's fault
-                raise UnreadableSchemaError(
-                    f"{what} cannot be built into a descriptor ({proto.name}): {type(exc).__name__}: {exc}"
-                ) from None
-        _FILES[key] = pool.FindFileByName(main), next(f for f in files if f.name == main)
-    return _FILES[key]
-
-
-def _references(registry: dict[str, str], schema, found: dict[str, str] | None = None) -> dict[str, str]:
-    """Import name -> registered schema, of every schema `schema` refers to, however deep."""
-    found = {} if found is None else found
-    for reference in schema.references or ():
-        if reference.name not in found:
-            referenced = referenced_schema(registry, reference.subject, reference.version)
-            found[reference.name] = referenced.schema_str
-            _references(registry, referenced, found)
-    return found

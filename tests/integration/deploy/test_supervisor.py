@@ -1,7 +1,9 @@
-"""The local platform's supervisor on a real process tree shaped like a scheduler's: children that leave its process
-group and ignore SIGTERM, as LocalExecutor workers do. A service killed with SIGKILL is started again and its orphans
-do not survive it; a stopped service leaves no process behind."""
+"""The local platform's services under supervisord, on a real process tree shaped like a scheduler's: children that
+leave its process group and ignore SIGTERM, as LocalExecutor workers do, one of which also drops its environment, as
+a process renaming itself may. A service killed with SIGKILL is started again and its orphans do not survive it; a
+stopped one leaves no process behind; a killed supervisord, started again, runs each service once."""
 
+import json
 import os
 import signal
 import subprocess
@@ -10,20 +12,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
-from local_platform.process_tree import (
-    cgroup_members,
-    descendants,
-    living,
-    platform_cgroup,
-    tag_of,
-    tagged,
-)
+from local_platform.process_tree import cgroup_members, living, service_cgroup, tag_of, tagged
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
-# The second child also drops its environment, as a process renaming itself may overwrite it.
 SERVICE = """
 import os, signal, sys, time
 for i in range(2):
@@ -38,6 +33,21 @@ for i in range(2):
 print("up", flush=True)
 while True:
     time.sleep(1)
+"""
+
+# What `make up` and `make down` call, in a platform of the test's own state folder.
+PLATFORM = """
+import json, sys
+from pathlib import Path
+from local_platform import processes
+command, arg = sys.argv[1], sys.argv[2]
+if command == "spawn":
+    spec = json.loads(arg)
+    processes.spawn("toy", spec["argv"], Path(spec["log"]), {"PATH": "/usr/bin:/bin"})
+elif command == "stop":
+    processes.stop(arg)
+    processes.sweep()
+print(json.dumps(processes.leftovers()))
 """
 
 
@@ -72,97 +82,96 @@ def _alive(pid: int) -> bool:
     return bool(living([pid]))
 
 
-@pytest.mark.parametrize("in_cgroup", [False, True], ids=["process-tree", "cgroup"])
+def _tree(pid: int) -> list[int]:
+    try:
+        return sorted([pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))])
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _restarted(pid_path: Path, old: int):
+    """The service's new pid once service_exec.py wrote it, which it does after sweeping what the old one left."""
+    return lambda: (lambda p: p if p and p != old and _alive(p) else None)(_pid(pid_path))
+
+
+@pytest.mark.parametrize("in_cgroup", [False, True], ids=["tag-and-orphans", "cgroup"])
 def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leaves_nothing(tmp_path, in_cgroup):
-    script, run_dir = tmp_path / "service.py", tmp_path / "run"
+    state, script = tmp_path / "state", tmp_path / "service.py"
     script.write_text(SERVICE)
-    group = platform_cgroup(run_dir) / "toy" if in_cgroup and platform_cgroup(run_dir) else None
+    env = {**os.environ, "MICROINGEST_STATE": str(state), "MICROINGEST_CGROUPS": "on" if in_cgroup else "off"}
+    env["PYTHONPATH"] = str(SCRIPTS)
+    run = state / "run"
+    group = service_cgroup(run, "toy") if in_cgroup else None
     if in_cgroup and group is None:
         pytest.skip("no cgroup v2 hierarchy this user may write to")
-    log = open(tmp_path / "supervisor.log", "wb")
-    supervisor = subprocess.Popen(
-        [
-            sys.executable,
-            str(SCRIPTS / "local_platform" / "supervisor.py"),
-            "--name",
-            "toy",
-            "--run-dir",
-            str(run_dir),
-            "--grace",
-            "3",
-            *(["--cgroup", str(group)] if group else []),
-            "--",
-            sys.executable,
-            str(script),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    tag = tag_of(run_dir, "toy")
-    try:
-        first = _until(lambda: _pid(run_dir / "toy.pid"), "the service")
-        tree = _until(
-            lambda: (lambda t: t if len(t) == 3 else None)(descendants(supervisor.pid)),
-            "the service and its two children",
+
+    def platform(command: str, arg: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", PLATFORM, command, arg], env=env, capture_output=True, text=True, timeout=120
         )
-        assert first in tree and _pid(run_dir / "toy.supervisor.pid") == supervisor.pid
-        assert len(tagged(tag)) == 2, "the child that dropped its environment should carry no tag"
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+    spec = json.dumps({"argv": [sys.executable, str(script)], "log": str(state / "toy.log")})
+    restarted: list[int] = []
+    try:
+        platform("spawn", spec)
+        first = _until(lambda: _pid(run / "toy.pid"), "the service")
+        tree = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(first)), "the service and its two children")
+        assert len(tagged(tag_of(run, "toy"))) == 2, "the child that dropped its environment carries no tag"
         if group:
-            assert sorted(cgroup_members(group)) == sorted(tree)
+            assert sorted(cgroup_members(group)) == tree
 
         os.kill(first, signal.SIGKILL)
-        second = _until(
-            lambda: (lambda p: p if p and p != first and _alive(p) else None)(_pid(run_dir / "toy.pid")),
-            "the restarted service",
-        )
-        orphans = [pid for pid in tree if pid != first]
-        assert not any(_alive(pid) for pid in orphans), "the killed service's children outlived it"
-        _until(lambda: len(descendants(supervisor.pid)) == 3, "the restarted service's children")
-        restarted = descendants(supervisor.pid)
+        second = _until(_restarted(run / "toy.pid", first), "the restarted service")
+        assert not any(_alive(pid) for pid in tree), "the killed service's children outlived it"
+        restarted = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(second)), "the new children")
 
-        supervisor.send_signal(signal.SIGTERM)
-        assert supervisor.wait(timeout=60) == 0
-        assert tagged(tag) == [] and not any(_alive(pid) for pid in restarted) and second in restarted
-        assert not (run_dir / "toy.pid").exists() and not (run_dir / "toy.supervisor.pid").exists()
+        supervisord = _pid(run / "supervisord.pid")
+        os.kill(supervisord, signal.SIGKILL)  # what `make up` meets after an OOM kill of supervisord
+        _until(lambda: not _alive(supervisord), "supervisord gone")
+        assert all(_alive(pid) for pid in restarted), "the service outlives its supervisord"
+        # Handed to init, not to the new supervisord: without a cgroup, the child without a tag is not found again.
+        findable = restarted if group else sorted(tagged(tag_of(run, "toy")))
+        assert len(findable) == (3 if group else 2)
+        platform("spawn", spec)
+        third = _until(_restarted(run / "toy.pid", second), "the service under the new supervisord")
+        assert not any(_alive(pid) for pid in findable), "the service ran twice"
+        running = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(third)), "its children")
+
+        left = platform("stop", "toy")
+        assert left == {} and not any(_alive(pid) for pid in running)
+        assert not (run / "toy.pid").exists() and not (run / "toy.json").exists()
+        assert not _alive(_pid(run / "supervisord.pid") or 0)
         assert group is None or not group.exists()
     finally:
-        for pid in set(tagged(tag)) | set(descendants(supervisor.pid)):
+        for pid in {*tagged(tag_of(run, ""), prefix=True), *cgroup_members(group), *restarted}:
             os.kill(pid, signal.SIGKILL)
-        if supervisor.poll() is None:
-            supervisor.kill()
-        if group and group.exists():
-            group.rmdir()
-        if group and group.parent.exists():
-            group.parent.rmdir()
-        log.close()
-    text = (tmp_path / "supervisor.log").read_text()
-    assert "killed by SIGKILL" in text and "SIGKILL to 2 process(es)" in text, text
+    log = (state / "toy.log").read_text()
+    assert "[toy] killing 2 process(es) left behind by its previous run" in log, log
+    assert f"[toy] killing {len(findable)} process(es) left behind by its previous run" in log, log
+    assert "exited: toy (terminated by SIGKILL; not expected)" in (state / "supervisord.log").read_text()
 
 
 def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_comes_back():
     """The case that needed the supervisor: a scheduler killed with kill -9 used to leave its LocalExecutor workers
     (which ignore SIGTERM) and its log server running, and `make down` left them too."""
     run = Path(os.environ["MICROINGEST_STATE"]) / "run"
-    scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
-    assert scheduler and supervisor, "`make test` runs the platform's scheduler under its supervisor"
-    children = [pid for pid in descendants(supervisor) if pid != scheduler]
+    scheduler = _pid(run / "airflow-scheduler.pid")
+    assert scheduler, "`make test` runs the platform's scheduler"
+    children = [pid for pid in _tree(scheduler) if pid != scheduler]
     assert len(children) >= 2, f"the scheduler's executor workers and log server: {children}"
 
     os.kill(scheduler, signal.SIGKILL)
-    _until(
-        lambda: (lambda p: p and p != scheduler and _alive(p))(_pid(run / "airflow-scheduler.pid")),
-        "the scheduler started again",
-        timeout=120,
-    )
+    _until(_restarted(run / "airflow-scheduler.pid", scheduler), "the scheduler started again", timeout=120)
     assert not any(_alive(pid) for pid in children), "the killed scheduler's processes outlived it"
     _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
 
 
 def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_missing():
-    """The scheduler and its supervisor killed by name, as an OOM kill or a careless operator would; `make up` from a
-    shell that sourced .state/platform.env (as the suite's is) takes the connections there for the platform's own,
-    starts the scheduler again and leaves every running service alone."""
+    """The scheduler stopped by an operator's `supervisorctl stop` (or left FATAL by too many quick exits); `make up`
+    from a shell that sourced .state/platform.env (as the suite's is) takes the connections there for the platform's
+    own, starts the scheduler again and leaves every running service alone."""
     run = Path(os.environ["MICROINGEST_STATE"]) / "run"
     assert os.environ.get("AIRFLOW_CONN_MICROINGEST_SCHEMA_REGISTRY"), "the suite's environment sourced platform.env"
     others = {
@@ -178,10 +187,20 @@ def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_miss
         capture_output=True,
         timeout=120,
     )
-    scheduler, supervisor = _pid(run / "airflow-scheduler.pid"), _pid(run / "airflow-scheduler.supervisor.pid")
-    os.kill(supervisor, signal.SIGKILL)
-    os.kill(scheduler, signal.SIGKILL)
-    _until(lambda: not _alive(scheduler) and not _alive(supervisor), "the scheduler and its supervisor gone")
+    scheduler = _pid(run / "airflow-scheduler.pid")
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "supervisorctl"),
+            "-c",
+            str(run / "supervisord.conf"),
+            "stop",
+            "airflow-scheduler",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    _until(lambda: not _alive(scheduler), "the scheduler gone")
 
     up = subprocess.run(
         [

@@ -4,7 +4,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from microingest.declare.derived_fields import avro_fields, json_schema_fields, protobuf_fields
-from microingest.decode.proto_files import file_descriptors
+from microingest.systems.proto_files import file_descriptors
 
 
 def test_avro_fields_by_type_logical_type_union_and_default():

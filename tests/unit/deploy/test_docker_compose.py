@@ -55,7 +55,7 @@ def service_env(name):
 
 def test_names_every_service_of_the_cluster_topology():
     """The same shape as `make up TOPOLOGY=cluster`: three brokers, a Spark master with two workers, two Edge
-    workers; and every long-running service is restarted when it dies, as the local supervisor does."""
+    workers; and every long-running service is restarted when it dies, as the local supervisord does."""
     assert {"postgres", *BROKERS, *SPARK_SERVICES, *AIRFLOW_COMPONENTS} <= set(COMPOSE["services"])
     voters = set()
     for n, broker in enumerate(BROKERS, start=1):

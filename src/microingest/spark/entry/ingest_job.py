@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from microingest.batches import JobFailure, RunOutcome
 from microingest.declare.files import get_pipeline
 from microingest.errors import MicroingestError, exit_code_of
+from microingest.spark.connect import interrupt_own, job_session
 from microingest.spark.job import IngestJob
 from microingest.spark.run import run_plan
 from microingest.spark.submit import parse_job_args
@@ -56,8 +57,6 @@ def main(argv: list[str]) -> int:
             job.close()
         if spark is not None:
             if args.spark_connect and not finished:
-                from microingest.spark.connect import interrupt_own
-
                 interrupt_own(spark)
             spark.stop()
     write_outcome(outcome.to_dict())
@@ -69,8 +68,6 @@ def session(name: str, connect_conn_id: str | None):
     """A Spark application of this process's own, or a session on a Spark Connect server."""
     if not connect_conn_id:
         return SparkSession.builder.appName(f"microingest-{name}").getOrCreate()
-    from microingest.spark.connect import job_session
-
     spark = job_session(get_connection(connect_conn_id), f"microingest-{name}-{uuid.uuid4().hex}")
     # Killed (the task's on_kill, a timeout): unwind, so the batch's staging is discarded and the server's work
     # for this job is interrupted.

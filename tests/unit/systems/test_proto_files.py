@@ -6,7 +6,7 @@ import base64
 import pytest
 from google.protobuf import descriptor_pb2
 
-from microingest.decode.proto_files import file_descriptors
+from microingest.systems.proto_files import file_descriptors
 from microingest.systems.schema_registry import UnreadableSchemaError
 
 UNIT = 'syntax = "proto3";\npackage shop.common;\nmessage Unit { string code = 1; }\n'
