@@ -88,7 +88,8 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
             ", ".join(map(str, batch.ranges)),
         )
         decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
-        decoded = collected(_collect(_read(job, batch).mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
+        frame = read_frame(job.spark, job.systems.spark_kafka, batch).mapInArrow(decoder, DECODED_SCHEMA)
+        decoded = collected(_collect(frame, batch), decoder, started_at)
         log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
         if not batch.is_skip:  # a skip's dead letters are what the operator asked for
             _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
@@ -120,16 +121,11 @@ def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts,
         )
 
 
-def _read(job: IngestJob, batch: Batch):
+def read_frame(spark, kafka_options: dict[str, str], batch: Batch):
     """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions."""
     # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
     # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
-    frame = (
-        job.spark.read.format("kafka")
-        .options(**job.systems.spark_kafka)
-        .options(**kafka_read_options(batch.ranges))
-        .load()
-    )
+    frame = spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(batch.ranges)).load()
     if batch.time_window_ms is not None:
         # Before any decoding: a record outside the window is not part of this backfill at all.
         frame = frame.where(
