@@ -1,9 +1,9 @@
 """Finding every process of a service of the local platform, however it was started, by what supervisord does not
 track. Three ways, each catching what the others may miss: the service's cgroup (cgroup v2, when this user may create
 one: nothing escapes it); the MICROINGEST_SERVICE variable every process of the service inherits (unless it overwrites
-its environment, as processes that rename themselves do); and orphans, as supervisord runs as a subreaper, so a
-process whose parent died is handed to it rather than to init. MICROINGEST_CGROUPS=off keeps to the other two, as on a
-machine without a cgroup v2 group this user may write."""
+its environment, as processes that rename themselves do); and, without a cgroup, orphans, as supervisord runs as a
+subreaper, so a process whose parent died is handed to it rather than to init. MICROINGEST_CGROUPS=off keeps to the
+other two, as on a machine without a cgroup v2 group this user may write."""
 
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ def orphans(subreaper: int, keep: set[int]) -> list[int]:
 
 
 def left_behind(run_dir: Path, name: str, subreaper: int | None, keep: set[int]) -> list[int]:
-    """What is alive of a service beyond the processes in keep (and this one): in its cgroup, carrying its tag, or, with
-    the platform's subreaper given, an orphan handed to it."""
-    found = set(cgroup_members(service_cgroup(run_dir, name))) | set(tagged(tag_of(run_dir, name)))
-    if subreaper:
+    """What is alive of a service beyond the processes in keep (and this one): in its cgroup, or else carrying its tag
+    or an orphan handed to the platform's subreaper (any service's: an orphan's service cannot be told any more, and
+    an orphan is what is left of one that died)."""
+    group = service_cgroup(run_dir, name)
+    found = set(cgroup_members(group)) | set(tagged(tag_of(run_dir, name)))
+    if subreaper and group is None:
         found |= set(orphans(subreaper, keep))
     return living(sorted(found - keep - {os.getpid()}))
 

@@ -29,8 +29,9 @@ from local_platform.process_tree import TAG, kill_all, left_behind, service_cgro
 
 
 def sweep_previous_run(name: str, run_dir: Path) -> None:
-    """Kill what the service's previous run left, and any orphan handed to supervisord (our parent): with every
-    service's processes below its main one while it lives, an orphan is what is left of a service that died."""
+    """Kill what the service's previous run left: in its cgroup, or else by its tag and any orphan handed to
+    supervisord (our parent; with every service's processes below its main one while it lives, an orphan is what is
+    left of one that died)."""
     _, programs = supervisord.pids()
     left = left_behind(run_dir, name, os.getppid(), programs)
     if not left:

@@ -132,7 +132,11 @@ def start(name: str, log: Path, grace: float) -> None:
         server.supervisor.removeProcessGroup(name)
     if name in added or name in changed:
         server.supervisor.addProcessGroup(name)
-    server.supervisor.startProcess(name, False)
+    try:
+        server.supervisor.startProcess(name, False)
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode != Faults.ALREADY_STARTED:  # backing off after quick exits: it tries again by itself
+            raise
 
 
 def info(name: str) -> dict | None:
