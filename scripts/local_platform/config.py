@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STATE = Path(os.environ.get("MICROINGEST_STATE", REPO / ".state"))
+STATE = Path(os.environ.get("MICROINGEST_STATE", REPO / ".state")).absolute()
 VENV_BIN = Path(sys.executable).parent
 INSTALLED = Path(os.environ.get("MICROINGEST_INSTALL", REPO / ".state"))  # what `make install` downloaded
 ENV_FILE = STATE / "platform.env"
@@ -50,9 +50,12 @@ if str(REPO / "src") not in sys.path:
 
 
 def private_file(path: Path, text: str) -> None:
-    """Write a file only its owner can read, without a moment of wider permissions."""
+    """Write a file only its owner can read, without a moment of wider permissions, and whole: a reader sees the old
+    content or the new (a service restarting reads its settings while `up` rewrites them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
-    os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT
+    os.chmod(partial, 0o600)  # a file left by an earlier attempt keeps its old mode through O_CREAT
+    os.replace(partial, path)

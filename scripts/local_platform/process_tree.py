@@ -34,9 +34,22 @@ def tagged(tag: str, prefix: bool = False) -> list[int]:
     return found
 
 
-def orphans(subreaper: int, keep: set[int]) -> list[int]:
-    """The subreaper's children other than those in keep (its own, as a subreaper's children are the processes it
-    started and the orphans handed to it)."""
+def _tag(pid: int) -> str | None:
+    """The process's MICROINGEST_SERVICE; None without one (or when its environment is gone or overwritten)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for var in f.read().split(b"\0"):
+                if var.startswith(f"{TAG}=".encode()):
+                    return var.split(b"=", 1)[1].decode(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+def orphans(subreaper: int, keep: set[int], tag: str) -> list[int]:
+    """The subreaper's children other than those in keep (a subreaper's children are the processes it started and the
+    orphans handed to it) that carry this tag or none: one carrying another service's is that service's to end, and
+    one carrying the subreaper's own is a program it is starting."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) not in keep:
@@ -46,17 +59,17 @@ def orphans(subreaper: int, keep: set[int]) -> list[int]:
                         found.append(int(entry))
             except (OSError, ValueError, IndexError):
                 continue
-    return living(found)
+    return living([pid for pid in found if _tag(pid) in (None, tag)])
 
 
 def left_behind(run_dir: Path, name: str, subreaper: int | None, keep: set[int]) -> list[int]:
     """What is alive of a service beyond the processes in keep (and this one): in its cgroup, or else carrying its tag
-    or an orphan handed to the platform's subreaper (any service's: an orphan's service cannot be told any more, and
-    an orphan is what is left of one that died)."""
-    group = service_cgroup(run_dir, name)
-    found = set(cgroup_members(group)) | set(tagged(tag_of(run_dir, name)))
+    or an untagged orphan handed to the platform's subreaper (whose service cannot be told any more: what is left of
+    one that died)."""
+    group, tag = service_cgroup(run_dir, name), tag_of(run_dir, name)
+    found = set(cgroup_members(group)) | set(tagged(tag))
     if subreaper and group is None:
-        found |= set(orphans(subreaper, keep))
+        found |= set(orphans(subreaper, keep, tag))
     return living(sorted(found - keep - {os.getpid()}))
 
 
@@ -64,7 +77,7 @@ def kill_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         try:
             os.kill(pid, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone meanwhile, or (a reused pid) not ours
             pass
 
 

@@ -24,6 +24,7 @@ from local_platform.process_tree import (
     tagged,
 )
 
+OUT_OF_GROUP_GRACE = 5  # seconds
 _CREDENTIAL = re.compile(r"PASSWORD|SECRET|TOKEN|JWT|FERNET", re.I)
 
 
@@ -50,10 +51,15 @@ def running_pid(name: str) -> int | None:
 
 
 def shown_state(name: str) -> str:
-    """The service's pid while it runs, else what supervisord says of it (BACKOFF, FATAL, ...), else "-"."""
+    """The service's pid while it runs, else what supervisord says of it (BACKOFF, FATAL, ...); without a supervisord,
+    the pid of a service still running from before it died, else "-"."""
     found = supervisord.info(name)
     if not found:
-        return "-"
+        try:
+            pid = int(pid_file(name).read_text())
+        except (OSError, ValueError):
+            return "-"
+        return f"{pid} (unsupervised)" if living([pid]) else "-"
     return str(found["pid"]) if found["statename"] in supervisord.RUNNING_STATES else found["statename"]
 
 
@@ -83,7 +89,13 @@ def stop(name: str) -> None:
     known = supervisord.stop(name)
     subreaper, programs = supervisord.pids()
     left = left_behind(STATE / "run", name, subreaper, programs)
-    kill_all(left, signal.SIGKILL)
+    # SIGTERM first, as supervisord gave the group: a task's Spark job in a session of its own interrupts its work on
+    # the server (LocalExecutor workers ignore it, hence the short grace).
+    kill_all(left, signal.SIGTERM)
+    deadline = time.time() + OUT_OF_GROUP_GRACE
+    while living(left) and time.time() < deadline:
+        time.sleep(0.1)
+    kill_all(living(left_behind(STATE / "run", name, subreaper, programs)), signal.SIGKILL)
     group = service_cgroup(STATE / "run", name)
     deadline = time.time() + 10
     while living(cgroup_members(group)) and time.time() < deadline:

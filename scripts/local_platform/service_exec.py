@@ -28,18 +28,24 @@ from local_platform import supervisord
 from local_platform.process_tree import TAG, kill_all, left_behind, service_cgroup, tag_of
 
 
+def _left(name: str, run_dir: Path) -> list[int]:
+    """What the service's previous run left; orphans only when our parent is the platform's supervisord (a program it
+    is starting meanwhile carries supervisord's tag, which keeps it out)."""
+    supervisor, programs = supervisord.pids(run_dir)
+    return left_behind(run_dir, name, supervisor if supervisor == os.getppid() else None, programs)
+
+
 def sweep_previous_run(name: str, run_dir: Path) -> None:
-    """Kill what the service's previous run left: in its cgroup, or else by its tag and any orphan handed to
-    supervisord (our parent; with every service's processes below its main one while it lives, an orphan is what is
-    left of one that died)."""
-    _, programs = supervisord.pids()
-    left = left_behind(run_dir, name, os.getppid(), programs)
+    """Kill what the service's previous run left: in its cgroup, or else by its tag and its untagged orphans handed
+    to supervisord (our parent; with every service's processes below its main one while it lives, an orphan is what
+    is left of one that died)."""
+    left = _left(name, run_dir)
     if not left:
         return
     print(f"[{name}] killing {len(left)} process(es) left behind by its previous run: {left}", flush=True)
     kill_all(left, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while left_behind(run_dir, name, os.getppid(), programs) and time.monotonic() < deadline:
+    while _left(name, run_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 

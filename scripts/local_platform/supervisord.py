@@ -9,6 +9,8 @@ START_RETRIES such failures in a row it is left FATAL (`make status` says so) ra
 from __future__ import annotations
 
 import ctypes
+import http.client
+import shlex
 import subprocess
 import sys
 import time
@@ -59,15 +61,19 @@ files = {_escaped(PROGRAMS)}/*.conf
     )
 
 
-def _server() -> xmlrpc.client.ServerProxy:
+_UNREACHABLE = (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError)
+
+
+def _server(run: Path = RUN) -> xmlrpc.client.ServerProxy:
     # The host is a placeholder: the transport talks to the socket.
-    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=SupervisorTransport(None, None, f"unix://{SOCKET}"))
+    socket = f"unix://{run / SOCKET.name}"
+    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=SupervisorTransport(None, None, socket))
 
 
 def running() -> bool:
     try:
         return _server().supervisor.getState()["statename"] == "RUNNING"
-    except (OSError, xmlrpc.client.Error):
+    except (*_UNREACHABLE, xmlrpc.client.Fault):
         return False
 
 
@@ -80,9 +86,11 @@ def ensure_running(env: dict[str, str]) -> None:
     gets its own from service_exec.py), only the platform's tag, so that `leftovers` finds it too."""
     if running():
         return
+    if " " in str(RUN) or len(str(SOCKET)) > 100:  # supervisord's include list splits on spaces; sun_path is 108 bytes
+        raise SystemExit(f"[platform] the state folder {STATE} must have no spaces and a path under 70 characters")
     _write_conf()
     with open(LOG, "ab") as out:
-        subprocess.Popen(
+        process = subprocess.Popen(
             [str(VENV_BIN / "supervisord"), "--nodaemon", "--configuration", str(CONF)],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -94,15 +102,16 @@ def ensure_running(env: dict[str, str]) -> None:
         )
     deadline = time.monotonic() + 30
     while not running():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"[platform] supervisord did not start; see {LOG}")
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = "\n  ".join(LOG.read_text(errors="replace").splitlines()[-10:])
+            raise SystemExit(f"[platform] supervisord did not start; the end of {LOG}:\n  {tail}")
         time.sleep(0.1)
 
 
 def _program(name: str, log: Path, grace: float) -> str:
     command = [sys.executable, str(Path(__file__).with_name("service_exec.py")), name, str(RUN)]
     return f"""[program:{name}]
-command={_escaped(" ".join(command))}
+command={_escaped(shlex.join(command))}
 directory={_escaped(REPO)}
 autostart=false
 autorestart=true
@@ -118,56 +127,76 @@ stdout_logfile_maxbytes=0
 """
 
 
+def _ignoring(server_call, *codes: int) -> None:
+    try:
+        server_call()
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode not in codes:
+            raise
+
+
+def _stop_and_remove(server, name: str) -> None:
+    """Stop the program, whatever its state, and remove it; again if autorestart started it in between."""
+    for _ in range(5):
+        _ignoring(lambda: server.supervisor.stopProcess(name), Faults.NOT_RUNNING)
+        try:
+            server.supervisor.removeProcessGroup(name)
+            return
+        except xmlrpc.client.Fault as fault:
+            if fault.faultCode != Faults.STILL_RUNNING:
+                raise
+    raise SystemExit(f"[platform] supervisord keeps {name} running: see {LOG}")
+
+
 def start(name: str, log: Path, grace: float) -> None:
-    """Add the service as a program (again, if its settings changed) and start it."""
+    """Add the service as a program (again, if its settings changed) and start it; one backing off after quick exits
+    is started at once rather than after its delay."""
     (PROGRAMS / f"{name}.conf").write_text(_program(name, log, grace))
     server = _server()
     [[added, changed, _removed]] = server.supervisor.reloadConfig()
-    if name in changed:  # not running, or spawn() would not start it; but maybe still starting or backing off
-        try:
-            server.supervisor.stopProcess(name)
-        except xmlrpc.client.Fault as fault:
-            if fault.faultCode != Faults.NOT_RUNNING:
-                raise
-        server.supervisor.removeProcessGroup(name)
+    if name in changed:
+        _stop_and_remove(server, name)
     if name in added or name in changed:
         server.supervisor.addProcessGroup(name)
-    try:
-        server.supervisor.startProcess(name, False)
-    except xmlrpc.client.Fault as fault:
-        if fault.faultCode != Faults.ALREADY_STARTED:  # backing off after quick exits: it tries again by itself
-            raise
+    if server.supervisor.getProcessInfo(name)["statename"] == "BACKOFF":
+        _ignoring(lambda: server.supervisor.stopProcess(name), Faults.NOT_RUNNING)
+    _ignoring(lambda: server.supervisor.startProcess(name, False), Faults.ALREADY_STARTED)
 
 
 def info(name: str) -> dict | None:
     """What supervisord knows of the service (statename, pid, ...); None when it is no program of a running one."""
     try:
         return _server().supervisor.getProcessInfo(name)
-    except (OSError, xmlrpc.client.Error):
+    except (*_UNREACHABLE, xmlrpc.client.Fault):
         return None
 
 
-def pids() -> tuple[int | None, set[int]]:
+def pids(run: Path = RUN) -> tuple[int | None, set[int]]:
     """supervisord's pid and those of the programs it runs (none of either when it is not running)."""
     try:
-        server = _server()
+        server = _server(run)
         return server.supervisor.getPID(), {p["pid"] for p in server.supervisor.getAllProcessInfo() if p["pid"]}
-    except (OSError, xmlrpc.client.Error):
+    except (*_UNREACHABLE, xmlrpc.client.Fault):
         return None, set()
 
 
 def stop(name: str) -> bool:
-    """Stop the service (SIGTERM to its process group, SIGKILL after its grace) and forget it; whether it was one."""
+    """Stop the service (SIGTERM to its process group, SIGKILL after its grace) and forget it; whether it was one of a
+    running supervisord."""
     server = _server()
     try:
-        if server.supervisor.getProcessInfo(name)["statename"] in (*RUNNING_STATES, "BACKOFF"):
-            server.supervisor.stopProcess(name)
-        server.supervisor.removeProcessGroup(name)
-    except (OSError, xmlrpc.client.Error):
-        return False
-    finally:
-        (PROGRAMS / f"{name}.conf").unlink(missing_ok=True)
-    return True
+        server.supervisor.getProcessInfo(name)
+    except _UNREACHABLE:
+        known = False
+    except xmlrpc.client.Fault as fault:
+        if fault.faultCode != Faults.BAD_NAME:
+            raise
+        known = False
+    else:
+        _stop_and_remove(server, name)
+        known = True
+    (PROGRAMS / f"{name}.conf").unlink(missing_ok=True)
+    return known
 
 
 def shutdown() -> None:
@@ -175,7 +204,7 @@ def shutdown() -> None:
     try:
         pid = _server().supervisor.getPID()
         _server().supervisor.shutdown()
-    except (OSError, xmlrpc.client.Error):
+    except (*_UNREACHABLE, xmlrpc.client.Fault):
         return
     deadline = time.monotonic() + 60
     while living([pid]) and time.monotonic() < deadline:

@@ -11,11 +11,12 @@ Each stage runs once untimed, then --repeat times; the report gives the fastest 
 - `decode`: today's decoder (`spark.decoder.Decoder`) collected with toArrow(), as a batch is, without the commit;
 - `from_json`: the values decoded by Spark SQL's from_json with the declared types and collected with toArrow():
   the JVM's speed, permissive as from_json is (none of the reference decoder's checks);
-- `query`: a query that reads nothing (spark.range(1).count()): a round trip to the server and one task;
+- `query`: a query that reads no Kafka (spark.range(100).count()): a round trip to the server and its tasks;
 - `small_new_group`, `small_one_group`: 100 records read and counted, the executors' Kafka consumers in a group of
   their own per query (as today: no `kafka.group.id`), and in one group every query shares.
 
-Prints a table; writes probe.json into --out (default: the state folder's bench/).
+Prints a table; writes probe.json into --out (default: the state folder's bench/). The probe's topic is deleted at
+the end.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from microingest.spark.batch import kafka_read_options, read_frame
 from microingest.spark.connect import PLATFORM_CONN_ID, job_session
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder
 from microingest.systems.connections import get_connection, kafka_python_config
+from microingest.systems.kafka_access import delete_topic
 from microingest.systems.pipeline_systems import PipelineSystems
 
 SMALL = 100
@@ -156,6 +158,7 @@ def probe(records: list[int], partitions: int, repeat: int, say: Callable[[str],
     finally:
         spark.stop()
         path.unlink(missing_ok=True)
+        delete_topic(kafka, dataset.topic)
     return result
 
 

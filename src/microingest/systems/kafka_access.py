@@ -149,6 +149,17 @@ def create_topic(config: dict[str, Any], topic: str, partitions: int, replicatio
         admin.close()
 
 
+def delete_topic(config: dict[str, Any], topic: str) -> None:
+    try:
+        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
+    except (KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+
+
 def produce(
     config: dict[str, Any], topic: str, records: Iterable[tuple], partition_of=None, timestamp_of=None
 ) -> list[tuple[int, int]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from local_platform.process_tree import cgroup_members, living, service_cgroup, tag_of, tagged
+from local_platform.process_tree import cgroup_members, kill_all, living, service_cgroup, tag_of, tagged
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
@@ -42,10 +42,11 @@ from pathlib import Path
 from local_platform import processes
 command, arg = sys.argv[1], sys.argv[2]
 if command == "spawn":
-    spec = json.loads(arg)
-    processes.spawn("toy", spec["argv"], Path(spec["log"]), {"PATH": "/usr/bin:/bin"})
+    for name, spec in json.loads(arg).items():  # back to back, as `up` starts Airflow's services
+        processes.spawn(name, spec["argv"], Path(spec["log"]), {"PATH": "/usr/bin:/bin"})
 elif command == "stop":
     processes.stop(arg)
+elif command == "down":
     processes.sweep()
 print(json.dumps(processes.leftovers()))
 """
@@ -112,11 +113,14 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
         assert done.returncode == 0, done.stdout + done.stderr
         return json.loads(done.stdout.splitlines()[-1])
 
-    spec = json.dumps({"argv": [sys.executable, str(script)], "log": str(state / "toy.log")})
+    spec = json.dumps({"toy": {"argv": [sys.executable, str(script)], "log": str(state / "toy.log")}})
+    # A neighbour started right after it, whose processes no sweep of toy's may touch.
+    neighbour = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)"], "log": str(state / "other.log")}
     restarted: list[int] = []
     try:
-        platform("spawn", spec)
+        platform("spawn", json.dumps({**json.loads(spec), "other": neighbour}))
         first = _until(lambda: _pid(run / "toy.pid"), "the service")
+        other = _until(lambda: _pid(run / "other.pid"), "the neighbour")
         tree = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(first)), "the service and its two children")
         assert len(tagged(tag_of(run, "toy"))) == 2, "the child that dropped its environment carries no tag"
         if group:
@@ -126,6 +130,9 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
         second = _until(_restarted(run / "toy.pid", first), "the restarted service")
         assert not any(_alive(pid) for pid in tree), "the killed service's children outlived it"
         restarted = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(second)), "the new children")
+        assert _alive(other) and _pid(run / "other.pid") == other, "a sweep of toy's ended its neighbour"
+        platform("stop", "other")
+        assert not _alive(other)
 
         supervisord = _pid(run / "supervisord.pid")
         os.kill(supervisord, signal.SIGKILL)  # what `make up` meets after an OOM kill of supervisord
@@ -139,14 +146,14 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
         assert not any(_alive(pid) for pid in findable), "the service ran twice"
         running = _until(lambda: (lambda t: t if len(t) == 3 else None)(_tree(third)), "its children")
 
-        left = platform("stop", "toy")
+        platform("stop", "toy")
+        left = platform("down", "")
         assert left == {} and not any(_alive(pid) for pid in running)
         assert not (run / "toy.pid").exists() and not (run / "toy.json").exists()
         assert not _alive(_pid(run / "supervisord.pid") or 0)
         assert group is None or not group.exists()
     finally:
-        for pid in {*tagged(tag_of(run, ""), prefix=True), *cgroup_members(group), *restarted}:
-            os.kill(pid, signal.SIGKILL)
+        kill_all(sorted({*tagged(tag_of(run, ""), prefix=True), *cgroup_members(group), *restarted}), signal.SIGKILL)
     log = (state / "toy.log").read_text()
     assert "[toy] killing 2 process(es) left behind by its previous run" in log, log
     assert f"[toy] killing {len(findable)} process(es) left behind by its previous run" in log, log
