@@ -24,6 +24,7 @@ STAMP_KAFKA := $(INSTALL)/kafka/libs/.resolved
 STAMP_SPARK := $(INSTALL)/spark/jars/.resolved
 STAMP_BENCH := $(INSTALL)/spark/bench-jars/.resolved
 STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
+DECODER_JAR := $(INSTALL)/spark/decoders/microingest-decoders.jar
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
@@ -39,7 +40,7 @@ help:
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
-install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) postgres-binaries
+install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) postgres-binaries
 
 $(STAMP_PY): constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +68,11 @@ $(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/bench-jdbc/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
+
+# The platform's decoding functions for Spark's JVM, built and unit-tested by Maven (src/microingest/spark/jvm_decode.py).
+$(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -type f)
+	$(MVN) -q -B -f build/jvm-decoders/pom.xml package
+	mkdir -p $(dir $@) && cp build/jvm-decoders/target/microingest-decoders.jar $@
 
 $(STAMP_REGISTRY): build/maven/schema-registry/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
@@ -170,7 +176,7 @@ bench: install
 	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) $(BIN)/python -m microingest.bench --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) $(BENCH_ARGS)
 
-test-unit: $(STAMP_PY)
+test-unit: $(STAMP_PY) $(DECODER_JAR)
 	$(BIN)/pytest -q tests/unit
 
 # Stop this platform and the cluster topology's, and delete their Postgres clusters (run as root, they live outside
@@ -181,4 +187,4 @@ clean-platforms:
 	  MICROINGEST_TOPOLOGY=cluster MICROINGEST_STATE=$(abspath .state/cluster) $(PLATFORM) clean
 
 clean: clean-platforms
-	rm -rf $(STATE) $(VENV)
+	rm -rf $(STATE) $(VENV) build/jvm-decoders/target

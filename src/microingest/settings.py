@@ -69,6 +69,21 @@ def spark_jars() -> list[str]:
     return jars
 
 
+def decoder_jar() -> Path | None:
+    """The platform's decoding functions for Spark's JVM (build/jvm-decoders), built by `make install`; None when it
+    was not built, and the reference decoder does every batch."""
+    jar = Path(
+        os.environ.get("MICROINGEST_DECODER_JAR", install_dir() / "spark" / "decoders" / "microingest-decoders.jar")
+    )
+    return jar if jar.is_file() else None
+
+
+def jvm_decoding() -> bool:
+    """Whether JSON records may be decoded in Spark's JVM (`decode.jvm_json`); `MICROINGEST_JVM_DECODING=off` leaves
+    every record to the reference decoder."""
+    return os.environ.get("MICROINGEST_JVM_DECODING", "on").lower() not in ("off", "0", "false", "no")
+
+
 def commit_lock_timeout_ms() -> int:
     """How long a batch's commit waits for the pipeline lock and the ledger rows before failing (and being retried)."""
     return int(float(os.environ.get("MICROINGEST_COMMIT_LOCK_TIMEOUT_SECONDS", "120")) * 1000)

@@ -138,14 +138,14 @@ class Env:
             cur.execute(sql.SQL("DROP TABLE {}").format(self.table))
             cur.execute(sql.SQL("CREATE TABLE {} ({})").format(self.table, sql.SQL(columns)))
 
-    def ingest_all(self) -> list:
+    def ingest_all(self, **job) -> list:
         """Live runs until nothing is left (one usually: a run commits its whole plan, batch by batch, in one Spark
-        job); returns each job's completed process."""
+        job); returns each job's completed process. `job`: spark_job's settings (env_extra, say)."""
         from microingest.plan.live import plan_live_run
 
         results = []
         while (plan := plan_live_run(self.pipeline)).ranges:
-            results.append(self.spark_job(plan))
+            results.append(self.spark_job(plan, **job))
             assert results[-1].returncode == 0, results[-1].stdout[-3000:]
         return results
 

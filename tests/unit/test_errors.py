@@ -36,6 +36,8 @@ REFUSED = {
     "DatabaseEncodingError",
     "TopicRecreatedError",
     "UnreadableSchemaError",
+    "JvmMismatchError",
+    "RecordCountError",
 }
 TRANSIENT = {
     "PostgresUnavailableError",

@@ -9,11 +9,15 @@ Each stage runs once untimed, then --repeat times; the report gives the fastest 
 - `handover`: the batch's frame (as `spark.batch.read_frame` builds it) through a mapInArrow that only counts: the
   JVM → Python worker → JVM hand-over alone;
 - `decode`: today's decoder (`spark.decoder.Decoder`) collected with toArrow(), as a batch is, without the commit;
+- `jvm_decode`: the records decoded in the JVM as a batch of a JSON pipeline is (`spark.jvm_decode`) and collected
+  with toArrow(): typed columns, the declined and sampled records' bytes;
+- `jvm_batch`: the same, then made ready to commit on the driver (`spark.jvm_collected`: the sample checked, the
+  rows as CSV): the JVM path's counterpart of `decode`;
 - `from_json`: the values decoded by Spark SQL's from_json with the declared types and collected with toArrow():
   the JVM's speed, permissive as from_json is (none of the reference decoder's checks);
 - `query`: a query that reads no Kafka (spark.range(100).count()): a round trip to the server and its tasks;
 - `small_new_group`, `small_one_group`: 100 records read and counted, the executors' Kafka consumers in a group of
-  their own per query (as today: no `kafka.group.id`), and in one group every query shares.
+  their own per query (Spark's default), and in one group every query shares (as a batch's are: `batch.reader_group`).
 
 Prints a table; writes probe.json into --out (default: the state folder's bench/). The probe's topic is deleted at
 the end.
@@ -28,6 +32,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,9 +42,12 @@ from microingest import settings
 from microingest.batches import Batch, OffsetRange
 from microingest.bench.dataset import SCHEMA, create_dataset
 from microingest.declare.files import load_pipeline_file
+from microingest.decode.records import RecordProcessor
 from microingest.spark.batch import kafka_read_options, read_frame
 from microingest.spark.connect import PLATFORM_CONN_ID, job_session
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder
+from microingest.spark.jvm_collected import collected as jvm_collected
+from microingest.spark.jvm_decode import JvmJson, decoded_frame, prepare, sample_every
 from microingest.systems.connections import get_connection, kafka_python_config
 from microingest.systems.kafka_access import delete_topic
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -70,7 +78,9 @@ def _timed(stage: Callable[[], int], repeat: int, expected: int) -> dict:
     return {"fastest": min(seconds), "median": statistics.median(seconds), "records": expected}
 
 
-def stages(spark, kafka_options: dict[str, str], decoder: Decoder, batch: Batch) -> dict[str, Callable[[], int]]:
+def stages(
+    spark, kafka_options: dict[str, str], decoder: Decoder, jvm: JvmJson, batch: Batch
+) -> dict[str, Callable[[], int]]:
     def raw():
         return spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(batch.ranges)).load()
 
@@ -85,10 +95,19 @@ def stages(spark, kafka_options: dict[str, str], decoder: Decoder, batch: Batch)
         return decoded.toArrow().num_rows
 
     frame = read_frame(spark, kafka_options, batch)
+    jvm_frame = decoded_frame(frame, jvm, sample_every(batch.offsets))
+    processor = RecordProcessor(decoder.pipeline)
+
+    def jvm_batch() -> int:
+        staged = jvm_collected(jvm_frame.toArrow(), processor, decoder.batch_id, True, datetime.now(timezone.utc))
+        return staged.counts.rows + staged.counts.dead
+
     return {
         "read_count": lambda: raw().count(),
         "handover": lambda: _sum_n(frame.mapInArrow(_count_only, "n long").toArrow()),
         "decode": lambda: _decoded_records(frame.mapInArrow(decoder, DECODED_SCHEMA).toArrow()),
+        "jvm_decode": lambda: jvm_frame.toArrow().num_rows,
+        "jvm_batch": jvm_batch,
         "from_json": from_json,
     }
 
@@ -140,13 +159,16 @@ def probe(records: list[int], partitions: int, repeat: int, say: Callable[[str],
     pipeline = load_pipeline_file(path)
     kafka_options = PipelineSystems.of(pipeline).spark_kafka
     spark = job_session(get_connection(PLATFORM_CONN_ID), f"microingest-probe-{run_id}")
+    jvm = prepare(spark, pipeline)
+    if jvm is None:
+        raise SystemExit("the probe's pipeline cannot be decoded in the JVM here (see the log above)")
     result: dict = {"dataset": dataset.topic, "partitions": partitions, "repeat": repeat, "sizes": {}}
     try:
         for n in sorted(records):
             batch = Batch("ingest", first_records(dataset.topic, partitions, n))
             decoder = Decoder(pipeline, str(uuid.uuid4()), None, into_target=True)
             found = {}
-            for name, stage in stages(spark, kafka_options, decoder, batch).items():
+            for name, stage in stages(spark, kafka_options, decoder, jvm, batch).items():
                 say(f"{n} records: {name}")
                 found[name] = _timed(stage, repeat, n)
             result["sizes"][str(n)] = found

@@ -1,6 +1,6 @@
-"""One batch of a run on Spark: read exactly its offset ranges, let the executors decode them (`decoder.Decoder`),
-collect the decoded chunks, check the dead-letter guard, and commit it in one Postgres transaction
-(`commit.copy_commit`)."""
+"""One batch of a run on Spark: read exactly its offset ranges, decode them (in the JVM where the pipeline allows,
+`jvm_decode`, else on the executors by the reference, `decoder.Decoder`), collect what was decoded, check the
+dead-letter guard, and commit it in one Postgres transaction (`commit.copy_commit`)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,18 @@ from datetime import datetime, timezone
 
 from microingest import faults
 from microingest.batches import Batch, CommitResult, OffsetRange
-from microingest.commit.copy_commit import commit_decoded
+from microingest.commit.copy_commit import DecodedBatch, commit_decoded
 from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import StagedCounts, sink_for
 from microingest.commit.target_tables import check_target
 from microingest.declare.pipeline import Pipeline
+from microingest.decode.records import RecordProcessor
 from microingest.errors import Refused
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
+from microingest.spark.jvm_collected import JvmMismatchError
+from microingest.spark.jvm_collected import collected as jvm_collected
+from microingest.spark.jvm_decode import decoded_frame, refusal, sample_every
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +91,7 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
             "skipping" if batch.is_skip else "reading",
             ", ".join(map(str, batch.ranges)),
         )
-        decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
-        frame = read_frame(job.spark, job.systems.spark_kafka, batch).mapInArrow(decoder, DECODED_SCHEMA)
-        decoded = collected(_collect(frame, batch), decoder, started_at)
+        decoded = _decoded(job, batch, batch_id, into_target, started_at)
         log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
         if not batch.is_skip:  # a skip's dead letters are what the operator asked for
             _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
@@ -97,6 +99,36 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
         result = commit_decoded(conn, sink, batch, decoded, job.run)
     faults.crash_point("after_commit")
     return result
+
+
+def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, started_at: datetime) -> DecodedBatch:
+    """The batch read and decoded: in the JVM where the pipeline's records may be, else by the reference decoder on
+    the executors (`decoder.Decoder`)."""
+    pipeline, jvm = job.pipeline, job.jvm
+    frame = read_frame(job.spark, job.systems.spark_kafka, batch, reader_group(pipeline.name))
+    if jvm is not None and jvm.usable and not batch.is_skip:
+        processor = RecordProcessor(pipeline, job.systems.registry)
+        every = sample_every(batch.offsets)
+        try:
+            return jvm_collected(
+                _collect(decoded_frame(frame, jvm, every), batch), processor, batch_id, into_target, started_at
+            )
+        except JvmMismatchError as exc:
+            jvm.distrusted = str(exc)
+            log.error("%s; this batch and the rest of the job are decoded by the reference decoder alone", exc)
+        except Exception as exc:  # classic and Spark Connect raise different classes; the message is the JVM's
+            refused = refusal(exc)
+            if refused is None:
+                raise
+            jvm.distrusted = refused
+            log.warning(
+                "pipeline %s: records decoded by the reference decoder in Python, not Spark's JVM: %s (a new Spark "
+                "Connect session, or the server restarted, loads this job's decoder)",
+                pipeline.name,
+                refused,
+            )
+    decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
+    return collected(_collect(frame.mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
 
 
 def _collect(frame, batch: Batch):
@@ -121,11 +153,22 @@ def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts,
         )
 
 
-def read_frame(spark, kafka_options: dict[str, str], batch: Batch):
-    """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions."""
+def reader_group(pipeline: str) -> str:
+    """The consumer group of the executors' Kafka consumers for a pipeline's batches. One per pipeline, not Spark's
+    default of one per query, so an executor's pooled consumer (and its connection) serves the next batch too. They
+    only read assigned ranges and commit nothing; the group Kafka's tools show is `lag.mirror`'s."""
+    return f"microingest-{pipeline}-reader"
+
+
+def read_frame(spark, kafka_options: dict[str, str], batch: Batch, group: str | None = None):
+    """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions; read in
+    consumer group `group` unless the Kafka connection names one (for group-based authorization, say)."""
     # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
     # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
-    frame = spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(batch.ranges)).load()
+    options = {**kafka_options, **kafka_read_options(batch.ranges)}
+    if group is not None:
+        options.setdefault("kafka.group.id", group)
+    frame = spark.read.format("kafka").options(**options).load()
     if batch.time_window_ms is not None:
         # Before any decoding: a record outside the window is not part of this backfill at all.
         frame = frame.where(

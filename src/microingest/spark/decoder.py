@@ -87,7 +87,7 @@ class Decoder:
                 continue
             staged = stage_batch(batch, processor, self.batch_id, lead)
             rows = staged.rows.select(target_columns) if self.into_target else staged.rows
-            first, *rest = _csv_chunks(rows)
+            first, *rest = csv_chunks(rows)
             # The counts, dead letters and positions ride on the first chunk; the rest carry only rows.
             yield pa.RecordBatch.from_pylist(
                 [
@@ -110,7 +110,7 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
     """Every record a dead letter: their COPY text cut into chunks as rows are, the count and positions on the
     first."""
     dead = dead_letters(batch, lead, SKIPPED, note)
-    first, *rest = _text_chunks(dead)
+    first, *rest = text_chunks(dead)
     return pa.RecordBatch.from_pylist(
         [
             {
@@ -127,7 +127,7 @@ def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.Reco
     )
 
 
-def _text_chunks(lines: list[str]) -> list[bytes]:
+def text_chunks(lines: list[str]) -> list[bytes]:
     chunks: list[bytes] = []
     chunk: list[bytes] = []
     size = 0
@@ -160,14 +160,14 @@ def read_spans(batch: pa.RecordBatch) -> list[Span]:
     ]
 
 
-def _csv_chunks(rows: pa.Table) -> Iterator[bytes]:
+def csv_chunks(rows: pa.Table) -> Iterator[bytes]:
     data = csv_bytes(rows)
     if len(data) <= CHUNK_BYTES or rows.num_rows < 2:
         yield data
         return
     half = rows.num_rows // 2
-    yield from _csv_chunks(rows.slice(0, half))
-    yield from _csv_chunks(rows.slice(half))
+    yield from csv_chunks(rows.slice(0, half))
+    yield from csv_chunks(rows.slice(half))
 
 
 def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> DecodedBatch:

@@ -8,6 +8,7 @@ from typing import Any
 from microingest.batches import RunInfo
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.mirror import GroupMirror
+from microingest.spark.jvm_decode import JvmJson, prepare
 from microingest.systems.pipeline_systems import PipelineSystems
 
 
@@ -18,11 +19,13 @@ class IngestJob:
     systems: PipelineSystems
     run: RunInfo  # who asked, and the Spark application the history records for each batch
     mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
+    jvm: JvmJson | None = None  # the pipeline's JSON decoding function in Spark's JVM, where it has one
 
     @classmethod
     def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> IngestJob:
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
-        return cls(spark, pipeline, systems, run, GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic))
+        mirror = GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic)
+        return cls(spark, pipeline, systems, run, mirror, prepare(spark, pipeline))
 
     def close(self) -> None:
         if self.mirror is not None:

@@ -96,8 +96,13 @@ def submit_argv(
         "--name",
         name,
         "--jars",
-        ",".join(settings.spark_jars() + (jars or [])),
+        ",".join(settings.spark_jars() + _decoder_jar() + (jars or [])),
     ]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return argv + [str(script), *args]
+
+
+def _decoder_jar() -> list[str]:
+    jar = settings.decoder_jar()
+    return [] if jar is None else [str(jar)]

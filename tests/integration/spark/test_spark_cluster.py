@@ -99,9 +99,9 @@ def _wait(check, what: str, log: Path, timeout: float = 120) -> None:
 
 
 def test_an_executor_lost_after_decoding_is_replaced_and_the_batch_still_lands_once(env, spark_master, tmp_path):
-    """The first Spark task to finish decoding kills its own executor JVM before its task ends; Spark re-runs the
-    lost task elsewhere, which decodes the same records again, keeps one result per partition, and the commit lands
-    every record exactly once."""
+    """The first Spark task to decode a record kills its own executor JVM before its task ends (the JVM decoder's
+    fault point); Spark re-runs the lost task elsewhere, which decodes the same records again, keeps one result per
+    partition, and the commit lands every record exactly once."""
     produced = env.produce(3000)
     plan = plan_next_batch(env.pipeline)
     fired = tmp_path / "executor-killed"

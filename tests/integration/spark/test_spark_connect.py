@@ -91,8 +91,8 @@ def test_the_server_killed_while_decoding_commits_nothing_and_after_a_restart_th
     env = connect_env
     produced = env.produce(30_000)
     marker = tmp_path / "decoding"
-    # The server's Python workers pause once their partition is decoded (the fault travels inside the Decoder), so
-    # the kill lands while the batch is on the server and nothing of it has reached the client.
+    # The server's tasks pause once they decoded a record (the fault travels inside the JVM decoder's spec), so the
+    # kill lands while the batch is on the server and nothing of it has reached the client.
     proc = env.spark_job(plan_live_run(env.pipeline), fault=f"executor_after_decode:pause:{marker}", wait=False)
     paused = reached_pause(proc, marker)
     if paused:

@@ -1,0 +1,59 @@
+package dev.microingest.decode;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.HexFormat;
+
+/**
+ * The decoder without Spark, for the differential tests (tests/unit/decode/test_jvm_json.py): `java -cp ...
+ * dev.microingest.decode.DecodeLines SPEC` reads lines of "key-hex value-hex" ("-" for null) and writes one JSON line
+ * per record: null when declined, else [key, values...] with each double as its 64 bits in hex, so the comparison is
+ * bit for bit.
+ */
+public final class DecodeLines {
+  private DecodeLines() {}
+
+  public static void main(String[] args) throws IOException {
+    StrictJsonDecoder decoder = new StrictJsonDecoder(args[0]);
+    HexFormat hex = HexFormat.of();
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
+    BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
+    try (JsonGenerator json = new JsonFactory().createGenerator(out)) {
+      json.setRootValueSeparator(null);
+      String line;
+      while ((line = in.readLine()) != null) {
+        String[] parts = line.split(" ", -1);
+        Object[] decoded =
+            decoder.decode(
+                parts[0].equals("-") ? null : hex.parseHex(parts[0]),
+                parts[1].equals("-") ? null : hex.parseHex(parts[1]));
+        if (decoded == null) {
+          json.writeNull();
+        } else {
+          json.writeStartArray();
+          for (Object v : decoded) {
+            if (v == null) {
+              json.writeNull();
+            } else if (v instanceof Double d) {
+              json.writeString(Long.toHexString(Double.doubleToRawLongBits(d)));
+            } else if (v instanceof Long l) {
+              json.writeNumber(l);
+            } else if (v instanceof Boolean b) {
+              json.writeBoolean(b);
+            } else {
+              json.writeString((String) v);
+            }
+          }
+          json.writeEndArray();
+        }
+        json.writeRaw('\n');
+      }
+    }
+  }
+}

@@ -1,0 +1,85 @@
+package dev.microingest.decode;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+/** The decoder's own cases; tests/unit/decode/test_jvm_json.py holds it to the Python reference on thousands more. */
+class StrictJsonDecoderTest {
+  private static final String SPEC =
+      "{\"max_value_bytes\":200,\"key_required\":false,\"timestamp_ms\":[-62135596800000,253402300799999],"
+          + "\"fields\":[{\"name\":\"id\",\"type\":\"string\",\"required\":true},"
+          + "{\"name\":\"n\",\"type\":\"integer\",\"required\":false},"
+          + "{\"name\":\"d\",\"type\":\"double\",\"required\":false},"
+          + "{\"name\":\"ok\",\"type\":\"boolean\",\"required\":false},"
+          + "{\"name\":\"at\",\"type\":\"timestamp\",\"required\":false}]}";
+  private final StrictJsonDecoder decoder = new StrictJsonDecoder(SPEC);
+
+  private Object[] decode(String key, String value) {
+    return decoder.decode(
+        key == null ? null : key.getBytes(StandardCharsets.UTF_8), value.getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void anOrdinaryRecordIsTypedInDeclaredOrder() {
+    assertArrayEquals(
+        new Object[] {"k", "a", 5L, -0.0, true, 1_700_000_000_123_000L},
+        decode("k", "{\"at\":1700000000123,\"ok\":true,\"d\":-0,\"n\":5,\"id\":\"a\",\"x\":[1,{\"y\":null}]}"));
+  }
+
+  @Test
+  void theLastOfDuplicateNamesWinsAsInPython() {
+    assertArrayEquals(new Object[] {null, "b", null, null, null, null}, decode(null, "{\"id\":\"a\",\"n\":1,\"id\":\"b\",\"n\":null}"));
+  }
+
+  @Test
+  void whatTheReferenceDecidesOtherwiseIsDeclined() {
+    for (String value :
+        new String[] {
+          "{\"n\":1}",
+          "{\"id\":\"a\",\"n\":1.0}",
+          "{\"id\":\"a\",\"d\":1e400}",
+          "{\"id\":\"a\",\"d\":NaN}",
+          "{\"id\":\"a\\u0000\"}",
+          "{\"id\":\"\\ud800\"}",
+          "{\"id\":\"a\",\"at\":\"2024-01-01T00:00:00Z\"}",
+          "{\"id\":\"a\",\"at\":253402300800000}",
+          "{\"id\":\"a\",\"ok\":1}",
+          "{\"id\":\"a\"} {}",
+          "{\"id\":\"a\"}]",
+          "{'id':'a'}",
+          "[{\"id\":\"a\"}]",
+          "",
+        }) {
+      assertNull(decode("k", value), value);
+    }
+    assertNull(decoder.decode(null, null), "a tombstone");
+  }
+
+  @Test
+  void keysThatAreNotTextAreStagedInHex() {
+    assertEquals("\\x00ff", StrictJsonDecoder.keyText(new byte[] {0, (byte) 0xFF}));
+    assertEquals("\\x5c7841", StrictJsonDecoder.keyText("\\xA".getBytes(StandardCharsets.UTF_8)));
+    assertEquals("é", StrictJsonDecoder.keyText("é".getBytes(StandardCharsets.UTF_8)));
+  }
+
+  @Test
+  void utf8IsWhatPythonAccepts() {
+    assertTrue(Utf8.isValid(new byte[] {(byte) 0xF4, (byte) 0x8F, (byte) 0xBF, (byte) 0xBF}));
+    assertFalse(Utf8.isValid(new byte[] {(byte) 0xED, (byte) 0xA0, (byte) 0x80}), "a surrogate");
+    assertFalse(Utf8.isValid(new byte[] {(byte) 0xC0, (byte) 0x80}), "overlong");
+    assertFalse(Utf8.isValid(new byte[] {(byte) 0xF4, (byte) 0x90, (byte) 0x80, (byte) 0x80}), "past U+10FFFF");
+    assertFalse(Utf8.isValid(new byte[] {(byte) 0xE2, (byte) 0x82}), "truncated");
+  }
+
+  @Test
+  void aSpecWithAnUnknownKeyIsRefused() {
+    assertThrows(IllegalArgumentException.class, () -> new StrictJsonDecoder("{\"fields\":[],\"colour\":1}"));
+  }
+}

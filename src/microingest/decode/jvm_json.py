@@ -1,0 +1,73 @@
+"""JSON records decoded in Spark's JVM: which pipelines may, and what the decoding function is told.
+
+The function is `build/jvm-decoders`' StrictJsonDecoder, registered in each Spark session under a name of
+the pipeline's declaration (`function_name`). It takes a
+record only when the reference (`records.RecordProcessor`) would stage exactly the values it gives, and declines
+every other record, which then goes to the reference: the rule `arrow_json` follows for a whole batch, applied record
+by record. It is told the pipeline's declaration as SPEC text, a constant of the query, and answers a struct of the
+staged key and the declared fields (RETURN_TYPE), timestamps as microseconds; NULL means declined.
+tests/unit/decode/test_jvm_json.py holds it to the reference on generated and mutated records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from microingest.declare.pipeline import Pipeline
+from microingest.decode import storable
+
+CLASS = "dev.microingest.decode.DecodeJsonUdf"
+# Each declared type as the function gives it; a timestamp is a number of microseconds, typed by the driver.
+SPARK_TYPES = {"string": "STRING", "integer": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN", "timestamp": "BIGINT"}
+MICROS_PER_MS = 1000
+_FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ONCE"}
+
+
+def declines_pipeline(pipeline: Pipeline) -> str | None:
+    """Why no record of this pipeline may be decoded in the JVM, or None when they may."""
+    if pipeline.value_format != "json":
+        return f"its values are {pipeline.value_format}"
+    if pipeline.key_format != "string":
+        return f"its keys are {pipeline.key_format}"
+    if pipeline.transform is not None:
+        return "it has a transform (Python code)"
+    odd = [f.name for f in pipeline.schema if f.type not in SPARK_TYPES]
+    if odd:
+        return f"fields of types the JVM decoder does not know: {', '.join(odd)}"
+    return None
+
+
+def spec(pipeline: Pipeline, fault: dict[str, str] | None = None, jar: str | None = None) -> str:
+    """The declaration as the decoding function reads it (JsonRecordSpec.java); `fault`: a fault-injection test's
+    executor fault settings (`faults.executor_faults`), which travel to the executors inside the spec; `jar`: the
+    file name of the decoder's jar the job sent its Spark Connect session, which the function checks it runs."""
+    fault = fault or {}
+    return json.dumps(
+        {
+            "max_value_bytes": pipeline.max_value_bytes,
+            "key_required": pipeline.sink_mode == "upsert_latest",
+            # Whole milliseconds within the storable instants: the reference converts them by integer arithmetic.
+            "timestamp_ms": [
+                -(-storable.MIN_EPOCH_MICROS // MICROS_PER_MS),
+                storable.MAX_EPOCH_MICROS // MICROS_PER_MS,
+            ],
+            "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in pipeline.schema],
+            **{key: fault[env] for key, env in _FAULT_KEYS.items() if env in fault},
+            **({"jar": jar} if jar else {}),
+        },
+        separators=(",", ":"),
+    )
+
+
+def function_name(pipeline: Pipeline) -> str:
+    """The function's name in a session for this declaration's field types. Sessions are shared between jobs and the
+    function's return type follows the types, so declarations of other types never share a name; those of the same
+    types share one function, told apart by the spec each passes."""
+    digest = hashlib.sha256(return_type(pipeline).encode()).hexdigest()[:16]
+    return f"microingest_decode_json_{digest}"
+
+
+def return_type(pipeline: Pipeline) -> str:
+    """The function's struct: the staged key, then one column per declared field, by position (f0, f1, ...)."""
+    return "struct<key:string," + ",".join(f"f{i}:{SPARK_TYPES[f.type]}" for i, f in enumerate(pipeline.schema)) + ">"

@@ -1,0 +1,162 @@
+"""A batch the JVM decoded (`jvm_decode.decoded_frame`), as the driver collected it, made ready to commit: the rows
+the JVM took, typed; the records it declined decoded by the reference (`staged_rows.stage_batch`), which names every
+dead letter; a sample of the taken records decoded by the reference too, to check the JVM's values before anything is
+written; and every record read accounted for once."""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from microingest import faults
+from microingest.batches import SOURCE_COLUMNS, Span
+from microingest.commit.copy_commit import DecodedBatch
+from microingest.commit.sinks import StagedCounts
+from microingest.declare.pipeline import Pipeline
+from microingest.decode.batch_columns import ARROW_TYPES
+from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
+from microingest.errors import Refused
+from microingest.spark.decoder import csv_chunks, read_spans, text_chunks
+
+log = logging.getLogger(__name__)
+
+
+class JvmMismatchError(Refused):
+    """A record the JVM decoded came out of the reference with other values. Nothing of the batch was written; the job
+    decodes it again by the reference alone."""
+
+
+class RecordCountError(Refused):
+    """The batch's rows and dead letters do not add up to the records it read. Nothing of it was written."""
+
+
+def collected(
+    table: pa.Table,
+    processor: RecordProcessor,
+    batch_id: str,
+    into_target: bool,
+    started_at: datetime,
+) -> DecodedBatch:
+    """The collected table (KAFKA_COLUMNS with `d`, the JVM's struct, NULL where it declined) as a DecodedBatch."""
+    pipeline = processor.pipeline
+    records = table
+    taken_mask = pc.is_valid(records.column("d"))
+    taken = records.filter(taken_mask)
+    values = _typed(taken.column("d"), pipeline)
+    if faults.corrupts("jvm_self_check"):
+        values = _corrupted(values, pipeline)
+    checked = _check_sample(taken, values, processor, batch_id)
+    declined = _one_batch(records.filter(pc.invert(taken_mask)))
+    lead = (pipeline.name, batch_id) if into_target else (batch_id,)
+    staged = (
+        stage_batch(declined, processor, batch_id, lead) if declined.num_rows else StagedBatch(_no_rows(pipeline), [])
+    )
+    rows = pa.concat_tables([rows_table(taken, batch_id, values, pipeline), staged.rows])
+    if into_target:
+        rows = rows.select([*SOURCE_COLUMNS, *pipeline.value_columns])
+    spans = read_spans(records)
+    _check_counts(batch_id, spans, taken.num_rows, staged)
+    log.info(
+        "batch %s: %d records decoded in the JVM (%d of them checked against the reference), %d by the reference",
+        batch_id,
+        taken.num_rows,
+        checked,
+        declined.num_rows,
+    )
+    return DecodedBatch(
+        batch_id=batch_id,
+        rows=[chunk for chunk in csv_chunks(rows) if chunk],
+        dead=[chunk for chunk in text_chunks(staged.dead_letters) if chunk],
+        counts=StagedCounts(rows.num_rows, len(staged.dead_letters)),
+        spans=spans,
+        notes=staged.notes,
+        into_target=into_target,
+        started_at=started_at,
+        decoded_at=datetime.now(timezone.utc),
+    )
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    combined = table.combine_chunks()
+    batches = combined.to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _typed(d: pa.ChunkedArray, pipeline: Pipeline) -> list[pa.ChunkedArray]:
+    """(record_key, is_tombstone, value columns...) of the taken records, in the reference's Arrow types."""
+    tombstones = pa.chunked_array([pa.repeat(pa.scalar(False), len(chunk)) for chunk in d.chunks], pa.bool_())
+    columns = [pc.struct_field(d, [0]), tombstones]
+    for i, field in enumerate(pipeline.schema):
+        columns.append(pc.struct_field(d, [i + 1]).cast(ARROW_TYPES[field.type]))  # a timestamp as its microseconds
+    return columns
+
+
+def _corrupted(values: list[pa.ChunkedArray], pipeline: Pipeline) -> list[pa.ChunkedArray]:
+    """The fault `jvm_self_check:corrupt`: every value of the first text field ends in "~", as a wrong decoder's
+    would differ."""
+    at = 2 + next(i for i, f in enumerate(pipeline.schema) if f.type == "string")
+    return [*values[:at], pc.binary_join_element_wise(values[at], "~", ""), *values[at + 1 :]]
+
+
+def _no_rows(pipeline: Pipeline) -> pa.Table:
+    empty = pa.RecordBatch.from_pylist(
+        [],
+        schema=pa.schema(
+            [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("ts_micros", pa.int64())]
+        ),
+    )
+    types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in pipeline.schema]
+    return rows_table(empty, "", [pa.array([], t) for t in types], pipeline)
+
+
+def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: RecordProcessor, batch_id: str) -> int:
+    """The taken records that came back with their bytes, decoded again by the reference: the same values, or the
+    batch is refused before anything is written."""
+    sampled = pc.indices_nonzero(pc.is_valid(taken.column("value"))).to_pylist()
+    # Only the sampled rows leave Arrow: a ChunkedArray's [i] looks for its chunk every time.
+    taken, values = taken.take(sampled), [column.take(sampled) for column in values]
+    keys, raw = taken.column("key"), taken.column("value")
+    names = ["record key", "tombstone"] + [f"field '{f.name}'" for f in processor.pipeline.schema]
+    for i in range(len(sampled)):
+        topic, partition, offset = (taken.column(c)[i].as_py() for c in ("topic", "partition", "offset"))
+        where = f"{topic}[{partition}]@{offset}"
+        try:
+            expected = processor.process(keys[i].as_py(), raw[i].as_py())
+        except BadRecord as exc:
+            raise JvmMismatchError(
+                f"batch {batch_id}: the JVM decoded {where}, which the reference makes a dead letter "
+                f"({exc.error_class})"
+            ) from None
+        got = [column[i].as_py() for column in values]
+        for name, a, b in zip(names, got, expected, strict=True):
+            if not _same(a, b):
+                raise JvmMismatchError(f"batch {batch_id}: the JVM's {name} of {where} differs from the reference's")
+    return len(sampled)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return (
+            isinstance(a, float)
+            and isinstance(b, float)
+            and struct.pack(">d", a) == struct.pack(">d", b)
+            and not math.isnan(a)
+        )
+    return type(a) is type(b) and a == b
+
+
+def _check_counts(batch_id: str, spans: list[Span], taken: int, staged: StagedBatch) -> None:
+    read = sum(span.records for span in spans)
+    written = taken + staged.rows.num_rows + len(staged.dead_letters)
+    if written != read:
+        raise RecordCountError(
+            f"batch {batch_id}: {taken} rows decoded in the JVM, {staged.rows.num_rows} by the reference and "
+            f"{len(staged.dead_letters)} dead letters make {written}, not the {read} records read; nothing was written"
+        )

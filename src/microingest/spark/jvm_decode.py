@@ -1,0 +1,119 @@
+"""JSON records decoded by Spark's JVM (`decode.jvm_json`): the decoding function made known to a job's session, and
+a batch's read turned into typed columns for the driver.
+
+The function's jar (build/jvm-decoders, `make install`) travels with the job: a Spark Connect client sends it to its
+session with addArtifacts, so a server needs nothing of microingest; spark-submit puts it on `--jars`
+(`submit.submit_argv`). The executors then need no Python for a record the JVM takes: only the records it declines,
+and a sample of those it takes, come back to the driver with their bytes, for the reference decoder there
+(`jvm_collected`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from microingest import faults, settings
+from microingest.declare.pipeline import Pipeline
+from microingest.decode import jvm_json
+
+log = logging.getLogger(__name__)
+
+# The driver re-decodes about this many of the records the JVM took in each batch (`sample_every`), and at most one
+# in SAMPLE_EVERY_MAX: 1% of a large batch.
+SAMPLE_RECORDS = 50
+SAMPLE_EVERY_MAX = 100
+
+
+@dataclass
+class JvmJson:
+    """A pipeline's decoding function, registered in the job's session."""
+
+    function: str
+    spec: str
+    # Set when a batch's self-check found the JVM's values differ from the reference's: the job decodes the rest of
+    # its batches by the reference alone.
+    distrusted: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.distrusted is None
+
+
+def prepare(spark, pipeline: Pipeline) -> JvmJson | None:
+    """The pipeline's decoding function in this session, or None (with the reason logged) when its batches are decoded
+    by the reference alone."""
+    reason = jvm_json.declines_pipeline(pipeline)
+    jar = settings.decoder_jar()
+    if reason is None and jar is None:
+        reason = "the decoder jar is not built (`make install` builds build/jvm-decoders)"
+    if reason is None and not settings.jvm_decoding():
+        reason = "MICROINGEST_JVM_DECODING is off"
+    if reason is not None or jar is None:
+        log.info("pipeline %s: records decoded by the reference decoder in Python: %s", pipeline.name, reason)
+        return None
+    function = jvm_json.function_name(pipeline)
+    sent = _send(spark, jar) if type(spark).__module__.startswith("pyspark.sql.connect") else None
+    spark.udf.registerJavaFunction(function, jvm_json.CLASS, jvm_json.return_type(pipeline))
+    log.info(
+        "pipeline %s: records decoded in Spark's JVM (%s), the rest by the reference decoder", pipeline.name, function
+    )
+    return JvmJson(function, jvm_json.spec(pipeline, faults.executor_faults(), jar=sent))
+
+
+def _send(spark, jar: Path) -> str:
+    """The jar sent to the Spark Connect session under a name of its content: a session refuses another jar of a
+    name it has, and takes the same one again."""
+    data = jar.read_bytes()
+    name = f"{jar.stem}-{hashlib.sha256(data).hexdigest()[:16]}.jar"
+    with tempfile.TemporaryDirectory(prefix="microingest-decoders-") as folder:
+        named = Path(folder) / name
+        named.write_bytes(data)
+        spark.addArtifacts(str(named))
+    return name
+
+
+def refusal(exc: Exception) -> str | None:
+    """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
+    another reason. A session keeps the classes of the first decoder jar it was sent, and the shared session outlives
+    upgrades of microingest: the decoder refuses a job of another build (`StrictJsonDecoder.checkBuild`), and a build
+    older than that check refuses the spec it does not know."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return next((line for line in lines if "another build of microingest" in line or "in decoding spec" in line), None)
+
+
+def sample_every(records: int) -> int:
+    """One record in this many of a batch of `records` is also decoded by the reference, to check the JVM's values."""
+    return max(1, min(SAMPLE_EVERY_MAX, records // SAMPLE_RECORDS))
+
+
+def decoded_frame(frame, jvm: JvmJson, every: int):
+    """The batch's records (`batch.read_frame`) as the driver collects them: the position, the JVM's struct `d` (NULL
+    where it declined), and the key, value and headers only of the records the driver decodes itself: those declined
+    and, of those taken, the ones whose offset is a multiple of `every`."""
+    from pyspark.sql import functions as F
+
+    decoded = frame.select(
+        "topic",
+        "partition",
+        "offset",
+        "ts_micros",
+        "key",
+        "value",
+        "headers",
+        F.call_function(jvm.function, F.col("key"), F.col("value"), F.lit(jvm.spec)).alias("d"),
+    )
+    raw = f"d IS NULL OR offset % {every} = 0"
+    return decoded.selectExpr(
+        "topic",
+        "partition",
+        "offset",
+        "ts_micros",
+        "d",
+        f"CASE WHEN {raw} THEN key END AS key",
+        f"CASE WHEN {raw} THEN value END AS value",
+        "CASE WHEN d IS NULL THEN headers END AS headers",
+    )

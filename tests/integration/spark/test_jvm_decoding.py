@@ -1,0 +1,111 @@
+"""JSON records decoded in Spark's JVM, through real jobs: the same rows and dead letters in Postgres as the reference
+decoder stores for the same records (a second pipeline on the same topic, with MICROINGEST_JVM_DECODING=off); and a
+batch whose sampled records the JVM got wrong is decoded again by the reference before anything is written."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import uuid
+import zipfile
+
+from psycopg2 import sql
+
+from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
+from helpers.pipeline_env import new_env
+from microingest import settings
+
+COLUMNS = (
+    "source_topic, source_partition, source_offset, kafka_timestamp, event_id, user_id, event_type, amount, event_time"
+)
+
+
+def records(n: int) -> list[tuple]:
+    rng = random.Random(26)
+    out = []
+    for i in range(n):
+        roll = rng.random()
+        if roll < 0.1:
+            value = rng.choice(HOSTILE_VALUES).replace(b'"id"', b'"event_id"')
+        else:
+            value = json.dumps(
+                {
+                    "event_id": f"e{i}",
+                    "user_id": rng.choice([None, "u\u00e9", "\U0001f600", "a\tb"]),
+                    "event_type": rng.choice(["click", "view"]),
+                    "amount": rng.choice([-0.0, 0.1, 1e-300, rng.uniform(-1e12, 1e12), 2**53 + 1]),
+                    "event_time": rng.choice(
+                        [1_700_000_000_000 + i, "2026-01-02T03:04:05.123456+01:00", -62_135_596_800_000]
+                    ),
+                }
+            ).encode()
+        out.append((rng.choice(HOSTILE_KEYS), value))
+    return out
+
+
+def stored(env) -> tuple[list, list]:
+    rows = env.query(sql.SQL("SELECT " + COLUMNS + " FROM {} ORDER BY 2, 3").format(env.table))
+    dead = env.query(
+        'SELECT topic, partition, "offset", error_class, error_message, record_key, record_value '
+        "FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 2, 3",
+        (env.pipeline.name,),
+    )
+    return rows, [(*d[:5], *(None if v is None else bytes(v) for v in d[5:])) for d in dead]
+
+
+def test_the_jvm_path_stores_exactly_what_the_reference_path_stores(env, pg, kafka, monkeypatch):
+    env.redeclare(dead_letter={"max_fraction": 0.5})
+    env.send(records(3000))
+    [jvm_run] = env.ingest_all()
+    [(in_jvm, checked, by_reference)] = re.findall(
+        r"(\d+) records decoded in the JVM \((\d+) of them checked against the reference\), (\d+) by the",
+        jvm_run.stdout,
+    )
+    assert int(in_jvm) > 2000 and int(checked) > 20 and int(by_reference) > 100
+
+    twin = new_env(
+        pg,
+        kafka,
+        env.pipelines_dir,
+        f"it_{uuid.uuid4().hex[:10]}",
+        env.pipeline.topic,
+        dead_letter={"max_fraction": 0.5},
+    )
+    monkeypatch.setenv("MICROINGEST_JVM_DECODING", "off")
+    [reference_run] = twin.ingest_all()
+    assert "decoded by the reference decoder in Python: MICROINGEST_JVM_DECODING is off" in reference_run.stdout
+
+    jvm_rows, jvm_dead = stored(env)
+    reference_rows, reference_dead = stored(twin)
+    assert len(jvm_rows) > 1500 and len(jvm_dead) > 50  # both kinds of record were there
+    assert jvm_rows == reference_rows
+    assert jvm_dead == reference_dead
+
+
+def test_a_wrong_jvm_value_in_the_sample_sends_the_batch_to_the_reference(env):
+    produced = env.produce(400)
+    [run] = env.ingest_all(env_extra={"MICROINGEST_FAULT": "jvm_self_check:corrupt"})
+    assert "differs from the reference's; this batch and the rest of the job are decoded by the reference" in run.stdout
+    assert env.landed_once() == sorted(produced)
+    changed = env.query(sql.SQL("SELECT count(*) FROM {} WHERE event_id LIKE '%%~'").format(env.table))
+    assert changed == [(0,)], "the corrupted values were not written"
+
+
+def test_a_session_holding_another_build_of_the_decoder_leaves_the_job_to_the_reference(env, tmp_path):
+    """A Spark Connect session keeps the classes of the first decoder jar it was sent. A job of another build (here:
+    the same jar with one more entry, so other bytes) finds that out before its first batch and decodes by the
+    reference, saying why; nothing is decoded by code the job was not built with."""
+    first = env.produce(200)
+    [ours] = env.ingest_all()
+    assert "records decoded in Spark's JVM" in ours.stdout
+    other = tmp_path / "microingest-decoders.jar"
+    shutil.copy(settings.decoder_jar(), other)
+    with zipfile.ZipFile(other, "a") as jar:
+        jar.writestr("another-build.txt", uuid.uuid4().hex)
+    more = env.produce(200, start=200)
+    [theirs] = env.ingest_all(env_extra={"MICROINGEST_DECODER_JAR": str(other)})
+    assert "decoded by the reference decoder in Python, not Spark's JVM" in theirs.stdout, theirs.stdout[-3000:]
+    assert "another build of microingest" in theirs.stdout
+    env.assert_exactly_once(first + more)

@@ -1,0 +1,185 @@
+"""The JVM's JSON decoder against the reference, record by record: every record it takes, the reference stages with
+the same values (type, every bit of a double, sign of zero, microseconds); every record the reference makes a dead
+letter, it declines; and it takes ordinary records. Runs the decoder's own jar (`make install`) without Spark."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, ordinary_value
+from helpers.json_corpus import NUMBER_SPELLINGS, STRING_SPELLINGS, mutate, random_value
+from helpers.jvm_decoder import jvm_decoded
+from helpers.reference_check import same
+from microingest.declare.validate import parse_pipeline
+from microingest.decode import jvm_json
+from microingest.decode.records import BadRecord, RecordProcessor
+
+
+def pipeline(**changes):
+    return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
+
+
+def compared(p, records) -> list[bool]:
+    """Per record, whether the JVM took it; fails on any record it took that the reference would not stage exactly
+    so."""
+    reference = RecordProcessor(p)
+    taken = []
+    for (key, value), got in zip(records, jvm_decoded(p, records), strict=True):
+        if got is None:
+            taken.append(False)
+            continue
+        try:
+            expected = reference.process(key, value)
+        except BadRecord as exc:
+            pytest.fail(f"the JVM took {key!r} {value!r}, which the reference refuses: {exc}")
+        assert len(got) == len(expected) and all(map(same, got, expected)), (key, value, got, expected)
+        taken.append(True)
+    return taken
+
+
+JVM_ODDITIES = [
+    # Other encodings of a good document: valid UTF-8 bytes only where they hold NUL.
+    '{"id": "a"}'.encode("utf-16-be"),
+    '{"id": "a"}'.encode("utf-16-le"),
+    '{"id": "a"}'.encode("utf-16"),
+    '{"id": "a"}'.encode("utf-32"),
+    b"\xef\xbb\xbf" + b'{"id": "a"}',
+    # UTF-8 that Python's decoder refuses: overlong, surrogates, past U+10FFFF, stray or missing continuation bytes.
+    b'{"id": "\xc0\x80"}',
+    b'{"id": "\xc1\xbf"}',
+    b'{"id": "\xe0\x80\x80"}',
+    b'{"id": "\xe0\x9f\xbf"}',
+    b'{"id": "\xed\xa0\x80"}',
+    b'{"id": "\xed\xbf\xbf"}',
+    b'{"id": "\xf0\x80\x80\x80"}',
+    b'{"id": "\xf0\x8f\xbf\xbf"}',
+    b'{"id": "\xf4\x90\x80\x80"}',
+    b'{"id": "\xf5\x80\x80\x80"}',
+    b'{"id": "\x80"}',
+    b'{"id": "\xe2\x82"}',
+    b'{"id": "a", "note": "\xe2\x82"}',
+    b'{"id": "\xf0\x9f\x98\x80\xee\x80\x80\xef\xbf\xbf\xf4\x8f\xbf\xbf"}',
+    # Duplicates: the last wins; an earlier one of the wrong type.
+    b'{"id": "a", "id": "b"}',
+    b'{"id": "a", "n": "x", "n": 1}',
+    b'{"id": "a", "n": 1, "n": null}',
+    b'{"id": "a", "id": null}',
+    # Fields the pipeline does not read, holding what Python refuses or accepts.
+    b'{"id": "a", "x": "\\q"}',
+    b'{"id": "a", "x": "\t"}',
+    b'{"id": "a", "x": 01}',
+    b'{"id": "a", "x": NaN}',
+    b'{"id": "a", "x": "\\ud800"}',
+    b'{"id": "a", "x": "\\u0000"}',
+    b'{"id": "a", "x": [1, {"y": [true, null, -0.0e-5]}]}',
+    b'{"id": "a", "x": 1' + b"0" * 1200 + b"}",
+    b'{"id": "a", "x": ' + b"[" * 499 + b"]" * 499 + b"}",
+    b'{"id": "a", "x": ' + b"[" * 500 + b"]" * 500 + b"}",
+    b'{"id": "a", "x": ' + b"[" * 990 + b"]" * 990 + b"}",
+    # What surrounds the object.
+    b' \t\r\n{"id": "a"} \t\r\n',
+    b'\x0b{"id": "a"}',
+    b'{"id": "a"}\x0c',
+    b'\xc2\xa0{"id": "a"}',
+    b'{"id": "a"},',
+    b'{"id": "a"}]',
+    b'{"id": "a"}}',
+    b'{"id": "a"} 1',
+    b'{"id": "a"}{"id": "b"}',
+    b'{"id": "a"} /* */',
+    b'{"id": "a" /* */}',
+    b"{'id': 'a'}",
+    b'{id: "a"}',
+    b'{"id": "a",}',
+    b'{"id": "a", "n": +1}',
+    b'{"id": "a", "amount": .5}',
+    b'{"id": "a", "amount": 5.}',
+    b'{"id": "a", "amount": 1e}',
+    b'["a"]',
+    b'"a"',
+    b"null",
+    b"{}",
+]
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert_latest"])
+def test_whatever_it_takes_it_decodes_exactly_as_the_reference(mode):
+    rng = random.Random(20261126)
+    p = pipeline(sink_mode=mode, max_value_bytes=3000)
+    keys = [*HOSTILE_KEYS, b"k1", "\u00e9".encode()]
+    records = [(rng.choice(keys), random_value(rng)) for _ in range(6000)]
+    records += [(rng.choice(keys), mutate(rng, ordinary_value(rng, i))) for i in range(2000)]
+    taken = compared(p, records)
+    assert 1500 < sum(taken) < len(taken) - 1500  # both sides of the decision were exercised
+
+
+def test_every_listed_oddity_hostile_record_and_spelling_decodes_as_the_reference_or_is_declined():
+    p = pipeline()
+    values = JVM_ODDITIES + HOSTILE_VALUES
+    values += [
+        f'{{"id": "a", "{field}": {token}}}'.encode() for field in ("n", "amount", "at") for token in NUMBER_SPELLINGS
+    ]
+    values += [f'{{"id": "a", "note": {s}}}'.encode() for s in STRING_SPELLINGS]
+    values += [f'{{"id": {s}}}'.encode() for s in STRING_SPELLINGS]
+    taken = compared(p, [(b"k", v) for v in values])
+    by_value = dict(zip(values, taken))
+    # The ordinary among them are taken: the decoder is no mere "decline everything".
+    for value in (
+        b'{"id": "b", "id": "a"}' if False else b'{"id": "a", "id": "b"}',
+        b' \t\r\n{"id": "a"} \t\r\n',
+        b'{"id": "a", "x": [1, {"y": [true, null, -0.0e-5]}]}',
+        b'{"id": "a", "amount": -0}',
+        b'{"id": "a", "amount": 1e-400}',
+        b'{"id": "a", "at": 253402300799999}',
+        b'{"id": "a", "at": -62135596800000}',
+        b'{"id": "a", "note": "\\ud83d\\ude00"}',
+        b'{"id": "\xf0\x9f\x98\x80\xee\x80\x80\xef\xbf\xbf\xf4\x8f\xbf\xbf"}',
+    ):
+        assert by_value[value], value
+
+
+def test_every_key_is_staged_as_the_reference_stages_it():
+    keys = HOSTILE_KEYS + [b"\\x", b"\\X41", b"\xc0\x80", b"\xf4\x90\x80\x80", "\U0010ffff".encode()]
+    for mode in ("append", "upsert_latest"):
+        taken = compared(pipeline(sink_mode=mode), [(key, b'{"id": "a"}') for key in keys])
+        assert sum(taken) >= len(keys) - 1  # only a null key in upsert_latest goes to the reference (a dead letter)
+
+
+def test_ordinary_records_are_all_taken():
+    rng = random.Random(7)
+    p = pipeline()
+    assert all(compared(p, [(b"k", ordinary_value(rng, i)) for i in range(500)]))
+
+
+def test_records_over_the_size_limit_tombstones_and_null_keys_for_upserts_are_declined():
+    value = json.dumps({"id": "a", "note": "x" * 100}).encode()
+    assert compared(pipeline(max_value_bytes=len(value)), [(b"k", value)]) == [True]
+    assert compared(pipeline(max_value_bytes=len(value) - 1), [(b"k", value)]) == [False]
+    assert compared(pipeline(sink_mode="upsert_latest"), [(b"k", None), (None, b'{"id": "a"}')]) == [False, False]
+
+
+def test_pipelines_the_jvm_cannot_decode_say_why():
+    assert jvm_json.declines_pipeline(pipeline()) is None
+    assert "transform" in jvm_json.declines_pipeline(
+        pipeline(transform="microingest.transforms:require_positive_amount")
+    )
+    assert "avro" in jvm_json.declines_pipeline(pipeline(value_format="avro"))
+
+
+def test_declarations_of_other_field_types_have_functions_of_their_own():
+    same = {
+        jvm_json.function_name(p)
+        for p in (pipeline(), pipeline(max_value_bytes=10), pipeline(sink_mode="upsert_latest"))
+    }
+    assert len(same) == 1
+    other = pipeline(schema={**SCHEMA, "n": "double"})
+    assert jvm_json.function_name(other) not in same
+
+
+def test_an_executor_fault_travels_in_the_spec_and_only_then():
+    assert "fault" not in json.loads(jvm_json.spec(pipeline()))
+    carried = json.loads(jvm_json.spec(pipeline(), {"MICROINGEST_FAULT": "executor_after_decode:pause:/tmp/x"}))
+    assert carried["fault"] == "executor_after_decode:pause:/tmp/x" and "fault_once" not in carried

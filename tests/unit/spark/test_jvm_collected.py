@@ -1,0 +1,111 @@
+"""The driver's half of a JVM-decoded batch (`spark.jvm_collected`), on what the JVM decoder itself answers for
+hostile records (its jar run without Spark): the same rows and dead letters as the reference path gives for the same
+records, every record once; and a sampled record whose JVM values differ from the reference's refuses the batch."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+
+from helpers.hostile_records import SCHEMA, hostile_record, kafka_batch
+from helpers.jvm_decoder import jvm_decoded
+from microingest.batches import SOURCE_COLUMNS
+from microingest.declare.validate import parse_pipeline
+from microingest.decode.records import RecordProcessor
+from microingest.decode.staged_rows import csv_bytes, stage_batch
+from microingest.spark.jvm_collected import JvmMismatchError, collected
+
+BATCH_ID = "00000000-0000-0000-0000-000000000002"
+STARTED = datetime(2026, 11, 26, tzinfo=timezone.utc)
+SPARK_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+
+
+def pipeline(**changes):
+    return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
+
+
+def as_spark_collects(p, records, every: int) -> pa.Table:
+    """The table `jvm_decode.decoded_frame` gives the driver for these records at offsets 0.. of partition 0."""
+    read = kafka_batch("t", 0, range(len(records)), records)
+    answers = jvm_decoded(p, [(r[0], r[1]) for r in records])
+    fields = [pa.field("key", pa.string())] + [
+        pa.field(f"f{i}", SPARK_TYPES.get(f.type, pa.int64())) for i, f in enumerate(p.schema)
+    ]
+    d = pa.array(
+        [None if a is None else dict(zip((f.name for f in fields), _spark_values(p, a))) for a in answers],
+        pa.struct(fields),
+    )
+    raw = [a is None or offset % every == 0 for offset, a in enumerate(answers)]
+    keep = pa.array(raw)
+    return pa.table(
+        {
+            "topic": read.column("topic"),
+            "partition": read.column("partition"),
+            "offset": read.column("offset"),
+            "ts_micros": read.column("ts_micros"),
+            "d": d,
+            "key": pa.compute.if_else(keep, read.column("key"), None),
+            "value": pa.compute.if_else(keep, read.column("value"), None),
+            "headers": pa.compute.if_else(pa.array([a is None for a in answers]), read.column("headers"), None),
+        }
+    )
+
+
+def _spark_values(p, answer):
+    key, _tombstone, *values = answer
+    out = [key]
+    for field, value in zip(p.schema, values):
+        if field.type == "timestamp" and value is not None:
+            value = (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // pa.scalar(1, pa.duration("us")).as_py()
+        out.append(value)
+    return out
+
+
+def lines(chunks: list[bytes]) -> list[bytes]:
+    return sorted(b"".join(chunks).splitlines(keepends=True))
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert_latest"])
+@pytest.mark.parametrize("into_target", [False, True])
+def test_the_same_rows_and_dead_letters_as_the_reference_path(mode, into_target):
+    rng = random.Random(11)
+    p = pipeline(sink_mode=mode)
+    records = [hostile_record(rng, i) for i in range(1500)]
+    got = collected(as_spark_collects(p, records, every=7), RecordProcessor(p), BATCH_ID, into_target, STARTED)
+
+    lead = ("p", BATCH_ID) if into_target else (BATCH_ID,)
+    reference = stage_batch(kafka_batch("t", 0, range(len(records)), records), RecordProcessor(p), BATCH_ID, lead)
+    rows = reference.rows
+    if into_target:
+        rows = rows.select([*SOURCE_COLUMNS, *p.value_columns])
+    assert lines(got.rows) == lines([csv_bytes(rows)])
+    assert lines(got.dead) == lines([line.encode() for line in reference.dead_letters])
+    assert (got.counts.rows, got.counts.dead) == (rows.num_rows, len(reference.dead_letters))
+    assert got.counts.rows > 500 and got.counts.dead > 300  # both kinds of record were there
+    assert [(s.first, s.last, s.records) for s in got.spans] == [(0, len(records) - 1, len(records))]
+
+
+def test_a_sampled_record_the_jvm_got_wrong_refuses_the_batch(monkeypatch):
+    rng = random.Random(12)
+    p = pipeline()
+    table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=1)
+    collected(table, RecordProcessor(p), BATCH_ID, False, STARTED)  # as it came: no complaint
+    monkeypatch.setenv("MICROINGEST_FAULT", "jvm_self_check:corrupt")
+    with pytest.raises(JvmMismatchError, match="field 'id' of t\\[0\\]@"):
+        collected(table, RecordProcessor(p), BATCH_ID, False, STARTED)
+
+
+def test_the_refusal_names_the_field_and_the_record_never_the_value():
+    rng = random.Random(13)
+    p = pipeline()
+    table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=1)
+    d = table.column("d").to_pylist()
+    first = next(i for i, v in enumerate(d) if v is not None)
+    d[first] = {**d[first], "f0": d[first]["f0"] + "secret"}
+    changed = table.set_column(table.schema.get_field_index("d"), "d", pa.array(d, table.schema.field("d").type))
+    with pytest.raises(JvmMismatchError, match=f"field 'id' of t\\[0\\]@{first} differs") as refused:
+        collected(changed, RecordProcessor(p), BATCH_ID, False, STARTED)
+    assert "secret" not in str(refused.value)

@@ -1,0 +1,20 @@
+"""The pure parts of running the JVM decoder: how much of a batch the driver checks, and which failed queries are the
+decoder refusing to run in its session (the rest fail the batch as ever)."""
+
+from microingest.spark.jvm_decode import SAMPLE_EVERY_MAX, refusal, sample_every
+
+
+def test_about_fifty_records_of_a_batch_are_checked_and_at_least_one_in_a_hundred():
+    assert sample_every(1) == 1 and sample_every(100) == 2 and sample_every(5_000) == 100
+    assert sample_every(1_000_000) == SAMPLE_EVERY_MAX == 100
+
+
+def test_only_the_decoders_own_refusals_are_refusals():
+    stale = (
+        "[FAILED_EXECUTE_UDF] ...\n  java.lang.IllegalStateException: microingest's decoder in this Spark session "
+        "was loaded from file:/x/a.jar, not the job's b.jar: another build of microingest used this session before\n"
+    )
+    assert refusal(Exception(stale)).startswith("java.lang.IllegalStateException: microingest's decoder")
+    older = "Caused by: java.lang.IllegalArgumentException: unknown key 'jar' in decoding spec {...}"
+    assert refusal(Exception(older)) == older
+    assert refusal(Exception("org.apache.kafka.common.errors.TimeoutException: Timeout expired")) is None
