@@ -21,9 +21,9 @@ from microingest.commit.sinks import StagedCounts
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.batch_columns import ARROW_TYPES
 from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
+from microingest.decode.staged_rows import StagedBatch, csv_bytes, rows_table, stage_batch
 from microingest.errors import Refused
-from microingest.spark.decoder import csv_chunks, read_spans, text_chunks
+from microingest.spark.decoder import read_spans, text_chunks
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def collected(
     )
     return DecodedBatch(
         batch_id=batch_id,
-        rows=[chunk for chunk in csv_chunks(rows) if chunk],
+        rows=[csv_bytes(rows)] if rows.num_rows else [],  # in one pass: a chunk's bound is for Spark rows
         dead=[chunk for chunk in text_chunks(staged.dead_letters) if chunk],
         counts=StagedCounts(rows.num_rows, len(staged.dead_letters)),
         spans=spans,
@@ -119,22 +119,19 @@ def _no_rows(pipeline: Pipeline) -> pa.Table:
 def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: RecordProcessor, batch_id: str) -> int:
     """The taken records that came back with their bytes, decoded again by the reference: the same values, or the
     batch is refused before anything is written."""
-    sampled = pc.indices_nonzero(pc.is_valid(taken.column("value"))).to_pylist()
-    # Only the sampled rows leave Arrow: a ChunkedArray's [i] looks for its chunk every time.
-    taken, values = taken.take(sampled), [column.take(sampled) for column in values]
-    keys, raw = taken.column("key"), taken.column("value")
+    sampled = pc.indices_nonzero(pc.is_valid(taken.column("value")))
+    records = taken.select(["topic", "partition", "offset", "key", "value"]).take(sampled).to_pylist()
+    decoded = list(zip(*(column.take(sampled).to_pylist() for column in values)))
     names = ["record key", "tombstone"] + [f"field '{f.name}'" for f in processor.pipeline.schema]
-    for i in range(len(sampled)):
-        topic, partition, offset = (taken.column(c)[i].as_py() for c in ("topic", "partition", "offset"))
-        where = f"{topic}[{partition}]@{offset}"
+    for record, got in zip(records, decoded, strict=True):
+        where = f"{record['topic']}[{record['partition']}]@{record['offset']}"
         try:
-            expected = processor.process(keys[i].as_py(), raw[i].as_py())
+            expected = processor.process(record["key"], record["value"])
         except BadRecord as exc:
             raise JvmMismatchError(
                 f"batch {batch_id}: the JVM decoded {where}, which the reference makes a dead letter "
                 f"({exc.error_class})"
             ) from None
-        got = [column[i].as_py() for column in values]
         for name, a, b in zip(names, got, expected, strict=True):
             if not _same(a, b):
                 raise JvmMismatchError(f"batch {batch_id}: the JVM's {name} of {where} differs from the reference's")

@@ -1,12 +1,12 @@
 """The pure parts of running the JVM decoder: how much of a batch the driver checks, and which failed queries are the
 decoder refusing to run in its session (the rest fail the batch as ever)."""
 
-from microingest.spark.jvm_decode import SAMPLE_EVERY_MAX, refusal, sample_every
+from microingest.spark.jvm_decode import refusal, sample_every
 
 
-def test_about_fifty_records_of_a_batch_are_checked_and_at_least_one_in_a_hundred():
-    assert sample_every(1) == 1 and sample_every(100) == 2 and sample_every(5_000) == 100
-    assert sample_every(1_000_000) == SAMPLE_EVERY_MAX == 100
+def test_all_of_a_small_batch_is_checked_and_about_a_hundred_records_of_a_large_one():
+    assert sample_every(1) == sample_every(100) == sample_every(199) == 1
+    assert sample_every(5_000) == 50 and sample_every(1_000_000) == 10_000
 
 
 def test_only_the_decoders_own_refusals_are_refusals():
