@@ -46,14 +46,13 @@ def collected(
 ) -> DecodedBatch:
     """The collected table (KAFKA_COLUMNS with `d`, the JVM's struct, NULL where it declined) as a DecodedBatch."""
     pipeline = processor.pipeline
-    records = table
-    taken_mask = pc.is_valid(records.column("d"))
-    taken = records.filter(taken_mask)
+    taken_mask = pc.is_valid(table.column("d"))
+    taken = table.filter(taken_mask)
     values = _typed(taken.column("d"), pipeline)
     if faults.corrupts("jvm_self_check"):
         values = _corrupted(values, pipeline)
     checked = _check_sample(taken, values, processor, batch_id)
-    declined = _one_batch(records.filter(pc.invert(taken_mask)))
+    declined = _one_batch(table.filter(pc.invert(taken_mask)))
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
     staged = (
         stage_batch(declined, processor, batch_id, lead) if declined.num_rows else StagedBatch(_no_rows(pipeline), [])
@@ -61,7 +60,7 @@ def collected(
     rows = pa.concat_tables([rows_table(taken, batch_id, values, pipeline), staged.rows])
     if into_target:
         rows = rows.select([*SOURCE_COLUMNS, *pipeline.value_columns])
-    spans = read_spans(records)
+    spans = read_spans(table)
     _check_counts(batch_id, spans, taken.num_rows, staged)
     log.info(
         "batch %s: %d records decoded in the JVM (%d of them checked against the reference), %d by the reference",
