@@ -144,6 +144,13 @@ NUMBER_SPELLINGS = [
     "1e99999",
     "1" * 400,
     "0." + "0" * 300 + "1",
+    # Exponents Python's Decimal cannot hold (from about 10**18), and the largest it can.
+    "0e1000000000000000000",
+    "-0e1000000000000000000",
+    "-1e-2000000000000000000",
+    "1e+1000000000000000000",
+    "0e999999999999999999",
+    "0e-000999999999999999",
 ]
 STRING_SPELLINGS = (
     [f'"\\u{c:04x}"' for c in range(0x20)]

@@ -9,7 +9,8 @@ speed, so the checks below are conservative:
 - no transform (user Python code), every value present (no tombstones), at most `max_value_bytes` and valid UTF-8,
   every key valid UTF-8 without NUL and not beginning with a backslash and x (present, for upsert_latest): staged
   as it is, not in `storable.key_text`'s escaped form;
-- every value one line holding one object: no line breaks or BOM, short enough and with few enough brackets that
+- every value one line holding one object: no line breaks or BOM, no exponent Python cannot hold, short enough and
+  with few enough brackets that
   Python's limits (4,300-digit integers, nesting depth) cannot apply, and Arrow found exactly one row per value;
 - Arrow converted every declared field to its declared type without error (it refuses what Python refuses: a number
   for a string, 1.0 for an integer, integers beyond 64 bits, duplicate names, bad escapes and encodings) and no
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from microingest.declare.pipeline import Field, Pipeline
-from microingest.decode.batch_columns import READ_TYPES, checked, staged_keys, utf8
+from microingest.decode.batch_columns import HUGE_EXPONENT, READ_TYPES, checked, staged_keys, utf8
 
 # Shorter values cannot hold a 4,301-digit integer (Python's int limit); values with fewer brackets cannot nest near
 # 1,000 deep (its recursion limit, less the frames already on the stack).
@@ -47,6 +48,8 @@ def decode_values(keys: pa.Array, values: pa.Array, pipeline: Pipeline) -> list[
     if pc.max(pc.binary_length(values)).as_py() > min(pipeline.max_value_bytes, MAX_VALUE_BYTES):
         return None
     if any(pc.any(pc.match_substring(values, marker)).as_py() for marker in (b"\n", b"\r", _BOM)):
+        return None
+    if pc.any(pc.match_substring_regex(values, HUGE_EXPONENT)).as_py():
         return None
     if utf8(values) is None:
         return None

@@ -21,6 +21,10 @@ ARROW_TYPES = {
 }
 READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # a number of ms (or µs), converted by `checked`
 MICROS_PER_MS = 1000
+# A number with an exponent of 16 digits or more, anywhere in a value (in text too: a decoder may decline more than it
+# must). Python's Decimal, which the reference reads JSON numbers with, refuses exponents from about 10**18 (an
+# `invalid_json` dead letter), where Arrow and Jackson read 0, -0 or infinity. StrictJsonDecoder.java scans the same.
+HUGE_EXPONENT = r"[eE][+-]?0*[1-9][0-9]{15}"
 
 
 def staged_keys(keys: pa.Array, values: pa.Array, pipeline: Pipeline, value_format: str) -> pa.Array | None:

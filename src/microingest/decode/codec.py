@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from microingest.declare.pipeline import Field
@@ -42,6 +42,8 @@ def decode_json(value: bytes | memoryview | None, schema: Sequence[Field]) -> tu
         raise DecodeError("invalid_json", "value is JSON nested too deeply to decode") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
         raise DecodeError("invalid_json", f"value could not be decoded as JSON: {exc}") from None
+    except InvalidOperation:  # a number whose exponent Decimal cannot hold (from about 10**18: 0e1000000000000000000)
+        raise DecodeError("invalid_json", "value holds a number whose exponent is out of range") from None
     if not isinstance(doc, dict):
         raise DecodeError("not_an_object", f"value must be a JSON object, got {type(doc).__name__}")
     return fields_from_object(doc, schema)

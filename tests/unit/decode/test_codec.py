@@ -44,6 +44,8 @@ def test_epoch_millis_and_naive_timestamps_are_utc():
         (b'{"id": "a", "ok": "yes"}', "field 'ok' \\(boolean\\)"),
         (b'{"id": "a", "at": "yesterday"}', "field 'at' \\(timestamp\\)"),
         (b'{"id": "a\\u0000b"}', "NUL"),
+        (b'{"id": "a", "amount": 0e1000000000000000000}', "exponent is out of range"),
+        (b'{"id": "a", "x": [-1e-2000000000000000000]}', "exponent is out of range"),
     ],
 )
 def test_bad_values_are_rejected_with_a_reason(value, reason):

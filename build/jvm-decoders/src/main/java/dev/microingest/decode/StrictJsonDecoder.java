@@ -14,7 +14,7 @@ import java.util.Map;
  * <p>A record is taken only when microingest's reference decoder (`decode.records.RecordProcessor`, Python) would
  * stage exactly these values; every other record is declined and goes to the reference, which alone names dead letters
  * and their reasons. Declining is always safe, so anything unusual is declined rather than reproduced: tombstones, values
- * over the size limit, a BOM or a NUL byte anywhere, nesting past 500, JSON that Python reads but strict JSON does not
+ * over the size limit, a BOM or a NUL byte anywhere, an exponent of 16 digits, nesting past 500, JSON that Python reads but strict JSON does not
  * (NaN, Infinity), a string field holding NUL or a lone surrogate, a fraction for an integer, a double that is not
  * finite, a timestamp given as text or a fraction or outside the years 1 to 9999, a required field missing or null, a
  * field of the wrong JSON type.
@@ -27,6 +27,7 @@ public final class StrictJsonDecoder {
   private static final String KEY_HEX_PREFIX = "\\x"; // storable.KEY_HEX_PREFIX
   // Below Python's recursion limit with room for the frames already on its stack (arrow_json.MAX_BRACKETS).
   private static final int MAX_DEPTH = 500;
+  private static final int HUGE_EXPONENT_DIGITS = 16;
   private static final JsonFactory FACTORY =
       JsonFactory.builder()
           .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).build())
@@ -86,7 +87,7 @@ public final class StrictJsonDecoder {
       out[0] = keyText(key);
     }
     // A NUL byte is never valid JSON text, and without one Jackson cannot mistake the bytes for UTF-16 or UTF-32.
-    if (hasNulOrBom(value) || !Utf8.isValid(value)) {
+    if (hasNulOrBom(value) || hasHugeExponent(value) || !Utf8.isValid(value)) {
       return null;
     }
     try (JsonParser p = FACTORY.createParser(value)) {
@@ -191,6 +192,35 @@ public final class StrictJsonDecoder {
       return Utf8.hex(KEY_HEX_PREFIX, key);
     }
     return text;
+  }
+
+  /**
+   * Whether an exponent of 16 digits or more (after leading zeros) follows an 'e' or 'E' anywhere in the value
+   * (batch_columns.HUGE_EXPONENT). Python's Decimal refuses exponents from about 10^18, which Jackson reads as 0, -0
+   * or infinity, even in fields nobody declared; text holding such a pattern is declined too, harmlessly.
+   */
+  static boolean hasHugeExponent(byte[] value) {
+    for (int i = 0; i < value.length; i++) {
+      if (value[i] != 'e' && value[i] != 'E') {
+        continue;
+      }
+      int j = i + 1;
+      if (j < value.length && (value[j] == '+' || value[j] == '-')) {
+        j++;
+      }
+      while (j < value.length && value[j] == '0') {
+        j++;
+      }
+      int digits = 0;
+      while (j < value.length && value[j] >= '0' && value[j] <= '9') {
+        digits++;
+        j++;
+      }
+      if (digits >= HUGE_EXPONENT_DIGITS) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static boolean hasNulOrBom(byte[] value) {

@@ -55,6 +55,8 @@ class StrictJsonDecoderTest {
           "{\"id\":\"a\"}]",
           "{'id':'a'}",
           "[{\"id\":\"a\"}]",
+          "{\"id\":\"a\",\"d\":0e1000000000000000000}",
+          "{\"id\":\"a\",\"x\":-1e-0002000000000000000000}",
           "",
         }) {
       assertNull(decode("k", value), value);
