@@ -127,6 +127,9 @@ stdout_logfile_maxbytes=0
 """
 
 
+_STOP_TRIES = 60  # half a second apart
+
+
 def _ignoring(server_call, *codes: int) -> None:
     try:
         server_call()
@@ -136,8 +139,9 @@ def _ignoring(server_call, *codes: int) -> None:
 
 
 def _stop_and_remove(server, name: str) -> None:
-    """Stop the program, whatever its state, and remove it; again if autorestart started it in between."""
-    for _ in range(5):
+    """Stop the program, whatever its state, and remove it; again if autorestart started it in between, and after a
+    pause while a stop begun elsewhere is still under way (stopProcess answers NOT_RUNNING for a program STOPPING)."""
+    for _ in range(_STOP_TRIES):
         _ignoring(lambda: server.supervisor.stopProcess(name), Faults.NOT_RUNNING)
         try:
             server.supervisor.removeProcessGroup(name)
@@ -145,6 +149,7 @@ def _stop_and_remove(server, name: str) -> None:
         except xmlrpc.client.Fault as fault:
             if fault.faultCode != Faults.STILL_RUNNING:
                 raise
+        time.sleep(0.5)
     raise SystemExit(f"[platform] supervisord keeps {name} running: see {LOG}")
 
 

@@ -93,7 +93,7 @@ def launcher_for(pipeline: Pipeline, plan: RunPlan, run: RunInfo, env: dict[str,
     hook = SparkSubmitHook(
         conf=dict(spark_submit.JOB_CONF),
         conn_id=spark.conn_id,
-        jars=",".join(settings.spark_jars()),
+        jars=",".join(spark_submit.job_jars()),
         name=f"microingest-{pipeline.name}",
         application_args=spark_submit.job_args(pipeline.name, plan, run),
         env_vars=env,

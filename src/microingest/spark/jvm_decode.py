@@ -56,7 +56,19 @@ def prepare(spark, pipeline: Pipeline) -> JvmJson | None:
         return None
     function = jvm_json.function_name(pipeline)
     sent = _send(spark, jar) if type(spark).__module__.startswith("pyspark.sql.connect") else None
-    spark.udf.registerJavaFunction(function, jvm_json.CLASS, jvm_json.return_type(pipeline))
+    try:
+        spark.udf.registerJavaFunction(function, jvm_json.CLASS, jvm_json.return_type(pipeline))
+    except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
+        if jvm_json.CLASS not in str(exc):
+            raise
+        log.warning(
+            "pipeline %s: records decoded by the reference decoder in Python: Spark cannot load the JVM decoder "
+            "(%s); spark-submit needs %s on --jars",
+            pipeline.name,
+            str(exc).splitlines()[0],
+            jar,
+        )
+        return None
     log.info(
         "pipeline %s: records decoded in Spark's JVM (%s), the rest by the reference decoder", pipeline.name, function
     )

@@ -96,13 +96,14 @@ def submit_argv(
         "--name",
         name,
         "--jars",
-        ",".join(settings.spark_jars() + _decoder_jar() + (jars or [])),
+        ",".join(job_jars() + (jars or [])),
     ]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return argv + [str(script), *args]
 
 
-def _decoder_jar() -> list[str]:
+def job_jars() -> list[str]:
+    """What a job's spark-submit puts on `--jars`: the Kafka source's jars and the JVM decoder's, when it is built."""
     jar = settings.decoder_jar()
-    return [] if jar is None else [str(jar)]
+    return settings.spark_jars() + ([] if jar is None else [str(jar)])

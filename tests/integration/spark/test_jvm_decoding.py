@@ -16,6 +16,7 @@ from psycopg2 import sql
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
 from helpers.pipeline_env import new_env
 from microingest import settings
+from microingest.plan.live import plan_live_run
 
 COLUMNS = (
     "source_topic, source_partition, source_offset, kafka_timestamp, event_id, user_id, event_type, amount, event_time"
@@ -109,3 +110,19 @@ def test_a_session_holding_another_build_of_the_decoder_leaves_the_job_to_the_re
     assert "decoded by the reference decoder in Python, not Spark's JVM" in theirs.stdout, theirs.stdout[-3000:]
     assert "another build of microingest" in theirs.stdout
     env.assert_exactly_once(first + more)
+
+
+def test_a_spark_submit_without_the_decoder_on_its_jars_decodes_by_the_reference(submit_env, tmp_path, monkeypatch):
+    """A Spark application that cannot load the decoder's class (here: the jar the job names holds no such class, so
+    spark-submit's --jars lacks it) says so and decodes by the reference; every record still lands once."""
+    env = submit_env
+    produced = env.produce(300)
+    empty = tmp_path / "microingest-decoders.jar"
+    with zipfile.ZipFile(empty, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    monkeypatch.setenv("MICROINGEST_DECODER_JAR", str(empty))
+    result = env.spark_job(list(plan_live_run(env.pipeline).ranges))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert "Spark cannot load the JVM decoder" in log and "on --jars" in log
+    env.assert_exactly_once(produced)
