@@ -1,6 +1,7 @@
 """The commit of a decoded batch: every record written to Postgres once, by COPY, inside the batch's transaction.
 
-The executors decoded the batch into CSV chunks and handed them to the driver (`spark.decoder`); nothing was
+The executors (or the driver, for what Spark's JVM decoded) put the batch's rows in binary COPY form and its dead
+letters in COPY text, and handed them to the driver (`spark.decoder`); nothing was
 written before this transaction, so a crash anywhere before its COPY leaves no trace to clean up. After the fence and
 the read's proof (`read_proof`):
 
@@ -33,13 +34,15 @@ from microingest.commit.read_proof import ReadMismatchError, prove_read
 from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
 from microingest.declare.identifiers import identifier_list
+from microingest.decode.copy_binary import framed
 
 DEAD_LETTERS = sql.Identifier("microingest", "dead_letters")
 
 
 @dataclass
 class DecodedBatch:
-    """A batch as the executors decoded it: rows as CSV chunks, dead letters as COPY text, and what was read."""
+    """A batch as the executors decoded it: rows as binary COPY chunks (`copy_binary`, without the COPY's header),
+    dead letters as COPY text, and what was read."""
 
     batch_id: str
     rows: list[bytes]
@@ -66,16 +69,16 @@ class _Chunks:
         return next(self._chunks, b"")
 
 
-def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], csv: bool) -> str:
-    options = sql.SQL(" (FORMAT csv)" if csv else "")
+def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], binary: bool) -> str:
+    options = sql.SQL(" (FORMAT binary)" if binary else "")
     return sql.SQL("COPY {} ({}) FROM STDIN{}").format(table, identifier_list(columns), options).as_string(cur)
 
 
-def copy_chunks(cur, table, columns: Sequence[str], chunks: Sequence[bytes], csv: bool) -> int:
-    """COPY the chunks into `table`; returns the rows Postgres took."""
+def copy_chunks(cur, table, columns: Sequence[str], chunks: Sequence[bytes], binary: bool) -> int:
+    """COPY the chunks (binary rows, or lines of text) into `table`; returns the rows Postgres took."""
     if not chunks:
         return 0
-    cur.copy_expert(copy_statement(cur, table, columns, csv), _Chunks(chunks))
+    cur.copy_expert(copy_statement(cur, table, columns, binary), _Chunks(framed(chunks) if binary else chunks))
     return cur.rowcount
 
 
@@ -87,15 +90,15 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
     with commit_transaction(conn, batch, pipeline, batch_id) as cur:
         if decoded.into_target:
             with target_refusal(sink, batch, batch_id):
-                written = copy_chunks(cur, sink.target, sink.target_columns(), decoded.rows, csv=True)
-            dead = copy_chunks(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, csv=False)
+                written = copy_chunks(cur, sink.target, sink.target_columns(), decoded.rows, binary=True)
+            dead = copy_chunks(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, binary=False)
             _check_copied(batch_id, counts, StagedCounts(written, dead))
             settled = Settled(counts, 0)
         else:
             sink.create_staging(cur)
             copied = StagedCounts(
-                copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, csv=True),
-                copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, csv=False),
+                copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, binary=True),
+                copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, binary=False),
             )
             _check_copied(batch_id, counts, copied)
             written, settled = publish_staged(cur, sink, batch, batch_id, counts)

@@ -132,6 +132,11 @@ class Comparison:
     def notes(self) -> tuple[Difference, ...]:
         return self._with("note")
 
+    @property
+    def retyped(self) -> tuple[Difference, ...]:
+        """Declared columns the table has with another type that holds every value (numeric for bigint, say)."""
+        return tuple(d for d in self.notes if (c := self.shape.column(d.column)) is not None and d.wanted == c.type)
+
 
 def declared_shape(pipeline: Pipeline) -> TableShape:
     """The table a declaration asks for, by sink mode."""

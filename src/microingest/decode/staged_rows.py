@@ -1,15 +1,14 @@
 """One Arrow batch of Kafka records → its staged rows (an Arrow table in the staging table's column order, sent to
-Postgres as CSV) and its dead letters (COPY text lines).
+Postgres in binary COPY form by `copy_binary`) and its dead letters (COPY text lines).
 
 The batch is decoded whole by `arrow_json` (JSON) or `avro_batch` (Avro) when it can be, else record by record by
-`records.RecordProcessor`, which sorts out the dead letters. Either way the rows are formatted by one writer, Arrow's
-CSV writer: strings always quoted and NULL as an empty unquoted field, which is how Postgres' CSV COPY tells them apart.
+`records.RecordProcessor`, which sorts out the dead letters. Either way the rows come out in the same Arrow types
+(`batch_columns.ARROW_TYPES`), the types the staging table and a target declare.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +16,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 
 from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote
 from microingest.declare.pipeline import Pipeline
@@ -30,7 +28,6 @@ from microingest.decode.registered import required
 KAFKA_COLUMNS = ("topic", "partition", "offset", "ts_micros", "key", "value", "headers")  # as spark.batch reads them
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _KAFKA_TIMESTAMP = pa.timestamp("us", tz="UTC")
-_CSV = pa_csv.WriteOptions(include_header=False)
 
 
 @dataclass
@@ -101,17 +98,6 @@ def whole_batch(batch: pa.RecordBatch, processor: RecordProcessor) -> list[pa.Ar
     if pipeline.value_format == "avro":
         return avro_batch.decode_values(keys, values, pipeline, required(processor.registry, "avro"))
     return arrow_json.decode_values(keys, values, pipeline)
-
-
-def csv_bytes(rows: pa.Table) -> bytes:
-    out = io.BytesIO()
-    with pa_csv.CSVWriter(out, rows.schema, write_options=_CSV) as writer:
-        # Batch by batch, leaving out empty ones: pyarrow 26's writer turns a table with an empty chunk of text into
-        # NUL bytes (tests/unit/decode/test_csv_bytes.py).
-        for batch in rows.to_batches():
-            if batch.num_rows:
-                writer.write_batch(batch)
-    return out.getvalue()
 
 
 def rows_table(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array], pipeline: Pipeline) -> pa.Table:

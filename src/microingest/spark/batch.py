@@ -76,13 +76,16 @@ def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
         raise ValueError("run_batch needs at least one offset range")
     pipeline, sink = job.pipeline, sink_for(job.pipeline)
     batch_id, started_at = str(uuid.uuid4()), datetime.now(timezone.utc)
-    # A skip writes dead letters only, straight into their table, whatever the target (which it leaves alone).
-    into_target = batch.is_skip or (sink.mode == "append" and not batch.is_backfill)
     with job.systems.db() as conn:
         conn.autocommit = True
+        # A skip writes dead letters only, straight into their table, whatever the target (which it leaves alone).
+        into_target = batch.is_skip
         if not batch.is_skip:
             with conn.cursor() as cur:
-                check_target(cur, pipeline)
+                target = check_target(cur, pipeline)
+            # Rows go straight into an append target in binary form, which needs its columns of the declared types;
+            # into wider ones they go through the staging table, where Postgres converts them (`copy_binary`).
+            into_target = sink.mode == "append" and not batch.is_backfill and not target.retyped
         faults.crash_point("after_open")
         log.info(
             "batch %s of pipeline %s: %s %s",

@@ -1,7 +1,7 @@
 """What the executors run for a batch that is written once: decode each Arrow batch of records and hand back, as
-Spark rows, its rows as CSV ready for COPY, its dead letters as COPY text, and the positions it read (`read_proof`).
-Nothing here touches Postgres: the driver (or Spark Connect client) COPYs the chunks inside the commit transaction,
-so a retried or speculative task leaves nothing behind."""
+Spark rows, its rows in binary COPY form (`copy_binary`), its dead letters as COPY text, and the positions it read
+(`read_proof`). Nothing here touches Postgres: the driver (or Spark Connect client) COPYs the chunks inside the commit
+transaction, so a retried or speculative task leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from microingest.batches import SOURCE_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import SKIPPED, StagedCounts
 from microingest.declare.pipeline import Pipeline
+from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import RecordProcessor
-from microingest.decode.staged_rows import csv_bytes, dead_letters, stage_batch
+from microingest.decode.staged_rows import dead_letters, stage_batch
 
 # The spans (read_proof) and the dead letters' notes travel typed, so the driver reads them back without parsing text.
 _ARROW_SPAN = pa.struct(
@@ -51,7 +52,7 @@ DECODED_ARROW_SCHEMA = pa.schema(
 )
 # What mapInArrow is told the decoders yield: the same layout, in Spark's types, written once.
 DECODED_SCHEMA = from_arrow_schema(DECODED_ARROW_SCHEMA)
-# A chunk's CSV beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
+# A chunk beyond this is split, so no single Spark row grows past what Spark Connect sends in one message.
 CHUNK_BYTES = 8 << 20
 
 
@@ -87,7 +88,7 @@ class Decoder:
                 continue
             staged = stage_batch(batch, processor, self.batch_id, lead)
             rows = staged.rows.select(target_columns) if self.into_target else staged.rows
-            first, *rest = csv_chunks(rows)
+            first, *rest = list(row_chunks(rows, CHUNK_BYTES)) or [b""]
             # The counts, dead letters and positions ride on the first chunk; the rest carry only rows.
             yield pa.RecordBatch.from_pylist(
                 [
@@ -158,16 +159,6 @@ def read_spans(batch: pa.RecordBatch) -> list[Span]:
         Span(topic[s].as_py(), partition[s].as_py(), offset[s].as_py(), offset[e - 1].as_py(), e - s)
         for s, e in zip(starts, ends)
     ]
-
-
-def csv_chunks(rows: pa.Table) -> Iterator[bytes]:
-    data = csv_bytes(rows)
-    if len(data) <= CHUNK_BYTES or rows.num_rows < 2:
-        yield data
-        return
-    half = rows.num_rows // 2
-    yield from csv_chunks(rows.slice(0, half))
-    yield from csv_chunks(rows.slice(half))
 
 
 def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> DecodedBatch:

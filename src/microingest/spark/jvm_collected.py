@@ -1,7 +1,7 @@
 """A batch the JVM decoded (`jvm_decode.decoded_frame`), as the driver collected it, made ready to commit: the rows
-the JVM took, typed; the records it declined decoded by the reference (`staged_rows.stage_batch`), which names every
-dead letter; a sample of the taken records decoded by the reference too, to check the JVM's values before anything is
-written; and every record read accounted for once."""
+the JVM took, typed, in binary COPY form; the records it declined decoded by the reference (`staged_rows.stage_batch`),
+which names every dead letter; a sample of the taken records decoded by the reference too, to check the JVM's values
+before anything is written; and every record read accounted for once."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.batch_columns import ARROW_TYPES
+from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import StagedBatch, csv_bytes, rows_table, stage_batch
+from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
 from microingest.errors import Refused
 from microingest.spark.decoder import read_spans, text_chunks
 
@@ -71,7 +72,7 @@ def collected(
     )
     return DecodedBatch(
         batch_id=batch_id,
-        rows=[csv_bytes(rows)] if rows.num_rows else [],  # in one pass: a chunk's bound is for Spark rows
+        rows=list(row_chunks(rows)),  # in one pass: a chunk's bound is for Spark rows
         dead=[chunk for chunk in text_chunks(staged.dead_letters) if chunk],
         counts=StagedCounts(rows.num_rows, len(staged.dead_letters)),
         spans=spans,

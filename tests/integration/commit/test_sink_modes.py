@@ -179,3 +179,36 @@ def test_upsert_latest_keys_written_by_kafkas_numeric_serializers_are_keys_like_
         ("\\x5c783030303030303031", b"\\x00000001", "text-0"),
     ]
     assert env.dead_letters() == []
+
+
+def test_an_append_target_with_wider_columns_takes_its_rows_through_the_staging_table_unchanged(env):
+    """Binary COPY sends each value in its declared type, which a wider column (numeric for bigint, bigint for
+    integer, varchar for text) would not read: such a target's rows go through the staging table, where Postgres
+    converts them, and land as they would in a table of the declared types."""
+    env.replace_target(
+        "source_topic text NOT NULL, source_partition bigint NOT NULL, source_offset numeric NOT NULL, "
+        "kafka_timestamp timestamptz, batch_id uuid NOT NULL, event_id character varying NOT NULL, user_id text, "
+        "event_type character varying, amount double precision, event_time timestamptz, "
+        "UNIQUE (source_topic, source_partition, source_offset)"
+    )
+    amounts = [-0.0, 5e-324, 0.1, 1.7976931348623157e308, None]
+    records = [
+        (None, json.dumps({"event_id": f"e{i}", "amount": a, "event_time": 1700000000123 + i}).encode())
+        for i, a in enumerate(amounts)
+    ]
+    sent = env.send_to(0, records)
+
+    env.ingest_all()
+
+    rows = env.query(
+        sql.SQL("SELECT source_partition, source_offset, event_id, amount, event_time FROM {} ORDER BY 2").format(
+            env.table
+        )
+    )
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert [(p, int(o), e, a, t) for p, o, e, a, t in rows] == [
+        (p, o, f"e{i}", a, epoch + timedelta(milliseconds=1700000000123 + i))
+        for i, ((p, o), a) in enumerate(zip(sent, amounts))
+    ]
+    assert [struct.pack(">d", a) for _, _, _, a, _ in rows[:4]] == [struct.pack(">d", a) for a in amounts[:4]]
+    assert env.dead_letters() == []

@@ -1,6 +1,6 @@
 """Staged rows reach Postgres exactly as the reference decoder (RecordProcessor) typed them, by either path (the
-whole-batch decoder, or record by record when a batch holds a record it declines), through Arrow's CSV writer and
-COPY (FORMAT csv): quotes, separators, line breaks, empty text against NULL, doubles to the last bit, microseconds."""
+whole-batch decoder, or record by record when a batch holds a record it declines), through pgpq's encoder and COPY
+(FORMAT binary): quotes, separators, line breaks, empty text against NULL, doubles to the last bit, microseconds."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ import random
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from io import BytesIO, StringIO
+from io import StringIO
 
 import pytest
 
 from helpers.hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from microingest.batches import DEAD_LETTER_COLUMNS
-from microingest.commit.copy_commit import copy_statement
+from microingest.commit.copy_commit import copy_chunks, copy_statement
 from microingest.commit.sinks import STAGED_DEAD, STAGED_ROWS, sink_for
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
+from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import csv_bytes, stage_batch
+from microingest.decode.staged_rows import stage_batch
 from microingest.systems.postgres import connection
 
 PIPELINE = parse_pipeline({"name": "staged_rows_test", "topic": "t", "target_table": "public.t", "schema": SCHEMA})
@@ -78,7 +79,7 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
     taken = arrow_json.decode_values(batch.column("key"), batch.column("value"), PIPELINE) is not None
     assert taken is not with_a_bad_record
     columns = sink_for(PIPELINE).staging_columns
-    cur.copy_expert(copy_statement(cur, STAGED_ROWS, columns, csv=True), BytesIO(csv_bytes(staged.rows)))
+    assert copy_chunks(cur, STAGED_ROWS, columns, list(row_chunks(staged.rows)), binary=True) == staged.rows.num_rows
     cur.execute("SELECT * FROM microingest_staged_rows ORDER BY source_offset")
     landed = cur.fetchall()
 
@@ -114,12 +115,9 @@ def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accept
         staged = stage_batch(kafka_batch("t", 1, range(offset, offset + len(recs)), recs), processor, str(uuid.uuid4()))
         sent.update(zip(range(offset, offset + len(recs)), recs))
         offset += len(recs)
+        copy_chunks(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, list(row_chunks(staged.rows)), binary=True)
         cur.copy_expert(
-            copy_statement(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, csv=True),
-            BytesIO(csv_bytes(staged.rows)),
-        )
-        cur.copy_expert(
-            copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, csv=False), StringIO("".join(staged.dead_letters))
+            copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, binary=False), StringIO("".join(staged.dead_letters))
         )
 
     cur.execute(

@@ -88,6 +88,17 @@ def test_a_column_narrower_than_its_field_is_refused_a_wider_one_noted():
     assert compare(shape, as_created(shape, count="numeric")).refusals == ()
 
 
+def test_only_a_declared_column_of_another_type_counts_as_retyped():
+    """What decides whether rows may go straight into the target in binary form (`spark.batch`)."""
+    shape = declared_shape(pipeline())
+    assert compare(shape, as_created(shape)).retyped == ()
+    extra = as_created(shape)
+    extra = replace(extra, columns=(*extra.columns, ExistingColumn("note", "text", False, False)))
+    assert [d.verdict for d in compare(shape, extra).differences] == ["note"]
+    assert compare(shape, extra).retyped == ()
+    assert [d.column for d in compare(shape, as_created(shape, count="numeric")).retyped] == ["count"]
+
+
 def test_not_null_where_the_declaration_allows_no_value_is_refused():
     shape = declared_shape(pipeline())
     table = as_created(shape)
