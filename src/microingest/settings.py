@@ -81,7 +81,17 @@ def decoder_jar() -> Path | None:
 def jvm_decoding() -> bool:
     """Whether JSON records may be decoded in Spark's JVM (`decode.jvm_json`); `MICROINGEST_JVM_DECODING=off` leaves
     every record to the reference decoder."""
-    return os.environ.get("MICROINGEST_JVM_DECODING", "on").lower() not in ("off", "0", "false", "no")
+    return _on("MICROINGEST_JVM_DECODING")
+
+
+def read_ahead() -> bool:
+    """Whether a run reads its next batch while it commits one (`spark.read_ahead`); `MICROINGEST_READ_AHEAD=off`
+    reads each batch only after the one before it committed."""
+    return _on("MICROINGEST_READ_AHEAD")
+
+
+def _on(variable: str) -> bool:
+    return os.environ.get(variable, "on").lower() not in ("off", "0", "false", "no")
 
 
 def commit_lock_timeout_ms() -> int:

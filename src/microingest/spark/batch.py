@@ -1,6 +1,7 @@
 """One batch of a run on Spark: read exactly its offset ranges, decode them (in the JVM where the pipeline allows,
 `jvm_decode`, else on the executors by the reference, `decoder.Decoder`), collect what was decoded, check the
-dead-letter guard, and commit it in one Postgres transaction (`commit.copy_commit`)."""
+dead-letter guard (`read_batch`, which writes nothing); then commit it in one Postgres transaction (`commit_batch`,
+by `commit.copy_commit`)."""
 
 from __future__ import annotations
 
@@ -70,36 +71,44 @@ def decode_tasks(ranges: Sequence[OffsetRange]) -> int:
     return max(1, min(len(ranges), -(-records // RECORDS_PER_TASK)))
 
 
-def run_batch(job: IngestJob, batch: Batch) -> CommitResult:
-    """Read, decode and commit one batch: exactly its ranges, in one Postgres transaction."""
+def read_batch(job: IngestJob, batch: Batch) -> DecodedBatch:
+    """Everything of a batch before its commit: the target checked, exactly its ranges read and decoded, the
+    dead-letter guard. Writes nothing anywhere, so it may run while the batch before it commits (`read_ahead`)."""
     if not batch.ranges:
-        raise ValueError("run_batch needs at least one offset range")
+        raise ValueError("read_batch needs at least one offset range")
     pipeline, sink = job.pipeline, sink_for(job.pipeline)
     batch_id, started_at = str(uuid.uuid4()), datetime.now(timezone.utc)
-    with job.systems.db() as conn:
-        conn.autocommit = True
-        # A skip writes dead letters only, straight into their table, whatever the target (which it leaves alone).
-        into_target = batch.is_skip
-        if not batch.is_skip:
+    # A skip writes dead letters only, straight into their table, whatever the target (which it leaves alone).
+    into_target = batch.is_skip
+    if not batch.is_skip:
+        with job.systems.db() as conn:
+            conn.autocommit = True
             with conn.cursor() as cur:
                 target = check_target(cur, pipeline)
-            # Rows go straight into an append target in binary form, which needs its columns of the declared types;
-            # into wider ones they go through the staging table, where Postgres converts them (`copy_binary`).
-            into_target = sink.mode == "append" and not batch.is_backfill and not target.retyped
-        faults.crash_point("after_open")
-        log.info(
-            "batch %s of pipeline %s: %s %s",
-            batch_id,
-            pipeline.name,
-            "skipping" if batch.is_skip else "reading",
-            ", ".join(map(str, batch.ranges)),
-        )
-        decoded = _decoded(job, batch, batch_id, into_target, started_at)
-        log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
-        if not batch.is_skip:  # a skip's dead letters are what the operator asked for
-            _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
-        faults.crash_point("after_decode")
-        result = commit_decoded(conn, sink, batch, decoded, job.run)
+        # Rows go straight into an append target in binary form, which needs its columns of the declared types;
+        # into wider ones they go through the staging table, where Postgres converts them (`copy_binary`).
+        into_target = sink.mode == "append" and not batch.is_backfill and not target.retyped
+    faults.crash_point("after_open")
+    log.info(
+        "batch %s of pipeline %s: %s %s",
+        batch_id,
+        pipeline.name,
+        "skipping" if batch.is_skip else "reading",
+        ", ".join(map(str, batch.ranges)),
+    )
+    decoded = _decoded(job, batch, batch_id, into_target, started_at)
+    log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
+    if not batch.is_skip:  # a skip's dead letters are what the operator asked for
+        _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
+    faults.crash_point("after_decode")
+    return decoded
+
+
+def commit_batch(job: IngestJob, batch: Batch, decoded: DecodedBatch) -> CommitResult:
+    """The batch `read_batch` decoded, committed in one Postgres transaction."""
+    with job.systems.db() as conn:
+        conn.autocommit = True
+        result = commit_decoded(conn, sink_for(job.pipeline), batch, decoded, job.run)
     faults.crash_point("after_commit")
     return result
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from functools import partial
 
 from microingest.batches import RunOutcome, RunPlan
 from microingest.commit.history import committed_by_run
-from microingest.spark.batch import BatchTooLargeError, run_batch
+from microingest.spark.batch import BatchTooLargeError, commit_batch, read_batch
 from microingest.spark.job import IngestJob
+from microingest.spark.read_ahead import ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -29,55 +31,62 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
     started = clock()
     total, expected, first = plan.total_records, outcome.batches + plan.batches_needed, outcome.batches
     done = 0
-    while plan.ranges:
-        if (
-            plan.time_budget_seconds is not None
-            and outcome.batches > first
-            and clock() - started >= plan.time_budget_seconds
-        ):
-            outcome.remaining = plan.total_records
+
+    def spent() -> bool:
+        budget = plan.time_budget_seconds
+        return budget is not None and outcome.batches > first and clock() - started >= budget
+
+    with ReadAhead(partial(read_batch, job)) as reading:
+        while plan.ranges:
+            if spent():
+                outcome.remaining = plan.total_records
+                log.info(
+                    "time budget of %ss spent after %d batch(es); %d records left for the next run",
+                    plan.time_budget_seconds,
+                    outcome.batches - first,
+                    outcome.remaining,
+                )
+                break
+            batch, rest = plan.next_batch(outcome.batches + 1)
+            batch_started = clock()
+            try:
+                decoded = reading.take(batch)
+            except BatchTooLargeError as exc:
+                if batch.offsets == 1:
+                    raise
+                plan = replace(plan, batch_cap=max(1, batch.offsets // 2))
+                expected = outcome.batches + plan.batches_needed
+                log.warning(
+                    "%s; nothing was written, splitting it: batches of at most %d records from here",
+                    exc,
+                    plan.batch_cap,
+                )
+                continue
+            if rest.ranges and job.read_ahead and not spent():
+                reading.start(rest.next_batch(outcome.batches + 2)[0])  # read while this batch commits
+            result = commit_batch(job, batch, decoded)
+            plan = rest
+            outcome.add(result)
+            if job.mirror is not None and not batch.is_backfill:
+                job.mirror.publish({r.partition: r.until_offset for r in batch.ranges})
+            done += batch.offsets
+            seconds = max(clock() - batch_started, 1e-6)
+            skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
             log.info(
-                "time budget of %ss spent after %d batch(es); %d records left for the next run",
-                plan.time_budget_seconds,
-                outcome.batches - first,
-                outcome.remaining,
+                "batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
+                "(%.0f rows/s); offsets %d of %d done",
+                outcome.batches,
+                expected,
+                result.batch_id,
+                result.records_read,
+                result.rows_written,
+                result.dead_letters,
+                skipped,
+                seconds,
+                result.records_read / seconds,
+                done,
+                total,
             )
-            break
-        batch, rest = plan.next_batch(outcome.batches + 1)
-        batch_started = clock()
-        try:
-            result = run_batch(job, batch)
-        except BatchTooLargeError as exc:
-            if batch.offsets == 1:
-                raise
-            plan = replace(plan, batch_cap=max(1, batch.offsets // 2))
-            expected = outcome.batches + plan.batches_needed
-            log.warning(
-                "%s; nothing was written, splitting it: batches of at most %d records from here", exc, plan.batch_cap
-            )
-            continue
-        plan = rest
-        outcome.add(result)
-        if job.mirror is not None and not batch.is_backfill:
-            job.mirror.publish({r.partition: r.until_offset for r in batch.ranges})
-        done += batch.offsets
-        seconds = max(clock() - batch_started, 1e-6)
-        skipped = f", {result.skipped} already there and skipped" if result.skipped else ""
-        log.info(
-            "batch %d of %d committed (%s): %d records, %d rows written, %d dead letters%s in %.1fs "
-            "(%.0f rows/s); offsets %d of %d done",
-            outcome.batches,
-            expected,
-            result.batch_id,
-            result.records_read,
-            result.rows_written,
-            result.dead_letters,
-            skipped,
-            seconds,
-            result.records_read / seconds,
-            done,
-            total,
-        )
     return outcome
 
 

@@ -110,6 +110,37 @@ def test_a_run_reads_and_decodes_while_another_run_of_the_pipeline_holds_its_com
     env.assert_exactly_once(produced)
 
 
+def test_a_batch_read_ahead_is_dropped_unwritten_when_the_commit_before_it_fails(env, tmp_path, finish):
+    """While batch 1 commits, batch 2 is read and decoded (`spark.read_ahead`). Batch 1's connection is killed with
+    its rows written and not committed: the run fails, batch 2 is waited for and dropped, and neither leaves a row,
+    a dead letter, a history row or a ledger move; the retry lands every record once."""
+    env.redeclare(max_records_per_batch=100)
+    env.send([(b"k", b"not json")])  # first: in a batch of good records, under the dead-letter guard's limit
+    produced = env.produce(300)
+    ledger = env.ledger()
+    marker = tmp_path / "holding"
+    proc = env.spark_job(plan_live_run(env.pipeline), run=RUN, fault=f"before_commit:pause:{marker}", wait=False)
+    assert reached_pause(proc, marker), finish(proc).stdout[-3000:]
+    killed = env.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state = 'idle in transaction' AND backend_xid IS NOT NULL"
+    )
+    marker.unlink()
+    result = finish(proc)
+
+    assert killed == [(True,)], "batch 1's transaction, everything written, was the one open"
+    assert result.returncode != 0, result.stdout[-3000:]
+    dropped = re.search(r"batch 2 read ahead \(.*\) dropped, nothing of it written: the batch before it", result.stdout)
+    assert dropped, result.stdout[-3000:]
+    assert "batch 1 of" not in result.stdout and "batch 2 of" not in result.stdout
+    assert env.target_rows() == [] and env.dead_letters() == [] and history(env) == []
+    assert env.ledger() == ledger
+
+    env.ingest_all()
+    env.assert_exactly_once(produced)
+    assert [cls for _, _, cls, *_ in env.dead_letters()] == ["invalid_json"]
+
+
 def test_a_batch_too_large_for_the_driver_to_collect_is_split_and_lands_once(submit_env):
     """The driver collects each batch decoded, up to spark.driver.maxResultSize (256m in the job's conf; 1m here,
     given to a spark-submit of its own). A batch over it fails before anything is written, and the run goes on in
