@@ -108,7 +108,7 @@ class Pipeline:
     value_format: str = "json"
     key_format: str = "string"
     sink_mode: str = "append"
-    max_records_per_batch: int = 10_000
+    max_records_per_batch: int = 100_000
     max_records_per_run: int = 1_000_000
     max_run_seconds: int = 1800
     schedule: str | None = None

@@ -22,9 +22,16 @@ log = logging.getLogger(__name__)
 class ReadAhead:
     """At most one batch read ahead. Use as a context manager: leaving it drops what was read ahead and not taken."""
 
-    def __init__(self, read: Callable[[Batch], DecodedBatch]):
-        self._read = read
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="microingest-read-ahead")
+    def __init__(
+        self,
+        read: Callable[[Batch], DecodedBatch],
+        on_thread: Callable[[], None] | None = None,
+        interrupt: Callable[[], None] | None = None,
+    ):
+        """`on_thread` runs first on the read-ahead thread (Spark's job tags are the thread's own); `interrupt`, when
+        the run fails, ends the read ahead's work early rather than wait for all of it."""
+        self._read, self._interrupt = read, interrupt
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="microingest-read-ahead", initializer=on_thread)
         self._ahead: tuple[Batch, Future[DecodedBatch]] | None = None
 
     def start(self, batch: Batch) -> None:
@@ -61,5 +68,7 @@ class ReadAhead:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if error is not None and self._ahead is not None and self._interrupt is not None:
+            self._interrupt()
         self.drop(f"the batch before it failed: {error}" if error is not None else "the run stopped before it")
         self._pool.shutdown(wait=True)

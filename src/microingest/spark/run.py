@@ -11,6 +11,7 @@ from functools import partial
 from microingest.batches import RunOutcome, RunPlan
 from microingest.commit.history import committed_by_run
 from microingest.spark.batch import BatchTooLargeError, commit_batch, read_batch
+from microingest.spark.connect import interrupt_own
 from microingest.spark.job import IngestJob
 from microingest.spark.read_ahead import ReadAhead
 
@@ -36,7 +37,11 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
         budget = plan.time_budget_seconds
         return budget is not None and outcome.batches > first and clock() - started >= budget
 
-    with ReadAhead(partial(read_batch, job)) as reading:
+    # Tags are a thread's own: the read-ahead thread's Spark operations carry the job's too, so that a failed run
+    # interrupts them (a Spark Connect job's; a spark-submit job waits for its read ahead to end).
+    tags = job.spark.getTags()
+    interrupt = partial(interrupt_own, job.spark) if tags else None
+    with ReadAhead(partial(read_batch, job), partial(_tag, job.spark, tags), interrupt) as reading:
         while plan.ranges:
             if spent():
                 outcome.remaining = plan.total_records
@@ -88,6 +93,11 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
                 total,
             )
     return outcome
+
+
+def _tag(spark, tags: set[str]) -> None:
+    for tag in tags:
+        spark.addTag(tag)
 
 
 def _resume(job: IngestJob, plan: RunPlan, outcome: RunOutcome) -> RunPlan:

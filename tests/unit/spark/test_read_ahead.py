@@ -75,3 +75,21 @@ def test_a_run_that_stops_drops_what_it_read_ahead_and_says_when_that_read_faile
     with ReadAhead(Reads()) as reading:
         reading.start(batch(13))
     assert "the run stopped before it (its read had failed too: the read of 13 failed)" in caplog.text
+
+
+def test_the_thread_is_set_up_first_and_a_failed_run_interrupts_only_what_it_read_ahead():
+    seen, interrupted = [], []
+    reads = Reads()
+
+    def set_up():
+        seen.append(threading.current_thread().name)
+
+    with pytest.raises(ValueError), ReadAhead(reads, set_up, lambda: interrupted.append(1)) as reading:
+        reading.start(batch(2))
+        assert reading.take(batch(2)) == "decoded 2"
+        raise ValueError("nothing read ahead")
+    assert seen[0].startswith("microingest-read-ahead") and interrupted == []
+    with pytest.raises(ValueError), ReadAhead(reads, None, lambda: interrupted.append(1)) as reading:
+        reading.start(batch(3))
+        raise ValueError("commit of 2 failed")
+    assert interrupted == [1]
