@@ -9,6 +9,8 @@ Each stage runs once untimed, then --repeat times; the report gives the fastest 
 - `handover`: the batch's frame (as `spark.batch.read_frame` builds it) through a mapInArrow that only counts: the
   JVM → Python worker → JVM hand-over alone;
 - `decode`: today's decoder (`spark.decoder.Decoder`) collected with toArrow(), as a batch is, without the commit;
+- `jvm_count`: the records decoded in the JVM as a batch of a JSON pipeline is, and counted there: the decoding
+  function's cost without the transfer of its columns;
 - `jvm_decode`: the records decoded in the JVM as a batch of a JSON pipeline is (`spark.jvm_decode`) and collected
   with toArrow(): typed columns, the declined and sampled records' bytes;
 - `jvm_batch`: the same, then made ready to commit on the driver (`spark.jvm_collected`: the sample checked, the
@@ -106,6 +108,7 @@ def stages(
         "read_count": lambda: raw().count(),
         "handover": lambda: _sum_n(frame.mapInArrow(_count_only, "n long").toArrow()),
         "decode": lambda: _decoded_records(frame.mapInArrow(decoder, DECODED_SCHEMA).toArrow()),
+        "jvm_count": lambda: jvm_frame.agg(F.count("d") + F.count_if(F.col("d").isNull())).first()[0],
         "jvm_decode": lambda: jvm_frame.toArrow().num_rows,
         "jvm_batch": jvm_batch,
         "from_json": from_json,
