@@ -168,18 +168,39 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     assert report["lost"] == 0 and report["duplicated"] == 0, report
 
 
-@pytest.mark.skipif(
+CRASHES_POSTGRES = pytest.mark.skipif(
     "MICROINGEST_CHAOS_KILLS" not in os.environ,
     reason="crashes Postgres, which the Airflow that `make test` runs beside the suite does not "
     "survive (its scheduler and dag-processor exit); `make chaos` runs it, without Airflow",
 )
-def test_a_postgres_crash_between_decoding_and_commit_is_retried_and_lands_once(submit_env, tmp_path):
+
+
+@CRASHES_POSTGRES
+def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_connection(submit_env, tmp_path):
+    """Reading a batch holds no Postgres connection while Spark decodes it: the commit opens its own afterwards, so
+    a Postgres that crashed and recovered meanwhile (`platform crash` returns once it is up again) takes the batch,
+    every record once."""
     env = submit_env
-    """The batch decoded before the crash is not refused as if the read were wrong: the job fails as a transient
-    failure (no refusal exit code) and the retry lands every record."""
     produced = env.produce(300)
     marker = tmp_path / "decoded"
     proc = env.paused_job(list(plan_next_batch(env.pipeline).ranges), "after_decode", marker)
+    platform("crash", "postgres")
+    marker.unlink()
+    out, _ = proc.communicate(timeout=300)
+
+    assert proc.returncode == 0, out[-3000:]
+    assert env.target_rows() == sorted(produced)
+
+
+@CRASHES_POSTGRES
+def test_a_postgres_crash_inside_the_commit_is_retried_and_lands_once(submit_env, tmp_path):
+    """The batch whose transaction the crash ended, everything written and not committed, is not refused as if the
+    read were wrong: the job fails as a transient failure (no refusal exit code), nothing of it stays, and the retry
+    lands every record."""
+    env = submit_env
+    produced = env.produce(300)
+    marker = tmp_path / "committing"
+    proc = env.paused_job(list(plan_next_batch(env.pipeline).ranges), "before_commit", marker)
     platform("crash", "postgres")
     marker.unlink()
     out, _ = proc.communicate(timeout=300)
