@@ -30,6 +30,10 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 NOTES_USER = "microingest"
 EDGE_EXECUTOR = "airflow.providers.edge3.executors.EdgeExecutor"
 EDGE_WORKER_SLOTS = 4
+# Tasks running at once across the platform: on the cluster, every slot of its Edge workers. Fewer would let a few
+# long tasks (or those of a killed worker, until their heartbeat times out) hold every slot while the other DAGs'
+# tasks queue behind them however many workers are idle.
+PARALLELISM = EDGE_WORKER_SLOTS * AIRFLOW_WORKERS if CLUSTER else 4
 
 
 def services() -> tuple[str, ...]:
@@ -113,7 +117,7 @@ def airflow_env(pg: dict) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         **executor_env(),
-        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",

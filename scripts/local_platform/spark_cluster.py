@@ -31,6 +31,9 @@ CONNECT_CONF = {
     "spark.locality.wait": "0",
     "spark.ui.port": str(SPARK_CONNECT_UI_PORT),
 }
+# The cores an application gets when it sets no spark.cores.max (spark-submit's jobs): without a cap, a running job
+# takes the cores a killed Connect server frees, and the restarted server's jobs wait until that job's run ends.
+SUBMIT_CORES = WORKER_CORES * SPARK_WORKERS - int(CONNECT_CONF["spark.cores.max"])
 
 
 def master_url() -> str:
@@ -62,6 +65,7 @@ def start() -> None:
     # No credential, as the Connect server: executors run any job's code and get their connections from the job.
     env = {**without_credentials(os.environ), "SPARK_LOG_DIR": str(root()), "SPARK_LOCAL_IP": HOST}
     spark_class = str(VENV_BIN / "spark-class")
+    master_env = {**env, "SPARK_MASTER_OPTS": f"-Dspark.deploy.defaultCores={SUBMIT_CORES}"}
     spawn(
         MASTER,
         [
@@ -75,7 +79,7 @@ def start() -> None:
             str(SPARK_MASTER_UI_PORT),
         ],
         log_file(MASTER),
-        env,
+        master_env,
     )
     wait_for("Spark master", lambda: master_state()["status"] == "ALIVE", 120, log_file(MASTER))
     for n in range(1, SPARK_WORKERS + 1):

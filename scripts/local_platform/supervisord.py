@@ -176,6 +176,14 @@ def info(name: str) -> dict | None:
         return None
 
 
+def states() -> dict[str, str]:
+    """Each program's state (RUNNING, BACKOFF, FATAL, ...); none when supervisord does not answer."""
+    try:
+        return {p["name"]: p["statename"] for p in _server().supervisor.getAllProcessInfo()}
+    except (*_UNREACHABLE, xmlrpc.client.Fault):
+        return {}
+
+
 def pids(run: Path = RUN) -> tuple[int | None, set[int]]:
     """supervisord's pid and those of the programs it runs (none of either when it is not running)."""
     try:

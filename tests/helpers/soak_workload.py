@@ -96,13 +96,47 @@ def backfill_ranges(env: Env) -> dict[str, list[int]]:
     return {str(p): [max(0, until - BACKFILL_SPAN), until] for p, until in sorted(env.ledger().items()) if until > 0}
 
 
-def wait_until_caught_up(envs: list[Env], end: dict[int, int], timeout: float) -> float:
-    """Until every pipeline's live position is the topic's end; returns how long it took."""
+def wait_until_caught_up(envs: list[Env], end: dict[int, int], timeout: float) -> tuple[float, list[str]]:
+    """Until every pipeline's live position is the topic's end: how long it took, and the pipelines still behind
+    when `timeout` passed first."""
     started = time.monotonic()
     while True:
         behind = [e.pipeline.name for e in envs if any(e.ledger().get(p, 0) < o for p, o in end.items())]
-        if not behind:
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not caught up after {timeout:.0f}s: {behind}")
+        if not behind or time.monotonic() - started > timeout:
+            return time.monotonic() - started, behind
         time.sleep(5)
+
+
+def why_behind(api, envs: list[Env], end: dict[int, int]) -> dict[str, dict]:
+    """For a pipeline that did not catch up: where its ledger stands against the topic's end, its active runs with
+    their tasks' states and tries, and the last lines of each unfinished task's log (what it was doing)."""
+    found: dict[str, dict] = {}
+    for env in envs:
+        dag_id = env.pipeline.dag_id
+        entry: dict = {"ledger": env.ledger(), "end": end, "runs": []}
+        try:
+            for run in active_runs(api, dag_id):
+                path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances"
+                tasks = api.get(path)["task_instances"]
+                entry["runs"].append(
+                    {
+                        "run_id": run["dag_run_id"],
+                        "state": run["state"],
+                        "started": run.get("start_date"),
+                        "tasks": {t["task_id"]: [t["state"], t["try_number"], t.get("hostname")] for t in tasks},
+                        "log_tails": {
+                            t["task_id"]: _log_tail(api, f"{path}/{t['task_id']}/logs/{t['try_number']}")
+                            for t in tasks
+                            if t["state"] in ("running", "deferred", "up_for_retry", "queued") and t["try_number"]
+                        },
+                    }
+                )
+        except Exception as exc:  # the diagnosis must not hide the failure it explains
+            entry["error"] = repr(exc)
+        found[env.pipeline.name] = entry
+    return found
+
+
+def _log_tail(api, path: str, lines: int = 12) -> list[str]:
+    content = api.get(path, full_content="true").get("content", [])
+    return [str(e.get("event", e) if isinstance(e, dict) else e)[:300] for e in content[-lines:]]

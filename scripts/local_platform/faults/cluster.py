@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 
-from local_platform import config, postgres, process_tree, spark_cluster
+from local_platform import config, postgres, process_tree, spark_cluster, supervisord
 from local_platform import kafka as local_kafka
 from microingest import settings
 
@@ -130,6 +130,18 @@ def active_stages() -> int:
     except OSError:
         pass
     return running
+
+
+def service_states() -> dict:
+    """What a stalled soak reports of the platform: each service's state, and what Spark's master has given whom."""
+    found: dict = {"services": supervisord.states()}
+    try:
+        master = spark_cluster.master_state()
+        found["spark_workers"] = [[w["host"], w["state"], w["cores"], w["coresused"]] for w in master["workers"]]
+        found["spark_apps"] = [[a["id"], a["name"], a["state"], a["cores"]] for a in master["activeapps"]]
+    except (OSError, KeyError) as exc:
+        found["spark_master"] = repr(exc)
+    return found
 
 
 def spark_submit_drivers() -> list[int]:

@@ -27,7 +27,7 @@ import pytest
 from helpers import soak_workload
 from helpers.exactly_once import Producer, verify
 from helpers.pipeline_env import SERVED_FOLDER, read_to_end
-from local_platform.faults import full_disk, moments
+from local_platform.faults import cluster, full_disk, moments
 from local_platform.faults import injection as soak_faults
 from local_platform.faults import report as soak_report
 from microingest import settings
@@ -44,6 +44,10 @@ INTERVAL = float(os.environ.get("MICROINGEST_SOAK_INTERVAL", "15"))
 # soak of 26 November 2026 99 faults took 40.5 minutes against 33 scheduled.
 STRETCH = 1.75
 CONVERGE_LIMIT = 15 * 60
+
+
+class NotCaughtUp(AssertionError):
+    """Pipelines still behind the topic's end once the soak's faults ended and CONVERGE_LIMIT passed."""
 
 
 def test_soak(pg, kafka, api):
@@ -67,7 +71,12 @@ def test_soak(pg, kafka, api):
         producer = Producer(kafka, topic, SEED)
         driver = soak_workload.Driver(api, sinks.all(), backfilled=sinks.append)
         break_it(soak, kinds, wanted, producer, driver, faults, report)
-        truth = converge(api, kafka, topic, sinks, gated, driver, report)
+        try:
+            truth = converge(api, kafka, topic, sinks, gated, driver, report)
+        except NotCaughtUp:
+            write_report(report, faults)
+            print(json.dumps({"behind": report["behind"], "services": report["services"]}, default=str), flush=True)
+            raise
         report["producer"] = {"sent": producer.sent, "send_errors": producer.errors}
         try:
             report["exactly_once"] = verify(sinks, truth, more_appends=(gated,))
@@ -117,7 +126,12 @@ def converge(api, kafka, topic: str, sinks, gated, driver, report: dict) -> list
     truth = read_to_end(kafka, topic, isolation_level="read_committed")
     end = {p: o + 1 for p, o in _last_offsets(truth).items()}
     envs = [*sinks.all(), gated]
-    report["caught_up_s"] = round(soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT), 1)
+    caught_up_s, behind = soak_workload.wait_until_caught_up(envs, end, CONVERGE_LIMIT)
+    if behind:
+        report["behind"] = soak_workload.why_behind(api, [e for e in envs if e.pipeline.name in behind], end)
+        report["services"] = cluster.service_states()
+        raise NotCaughtUp(f"not caught up after {caught_up_s:.0f}s: {behind}")
+    report["caught_up_s"] = round(caught_up_s, 1)
     driver.stopping.set()
     driver.join(timeout=60)
     # The last triggered runs finish (pausing their DAGs would freeze them); the gated pipeline, caught up, goes on
