@@ -113,8 +113,9 @@ def why_behind(api, envs: list[Env], end: dict[int, int]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for env in envs:
         dag_id = env.pipeline.dag_id
-        entry: dict = {"ledger": env.ledger(), "end": end, "runs": []}
+        entry: dict = {"end": end, "runs": []}
         try:
+            entry["ledger"] = env.ledger()
             for run in active_runs(api, dag_id):
                 path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances"
                 tasks = api.get(path)["task_instances"]
