@@ -36,7 +36,10 @@ def _json(url: str):
 
 
 def _edge(*args: str, check: bool = True) -> str:
-    return subprocess.run(["airflow", "edge", *args], check=check, capture_output=True, text=True, timeout=120).stdout
+    done = subprocess.run(["airflow", "edge", *args], capture_output=True, text=True, timeout=120)
+    if check and done.returncode:
+        raise AssertionError(f"airflow edge {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout
 
 
 def _states() -> dict[str, str]:
@@ -99,6 +102,10 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
     api.unpause(env.pipeline.dag_id)
     hosts, produced = {}, []
+    # Both workers registered and fetching jobs before one is drained: a worker not yet known cannot be.
+    deadline = time.monotonic() + 120
+    while any(_states().get(w) not in ("idle", "running") for w in WORKERS) and time.monotonic() < deadline:
+        time.sleep(1)
     try:
         for i, (drained, serving) in enumerate((WORKERS[::-1], WORKERS)):
             _maintenance(drained, True)
