@@ -79,8 +79,8 @@ def decoder_jar() -> Path | None:
 
 
 def jvm_decoding() -> bool:
-    """Whether JSON records may be decoded in Spark's JVM (`decode.jvm_json`); `MICROINGEST_JVM_DECODING=off` leaves
-    every record to the reference decoder."""
+    """Whether JSON and Avro records may be decoded in Spark's JVM (`decode.jvm_spec`); `MICROINGEST_JVM_DECODING=off`
+    leaves every record to the reference decoder."""
     return _on("MICROINGEST_JVM_DECODING")
 
 

@@ -1,4 +1,4 @@
-"""The JVM's JSON decoder (build/jvm-decoders, built by `make install`) run without Spark, on records given here:
+"""The JVM's decoders (build/jvm-decoders, built by `make install`) run without Spark, on records given here:
 `DecodeLines` reads them as hex and answers each record's staged key and values, or None where it declines."""
 
 from __future__ import annotations
@@ -10,10 +10,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyspark
+import pytest
 
+from helpers.reference_check import same
 from microingest import settings
 from microingest.declare.pipeline import Pipeline
-from microingest.decode import jvm_json
+from microingest.decode import jvm_spec
+from microingest.decode.records import BadRecord, RecordProcessor
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -26,11 +29,14 @@ def classpath() -> str:
     return f"{jar}:{jackson}"
 
 
-def jvm_decoded(pipeline: Pipeline, records: list[tuple[bytes | None, bytes | None]]) -> list[tuple | None]:
-    """Per record: (record_key, False, *values) as the reference stages rows, or None where the JVM declined."""
+def jvm_decoded(
+    pipeline: Pipeline, records: list[tuple[bytes | None, bytes | None]], writers: dict[int, dict] | None = None
+) -> list[tuple | None]:
+    """Per record: (record_key, False, *values) as the reference stages rows, or None where the JVM declined;
+    `writers`: an Avro pipeline's writer plans (`jvm_avro.plan`) by schema id."""
     lines = "".join(f"{_hex(key)} {_hex(value)}\n" for key, value in records)
     done = subprocess.run(
-        ["java", "-cp", classpath(), "dev.microingest.decode.DecodeLines", jvm_json.spec(pipeline)],
+        ["java", "-cp", classpath(), "dev.microingest.decode.DecodeLines", jvm_spec.spec(pipeline, writers)],
         input=lines,
         capture_output=True,
         text=True,
@@ -54,3 +60,26 @@ def _typed(type_: str, value):
     if type_ == "timestamp":
         return EPOCH + timedelta(microseconds=value)
     return value
+
+
+def compared(
+    pipeline: Pipeline,
+    records: list[tuple[bytes | None, bytes | None]],
+    registry: dict[str, str] | None = None,
+    writers: dict[int, dict] | None = None,
+) -> list[bool]:
+    """Per record, whether the JVM took it; fails on any record it took that the reference would not stage exactly
+    so."""
+    reference = RecordProcessor(pipeline, registry)
+    taken = []
+    for (key, value), got in zip(records, jvm_decoded(pipeline, records, writers), strict=True):
+        if got is None:
+            taken.append(False)
+            continue
+        try:
+            expected = reference.process(key, value)
+        except BadRecord as exc:
+            pytest.fail(f"the JVM took {key!r} {value!r}, which the reference refuses: {exc}")
+        assert len(got) == len(expected) and all(map(same, got, expected)), (key, value, got, expected)
+        taken.append(True)
+    return taken

@@ -49,7 +49,7 @@ from microingest.spark.batch import kafka_read_options, read_frame
 from microingest.spark.connect import PLATFORM_CONN_ID, job_session
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder
 from microingest.spark.jvm_collected import collected as jvm_collected
-from microingest.spark.jvm_decode import JvmJson, decoded_frame, prepare, sample_every
+from microingest.spark.jvm_decode import JvmDecoding, decoded_frame, prepare, sample_every
 from microingest.systems.connections import get_connection, kafka_python_config
 from microingest.systems.kafka_access import delete_topic
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -81,7 +81,7 @@ def _timed(stage: Callable[[], int], repeat: int, expected: int) -> dict:
 
 
 def stages(
-    spark, kafka_options: dict[str, str], decoder: Decoder, jvm: JvmJson, batch: Batch
+    spark, kafka_options: dict[str, str], decoder: Decoder, jvm: JvmDecoding, batch: Batch
 ) -> dict[str, Callable[[], int]]:
     def raw():
         return spark.read.format("kafka").options(**kafka_options).options(**kafka_read_options(batch.ranges)).load()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from microingest.decode.codec import DecodeError
 from microingest.decode.registered import UNDECODABLE, framed
 from microingest.systems.schema_registry import UnreadableSchemaError
 
+_OBJECT_AT = re.compile(r"<[^<>]* object at 0x[0-9a-fA-F]+>")
 # fastavro's parsed writer schemas, kept as the registry's are, with the path of an array it must not read
 _PARSED: dict[tuple[str, int], tuple[Any, str | None]] = {}
 
@@ -54,10 +56,16 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
     stream = io.BytesIO(payload)
     try:
         record = fastavro.schemaless_reader(stream, parsed, None)
-    except Exception as exc:  # truncated or corrupt: the same bytes fail the same way on every retry
+    except EOFError:
         raise DecodeError(
             UNDECODABLE,
-            f"{part} does not decode as Avro with writer schema id {schema_id}: {type(exc).__name__}: {exc}",
+            f"{part} ends inside its Avro datum of writer schema id {schema_id} ({len(payload)} bytes after the frame)",
+        ) from None
+    except Exception as exc:  # corrupt: the same bytes fail the same way on every retry
+        said = _OBJECT_AT.sub("the value", str(exc))  # a reason names no address: it must read the same every time
+        raise DecodeError(
+            UNDECODABLE,
+            f"{part} does not decode as Avro with writer schema id {schema_id}: {type(exc).__name__}: {said}",
         ) from None
     if stream.tell() != len(payload):
         raise DecodeError(

@@ -9,7 +9,7 @@ from microingest import settings
 from microingest.batches import RunInfo
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.mirror import GroupMirror
-from microingest.spark.jvm_decode import JvmJson, prepare
+from microingest.spark.jvm_decode import JvmDecoding, prepare
 from microingest.systems.pipeline_systems import PipelineSystems
 
 
@@ -20,14 +20,15 @@ class IngestJob:
     systems: PipelineSystems
     run: RunInfo  # who asked, and the Spark application the history records for each batch
     mirror: GroupMirror | None = None  # live positions mirrored to the pipeline's consumer group
-    jvm: JvmJson | None = None  # the pipeline's JSON decoding function in Spark's JVM, where it has one
+    jvm: JvmDecoding | None = None  # the pipeline's decoding function in Spark's JVM, where it has one
     read_ahead: bool = True  # the next batch read while one commits (`run.run_plan`)
 
     @classmethod
     def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> IngestJob:
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
         mirror = GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic)
-        return cls(spark, pipeline, systems, run, mirror, prepare(spark, pipeline), settings.read_ahead())
+        jvm = prepare(spark, pipeline, systems.registry)
+        return cls(spark, pipeline, systems, run, mirror, jvm, settings.read_ahead())
 
     def close(self) -> None:
         if self.mirror is not None:

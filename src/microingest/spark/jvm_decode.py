@@ -1,5 +1,6 @@
-"""JSON records decoded by Spark's JVM (`decode.jvm_json`): the decoding function made known to a job's session, and
-a batch's read turned into typed columns for the driver.
+"""Records decoded by Spark's JVM (`decode.jvm_spec`): the decoding function made known to a job's session, with the
+plans of an Avro pipeline's writer schemas from the registry, and a batch's read turned into typed columns for the
+driver.
 
 The function's jar (build/jvm-decoders, `make install`) travels with the job: a Spark Connect client sends it to its
 session with addArtifacts, so a server needs nothing of microingest; spark-submit puts it on `--jars`
@@ -11,6 +12,7 @@ and a sample of those it takes, come back to the driver with their bytes, for th
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -18,17 +20,21 @@ from pathlib import Path
 
 from microingest import faults, settings
 from microingest.declare.pipeline import Pipeline
-from microingest.decode import jvm_json
+from microingest.decode import jvm_avro, jvm_spec
+from microingest.systems.schema_registry import subject_schemas
 
 log = logging.getLogger(__name__)
 
 # The driver re-decodes about this many of the records the JVM took in each batch (`sample_every`): all of a small
 # batch, about 100 of a large one (at 30 µs a record, 3 ms of the driver's time).
 SAMPLE_RECORDS = 100
+# An Avro pipeline's writer schemas the JVM reads: those of this many newest versions of the topic's value subject.
+# Records of any other schema go to the reference, as do those of a version registered after the job began.
+WRITER_VERSIONS = 20
 
 
 @dataclass
-class JvmJson:
+class JvmDecoding:
     """A pipeline's decoding function, registered in the job's session."""
 
     function: str
@@ -42,24 +48,29 @@ class JvmJson:
         return self.distrusted is None
 
 
-def prepare(spark, pipeline: Pipeline) -> JvmJson | None:
+def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -> JvmDecoding | None:
     """The pipeline's decoding function in this session, or None (with the reason logged) when its batches are decoded
-    by the reference alone."""
-    reason = jvm_json.declines_pipeline(pipeline)
+    by the reference alone. `registry`: the schema registry's settings, for an Avro pipeline."""
+    reason = jvm_spec.declines_pipeline(pipeline)
     jar = settings.decoder_jar()
     if reason is None and jar is None:
         reason = "the decoder jar is not built (`make install` builds build/jvm-decoders)"
     if reason is None and not settings.jvm_decoding():
         reason = "MICROINGEST_JVM_DECODING is off"
+    writers: dict[int, dict] = {}
+    if reason is None and pipeline.value_format == "avro":
+        writers = _writer_plans(pipeline, registry)
+        if not writers:
+            reason = f"no writer schema of subject {_subject(pipeline)} is one the JVM reads"
     if reason is not None or jar is None:
         log.info("pipeline %s: records decoded by the reference decoder in Python: %s", pipeline.name, reason)
         return None
-    function = jvm_json.function_name(pipeline)
+    function = jvm_spec.function_name(pipeline)
     sent = _send(spark, jar) if type(spark).__module__.startswith("pyspark.sql.connect") else None
     try:
-        spark.udf.registerJavaFunction(function, jvm_json.CLASS, jvm_json.return_type(pipeline))
+        spark.udf.registerJavaFunction(function, jvm_spec.CLASS, jvm_spec.return_type(pipeline))
     except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
-        if jvm_json.CLASS not in str(exc):
+        if jvm_spec.CLASS not in str(exc):
             raise
         log.warning(
             "pipeline %s: records decoded by the reference decoder in Python: Spark cannot load the JVM decoder "
@@ -72,7 +83,38 @@ def prepare(spark, pipeline: Pipeline) -> JvmJson | None:
     log.info(
         "pipeline %s: records decoded in Spark's JVM (%s), the rest by the reference decoder", pipeline.name, function
     )
-    return JvmJson(function, jvm_json.spec(pipeline, faults.executor_faults(), jar=sent))
+    return JvmDecoding(function, jvm_spec.spec(pipeline, writers, faults.executor_faults(), jar=sent))
+
+
+def _subject(pipeline: Pipeline) -> str:
+    return f"{pipeline.topic}-value"  # the registry's default naming (TopicNameStrategy)
+
+
+def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[int, dict]:
+    """The JVM's plan of each writer schema of the topic's value subject it can read, by schema id; the others'
+    reasons logged. A registry that does not answer leaves every record to the reference, which asks it again."""
+    if registry is None:
+        return {}
+    try:
+        schemas = subject_schemas(registry, _subject(pipeline), WRITER_VERSIONS)
+    except Exception as exc:  # any failure here only costs speed: the reference decodes and judges every record
+        log.warning("pipeline %s: the registry did not list %s's schemas: %s", pipeline.name, _subject(pipeline), exc)
+        return {}
+    plans = {}
+    for schema_id, schema in schemas:
+        try:
+            if schema.references or (schema.schema_type or "AVRO") != "AVRO":
+                raise jvm_avro.LeftToReference("it is no Avro schema of its own (a type or references)")
+            plans[schema_id] = jvm_avro.plan(json.loads(schema.schema_str), pipeline)
+        except (ValueError, jvm_avro.LeftToReference) as exc:
+            log.info(
+                "pipeline %s: values of writer schema id %d are decoded by the reference: %s",
+                pipeline.name,
+                schema_id,
+                exc,
+            )
+    log.info("pipeline %s: the JVM reads writer schema ids %s", pipeline.name, sorted(plans) or "none")
+    return plans
 
 
 def _send(spark, jar: Path) -> str:
@@ -101,7 +143,7 @@ def sample_every(records: int) -> int:
     return max(1, records // SAMPLE_RECORDS)
 
 
-def decoded_frame(frame, jvm: JvmJson, every: int):
+def decoded_frame(frame, jvm: JvmDecoding, every: int):
     """The batch's records (`batch.read_frame`) as the driver collects them: the position, the JVM's struct `d` (NULL
     where it declined), and the key, value and headers only of the records the driver decodes itself: those declined
     and, of those taken, the ones whose offset is a multiple of `every`."""

@@ -78,6 +78,14 @@ def subject_version(config: dict[str, str], subject: str, version: int | str):
     return found
 
 
+def subject_schemas(config: dict[str, str], subject: str, newest: int) -> list[tuple[int, Any]]:
+    """(schema id, Schema) of a subject's `newest` versions, oldest first; none when the registry has no such
+    subject."""
+    versions = _asked(config, f"subject {subject}'s versions", lambda c: c.get_versions(subject), (40401,)) or []
+    found = [subject_version(config, subject, version) for version in sorted(versions)[-newest:]]
+    return [(registered.schema_id, registered.schema) for registered in found]
+
+
 def subjects(config: dict[str, str]) -> list[str]:
     """The registry's subjects: the cheapest question that proves it answers with these credentials."""
     return _asked(config, "its subjects", lambda c: c.get_subjects(), ()) or []

@@ -6,12 +6,10 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.serialization import MessageField
 from psycopg2 import sql
 
-from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
+from helpers.avro_corpus import serialize
 from local_platform.faults.cluster import platform
 from microingest.commit.target_tables import prepare_targets
 from microingest.errors import REFUSED_EXIT
@@ -44,14 +42,6 @@ AT = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 def avro_env(env):
     env.redeclare(value_format="avro")
     return env
-
-
-def serialize(registry: dict, topic: str, schema: dict, records: list, field=MessageField.VALUE) -> list[bytes]:
-    serializer = AvroSerializer(
-        SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT}), json.dumps(schema), conf=SERIALIZER_CONF
-    )
-    context = SerializationContext(topic, field)
-    return [serializer(r, context) for r in records]
 
 
 def test_two_schema_versions_land_in_the_same_columns_once_each(avro_env, registry):

@@ -1,6 +1,6 @@
-"""JSON records decoded in Spark's JVM, through real jobs: the same rows and dead letters in Postgres as the reference
-decoder stores for the same records (a second pipeline on the same topic, with MICROINGEST_JVM_DECODING=off); and a
-batch whose sampled records the JVM got wrong is decoded again by the reference before anything is written."""
+"""JSON and Avro records decoded in Spark's JVM, through real jobs: the same rows and dead letters in Postgres as the
+reference decoder stores for the same records (a second pipeline on the same topic, with MICROINGEST_JVM_DECODING=off);
+and a batch whose sampled records the JVM got wrong is decoded again by the reference before anything is written."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import zipfile
 
 from psycopg2 import sql
 
+from helpers.avro_corpus import mutate, serialize
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
 from helpers.pipeline_env import new_env
 from microingest import settings
@@ -56,9 +57,66 @@ def stored(env) -> tuple[list, list]:
     return rows, [(*d[:5], *(None if v is None else bytes(v) for v in d[5:])) for d in dead]
 
 
+# Two versions of the writer schema under the topic's subject; v2 adds fields, one declared, one not.
+EVENT_V1 = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "microingest.jvm",
+    "fields": [
+        {"name": "event_id", "type": "string"},
+        {"name": "amount", "type": ["null", "double"]},
+        {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+    ],
+}
+EVENT_V2 = {
+    **EVENT_V1,
+    "fields": EVENT_V1["fields"]
+    + [
+        {"name": "user_id", "type": ["null", "string"], "default": None},
+        {"name": "seen", "type": {"type": "map", "values": "float"}, "default": {}},
+    ],
+}
+
+
+def avro_records(registry: dict, topic: str, n: int) -> list[tuple]:
+    rng = random.Random(27)
+    data = [
+        {
+            "event_id": rng.choice(["nul\x00", f"\u00e9\U0001f600{i}"]) if rng.random() < 0.1 else f"e{i}",
+            "amount": rng.choice([None, -0.0, 1e-300, float("nan"), float("-inf")])
+            if rng.random() < 0.1
+            else rng.uniform(-1e12, 1e12),
+            "event_time": 1_700_000_000_000 + rng.randrange(-(10**12), 10**12),
+            "tags": [f"t{j}" for j in range(rng.randrange(3))],
+            "user_id": rng.choice([None, "u\u00e9", "a\tb"]),
+            "seen": {"x": rng.uniform(-1, 1)},
+        }
+        for i in range(n)
+    ]
+    values = serialize(registry, topic, EVENT_V1, data[: n // 2]) + serialize(registry, topic, EVENT_V2, data[n // 2 :])
+    out = []
+    for value in values:
+        sent = mutate(rng, value) if rng.random() < 0.1 else value
+        out.append((rng.choice(HOSTILE_KEYS) if sent is not None else b"tombstone", sent))
+    return out
+
+
 def test_the_jvm_path_stores_exactly_what_the_reference_path_stores(env, pg, kafka, monkeypatch):
-    env.redeclare(dead_letter={"max_fraction": 0.5})
-    env.send(records(3000))
+    compare_with_reference(env, pg, kafka, monkeypatch, records(3000))
+
+
+def test_avro_through_the_jvm_path_is_stored_exactly_as_the_reference_stores_it(env, pg, kafka, registry, monkeypatch):
+    compare_with_reference(
+        env, pg, kafka, monkeypatch, avro_records(registry, env.pipeline.topic, 3000), value_format="avro"
+    )
+
+
+def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], **declared) -> None:
+    """The records ingested by `env`'s pipeline, mostly in the JVM, and by a twin on the same topic with the JVM path
+    off: the same rows and dead letters."""
+    env.redeclare(dead_letter={"max_fraction": 0.5}, **declared)
+    env.send(sent)
     [jvm_run] = env.ingest_all()
     [(in_jvm, checked, by_reference)] = re.findall(
         r"(\d+) records decoded in the JVM \((\d+) of them checked against the reference\), (\d+) by the",
@@ -73,6 +131,7 @@ def test_the_jvm_path_stores_exactly_what_the_reference_path_stores(env, pg, kaf
         f"it_{uuid.uuid4().hex[:10]}",
         env.pipeline.topic,
         dead_letter={"max_fraction": 0.5},
+        **declared,
     )
     monkeypatch.setenv("MICROINGEST_JVM_DECODING", "off")
     [reference_run] = twin.ingest_all()

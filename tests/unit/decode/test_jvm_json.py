@@ -11,33 +11,13 @@ import pytest
 
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, ordinary_value
 from helpers.json_corpus import NUMBER_SPELLINGS, STRING_SPELLINGS, mutate, random_value
-from helpers.jvm_decoder import jvm_decoded
-from helpers.reference_check import same
+from helpers.jvm_decoder import compared
 from microingest.declare.validate import parse_pipeline
-from microingest.decode import jvm_json
-from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode import jvm_spec
 
 
 def pipeline(**changes):
     return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
-
-
-def compared(p, records) -> list[bool]:
-    """Per record, whether the JVM took it; fails on any record it took that the reference would not stage exactly
-    so."""
-    reference = RecordProcessor(p)
-    taken = []
-    for (key, value), got in zip(records, jvm_decoded(p, records), strict=True):
-        if got is None:
-            taken.append(False)
-            continue
-        try:
-            expected = reference.process(key, value)
-        except BadRecord as exc:
-            pytest.fail(f"the JVM took {key!r} {value!r}, which the reference refuses: {exc}")
-        assert len(got) == len(expected) and all(map(same, got, expected)), (key, value, got, expected)
-        taken.append(True)
-    return taken
 
 
 JVM_ODDITIES = [
@@ -164,24 +144,25 @@ def test_records_over_the_size_limit_tombstones_and_null_keys_for_upserts_are_de
 
 
 def test_pipelines_the_jvm_cannot_decode_say_why():
-    assert jvm_json.declines_pipeline(pipeline()) is None
-    assert "transform" in jvm_json.declines_pipeline(
+    assert jvm_spec.declines_pipeline(pipeline()) is None
+    assert "transform" in jvm_spec.declines_pipeline(
         pipeline(transform="microingest.transforms:require_positive_amount")
     )
-    assert "avro" in jvm_json.declines_pipeline(pipeline(value_format="avro"))
+    assert "protobuf" in jvm_spec.declines_pipeline(pipeline(value_format="protobuf"))
+    assert jvm_spec.declines_pipeline(pipeline(value_format="avro")) is None
 
 
 def test_declarations_of_other_field_types_have_functions_of_their_own():
     same = {
-        jvm_json.function_name(p)
+        jvm_spec.function_name(p)
         for p in (pipeline(), pipeline(max_value_bytes=10), pipeline(sink_mode="upsert_latest"))
     }
     assert len(same) == 1
     other = pipeline(schema={**SCHEMA, "n": "double"})
-    assert jvm_json.function_name(other) not in same
+    assert jvm_spec.function_name(other) not in same
 
 
 def test_an_executor_fault_travels_in_the_spec_and_only_then():
-    assert "fault" not in json.loads(jvm_json.spec(pipeline()))
-    carried = json.loads(jvm_json.spec(pipeline(), {"MICROINGEST_FAULT": "executor_after_decode:pause:/tmp/x"}))
+    assert "fault" not in json.loads(jvm_spec.spec(pipeline()))
+    carried = json.loads(jvm_spec.spec(pipeline(), fault={"MICROINGEST_FAULT": "executor_after_decode:pause:/tmp/x"}))
     assert carried["fault"] == "executor_after_decode:pause:/tmp/x" and "fault_once" not in carried

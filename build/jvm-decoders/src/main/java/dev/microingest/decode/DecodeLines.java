@@ -11,8 +11,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.HexFormat;
 
 /**
- * The decoder without Spark, for the differential tests (tests/unit/decode/test_jvm_json.py): `java -cp ...
- * dev.microingest.decode.DecodeLines SPEC` reads lines of "key-hex value-hex" ("-" for null) and writes one JSON line
+ * The decoders without Spark, for the differential tests (tests/unit/decode/test_jvm_json.py,
+ * tests/integration/decode/test_jvm_avro.py): `java -cp ... dev.microingest.decode.DecodeLines SPEC` reads lines of "key-hex value-hex" ("-" for null) and writes one JSON line
  * per record: null when declined, else [key, values...] with each double as its 64 bits in hex, so the comparison is
  * bit for bit.
  */
@@ -20,7 +20,7 @@ public final class DecodeLines {
   private DecodeLines() {}
 
   public static void main(String[] args) throws IOException {
-    StrictJsonDecoder decoder = new StrictJsonDecoder(args[0]);
+    RecordDecoder decoder = RecordDecoder.of(args[0]);
     HexFormat hex = HexFormat.of();
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
     BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));

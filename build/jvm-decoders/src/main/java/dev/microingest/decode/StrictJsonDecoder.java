@@ -9,22 +9,15 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * One Kafka record's key and JSON value → the key as staged and the declared fields, typed, or null: "declined".
+ * JSON values: a record is declined when it holds a BOM or a NUL byte anywhere, an exponent of 16 digits, nesting past
+ * 500, JSON that Python reads but strict JSON does not (NaN, Infinity), a string field holding NUL or a lone surrogate,
+ * a fraction for an integer, a double that is not finite, a timestamp given as text or a fraction or outside the years
+ * 1 to 9999, a required field missing or null, a field of the wrong JSON type ({@link RecordDecoder}).
  *
- * <p>A record is taken only when microingest's reference decoder (`decode.records.RecordProcessor`, Python) would
- * stage exactly these values; every other record is declined and goes to the reference, which alone names dead letters
- * and their reasons. Declining is always safe, so anything unusual is declined rather than reproduced: tombstones, values
- * over the size limit, a BOM or a NUL byte anywhere, an exponent of 16 digits, nesting past 500, JSON that Python reads but strict JSON does not
- * (NaN, Infinity), a string field holding NUL or a lone surrogate, a fraction for an integer, a double that is not
- * finite, a timestamp given as text or a fraction or outside the years 1 to 9999, a required field missing or null, a
- * field of the wrong JSON type.
- *
- * <p>Values: strings as Java strings; integers as Long; doubles as Double, the nearest to the number's text (as Python's
- * float() gives it; "-0" is -0.0); booleans; timestamps as Long microseconds since the epoch (a JSON integer is epoch
- * milliseconds, microingest's convention).
+ * <p>A double is the nearest to the number's text (as Python's float() gives it; "-0" is -0.0); a JSON integer given
+ * for a timestamp is epoch milliseconds, microingest's convention.
  */
-public final class StrictJsonDecoder {
-  private static final String KEY_HEX_PREFIX = "\\x"; // storable.KEY_HEX_PREFIX
+public final class StrictJsonDecoder extends RecordDecoder {
   // Below Python's recursion limit with room for the frames already on its stack (arrow_json.MAX_BRACKETS).
   private static final int MAX_DEPTH = 500;
   private static final int HUGE_EXPONENT_DIGITS = 16;
@@ -33,58 +26,22 @@ public final class StrictJsonDecoder {
           .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).build())
           .build();
 
-  private final JsonRecordSpec spec;
-  private final JsonRecordSpec.Field[] fields;
+  private final RecordSpec.Field[] fields;
   private final Map<String, Integer> index = new HashMap<>();
 
-  public StrictJsonDecoder(String specJson) {
-    this.spec = JsonRecordSpec.parse(specJson);
-    this.fields = spec.fields.toArray(new JsonRecordSpec.Field[0]);
+  StrictJsonDecoder(RecordSpec spec) {
+    super(spec);
+    this.fields = spec.fields.toArray(new RecordSpec.Field[0]);
     for (int i = 0; i < fields.length; i++) {
       index.put(fields[i].name(), i);
     }
   }
 
-  /**
-   * Refuse to decode for a job that sent another build of this jar: a Spark Connect session keeps the classes of the
-   * first jar it was sent, and a job's spec is only right for its own build (`spark.jvm_decode.prepare`).
-   */
-  void checkBuild() {
-    if (spec.jar == null) {
-      return;
-    }
-    String loaded = String.valueOf(StrictJsonDecoder.class.getProtectionDomain().getCodeSource().getLocation());
-    if (!loaded.endsWith("/" + spec.jar)) {
-      throw new IllegalStateException(
-          "microingest's decoder in this Spark session was loaded from "
-              + loaded
-              + ", not the job's "
-              + spec.jar
-              + ": another build of microingest used this session before");
-    }
-  }
-
-  /** Fire the fault the spec carries, else the executor's environment sets, if any (tests only). */
-  void fault() {
-    if (spec.fault != null) {
-      Faults.fire(spec.fault, spec.faultOnce);
-    } else {
-      Faults.fire(System.getenv("MICROINGEST_FAULT"), System.getenv("MICROINGEST_FAULT_ONCE"));
-    }
-  }
-
-  /** [key, field values...], or null when the reference must decode this record. */
+  @Override
   public Object[] decode(byte[] key, byte[] value) {
-    if (value == null || value.length > spec.maxValueBytes || value.length == 0) {
+    Object[] out = started(key, value);
+    if (out == null) {
       return null;
-    }
-    Object[] out = new Object[fields.length + 1];
-    if (key == null) {
-      if (spec.keyRequired) {
-        return null;
-      }
-    } else {
-      out[0] = keyText(key);
     }
     // A NUL byte is never valid JSON text, and without one Jackson cannot mistake the bytes for UTF-16 or UTF-32.
     if (hasNulOrBom(value) || hasHugeExponent(value) || !Utf8.isValid(value)) {
@@ -102,7 +59,7 @@ public final class StrictJsonDecoder {
           p.skipChildren();
           continue;
         }
-        JsonRecordSpec.Field field = fields[at];
+        RecordSpec.Field field = fields[at];
         if (kind == JsonToken.VALUE_NULL) {
           out[at + 1] = null; // a later duplicate wins, as in Python's dict
           continue;
@@ -119,15 +76,10 @@ public final class StrictJsonDecoder {
     } catch (IOException | RuntimeException e) {
       return null; // Jackson refused the text somewhere: the reference says why
     }
-    for (int i = 0; i < fields.length; i++) {
-      if (fields[i].required() && out[i + 1] == null) {
-        return null;
-      }
-    }
-    return out;
+    return finished(out);
   }
 
-  private Object typed(JsonRecordSpec.Type type, JsonToken kind, JsonParser p) throws IOException {
+  private Object typed(RecordSpec.Type type, JsonToken kind, JsonParser p) throws IOException {
     switch (type) {
       case STRING:
         return kind == JsonToken.VALUE_STRING ? storableText(p.getText()) : null;
@@ -158,40 +110,6 @@ public final class StrictJsonDecoder {
       default:
         return null;
     }
-  }
-
-  /** The text, when Postgres can store it: no NUL, no lone surrogate. */
-  private static String storableText(String text) {
-    for (int i = 0, n = text.length(); i < n; i++) {
-      char c = text.charAt(i);
-      if (c == 0) {
-        return null;
-      }
-      if (Character.isHighSurrogate(c)) {
-        if (i + 1 < n && Character.isLowSurrogate(text.charAt(i + 1))) {
-          i++;
-          continue;
-        }
-        return null;
-      }
-      if (Character.isLowSurrogate(c)) {
-        return null;
-      }
-    }
-    return text;
-  }
-
-  /** storable.key_text: the key's text, or its bytes in hex when it is not valid UTF-8, holds NUL, or could be
-   * mistaken for the hex form. */
-  static String keyText(byte[] key) {
-    if (!Utf8.isValid(key)) {
-      return Utf8.hex(KEY_HEX_PREFIX, key);
-    }
-    String text = new String(key, java.nio.charset.StandardCharsets.UTF_8);
-    if (text.indexOf('\0') >= 0 || text.startsWith(KEY_HEX_PREFIX)) {
-      return Utf8.hex(KEY_HEX_PREFIX, key);
-    }
-    return text;
   }
 
   /**

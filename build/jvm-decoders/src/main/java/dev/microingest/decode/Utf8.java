@@ -10,8 +10,13 @@ final class Utf8 {
   private Utf8() {}
 
   static boolean isValid(byte[] data) {
-    int i = 0;
-    int n = data.length;
+    return isValid(data, 0, data.length);
+  }
+
+  /** Whether data[from .. from + length) is valid UTF-8. */
+  static boolean isValid(byte[] data, int from, int length) {
+    int i = from;
+    int n = from + length;
     while (i < n) {
       int b = data[i];
       if (b >= 0) {

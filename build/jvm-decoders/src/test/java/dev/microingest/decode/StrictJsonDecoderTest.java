@@ -13,13 +13,15 @@ import org.junit.jupiter.api.Test;
 /** The decoder's own cases; tests/unit/decode/test_jvm_json.py holds it to the Python reference on thousands more. */
 class StrictJsonDecoderTest {
   private static final String SPEC =
-      "{\"max_value_bytes\":200,\"key_required\":false,\"timestamp_ms\":[-62135596800000,253402300799999],"
+      "{\"format\":\"json\",\"max_value_bytes\":200,\"key_required\":false,"
+          + "\"timestamp_ms\":[-62135596800000,253402300799999],"
+          + "\"timestamp_us\":[-62135596800000000,253402300799999999],"
           + "\"fields\":[{\"name\":\"id\",\"type\":\"string\",\"required\":true},"
           + "{\"name\":\"n\",\"type\":\"integer\",\"required\":false},"
           + "{\"name\":\"d\",\"type\":\"double\",\"required\":false},"
           + "{\"name\":\"ok\",\"type\":\"boolean\",\"required\":false},"
           + "{\"name\":\"at\",\"type\":\"timestamp\",\"required\":false}]}";
-  private final StrictJsonDecoder decoder = new StrictJsonDecoder(SPEC);
+  private final RecordDecoder decoder = RecordDecoder.of(SPEC);
 
   private Object[] decode(String key, String value) {
     return decoder.decode(
@@ -66,9 +68,9 @@ class StrictJsonDecoderTest {
 
   @Test
   void keysThatAreNotTextAreStagedInHex() {
-    assertEquals("\\x00ff", StrictJsonDecoder.keyText(new byte[] {0, (byte) 0xFF}));
-    assertEquals("\\x5c7841", StrictJsonDecoder.keyText("\\xA".getBytes(StandardCharsets.UTF_8)));
-    assertEquals("é", StrictJsonDecoder.keyText("é".getBytes(StandardCharsets.UTF_8)));
+    assertEquals("\\x00ff", RecordDecoder.keyText(new byte[] {0, (byte) 0xFF}));
+    assertEquals("\\x5c7841", RecordDecoder.keyText("\\xA".getBytes(StandardCharsets.UTF_8)));
+    assertEquals("é", RecordDecoder.keyText("é".getBytes(StandardCharsets.UTF_8)));
   }
 
   @Test
@@ -82,6 +84,6 @@ class StrictJsonDecoderTest {
 
   @Test
   void aSpecWithAnUnknownKeyIsRefused() {
-    assertThrows(IllegalArgumentException.class, () -> new StrictJsonDecoder("{\"fields\":[],\"colour\":1}"));
+    assertThrows(IllegalArgumentException.class, () -> RecordDecoder.of("{\"fields\":[],\"colour\":1}"));
   }
 }

@@ -1,12 +1,13 @@
-"""JSON records decoded in Spark's JVM: which pipelines may, and what the decoding function is told.
+"""Records decoded in Spark's JVM: which pipelines may, and what the decoding function is told.
 
-The function is `build/jvm-decoders`' StrictJsonDecoder, registered in each Spark session under a name of
-the pipeline's declaration (`function_name`). It takes a
+The function is `build/jvm-decoders`' DecodeRecordUdf (StrictJsonDecoder for JSON values, StrictAvroDecoder for
+Avro), registered in each Spark session under a name of the pipeline's declaration (`function_name`). It takes a
 record only when the reference (`records.RecordProcessor`) would stage exactly the values it gives, and declines
-every other record, which then goes to the reference: the rule `arrow_json` follows for a whole batch, applied record
-by record. It is told the pipeline's declaration as SPEC text, a constant of the query, and answers a struct of the
-staged key and the declared fields (RETURN_TYPE), timestamps as microseconds; NULL means declined.
-tests/unit/decode/test_jvm_json.py holds it to the reference on generated and mutated records.
+every other record, which then goes to the reference: the rule `arrow_json` and `avro_batch` follow for a whole
+batch, applied record by record. It is told the pipeline's declaration as SPEC text, a constant of the query (for
+Avro with a plan per writer schema, `jvm_avro`), and answers a struct of the staged key and the declared fields
+(`return_type`), timestamps as microseconds; NULL means declined. tests/unit/decode/test_jvm_json.py and
+tests/integration/decode/test_jvm_avro.py hold it to the reference on generated and mutated records.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import json
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import storable
 
-CLASS = "dev.microingest.decode.DecodeJsonUdf"
+CLASS = "dev.microingest.decode.DecodeRecordUdf"
+FORMATS = ("json", "avro")
 # Each declared type as the function gives it; a timestamp is a number of microseconds, typed by the driver.
 SPARK_TYPES = {"string": "STRING", "integer": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN", "timestamp": "BIGINT"}
 MICROS_PER_MS = 1000
@@ -26,7 +28,7 @@ _FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ON
 
 def declines_pipeline(pipeline: Pipeline) -> str | None:
     """Why no record of this pipeline may be decoded in the JVM, or None when they may."""
-    if pipeline.value_format != "json":
+    if pipeline.value_format not in FORMATS:
         return f"its values are {pipeline.value_format}"
     if pipeline.key_format != "string":
         return f"its keys are {pipeline.key_format}"
@@ -38,13 +40,20 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
     return None
 
 
-def spec(pipeline: Pipeline, fault: dict[str, str] | None = None, jar: str | None = None) -> str:
-    """The declaration as the decoding function reads it (JsonRecordSpec.java); `fault`: a fault-injection test's
+def spec(
+    pipeline: Pipeline,
+    writers: dict[int, dict] | None = None,
+    fault: dict[str, str] | None = None,
+    jar: str | None = None,
+) -> str:
+    """The declaration as the decoding function reads it (RecordSpec.java); `writers`: for Avro, the plan of each
+    writer schema whose values the JVM reads (`jvm_avro.plan`), by schema id; `fault`: a fault-injection test's
     executor fault settings (`faults.executor_faults`), which travel to the executors inside the spec; `jar`: the
     file name of the decoder's jar the job sent its Spark Connect session, which the function checks it runs."""
     fault = fault or {}
     return json.dumps(
         {
+            "format": pipeline.value_format,
             "max_value_bytes": pipeline.max_value_bytes,
             "key_required": pipeline.sink_mode == "upsert_latest",
             # Whole milliseconds within the storable instants: the reference converts them by integer arithmetic.
@@ -52,7 +61,9 @@ def spec(pipeline: Pipeline, fault: dict[str, str] | None = None, jar: str | Non
                 -(-storable.MIN_EPOCH_MICROS // MICROS_PER_MS),
                 storable.MAX_EPOCH_MICROS // MICROS_PER_MS,
             ],
+            "timestamp_us": [storable.MIN_EPOCH_MICROS, storable.MAX_EPOCH_MICROS],
             "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in pipeline.schema],
+            **({"writers": _by_id(writers or {})} if pipeline.value_format == "avro" else {}),
             **{key: fault[env] for key, env in _FAULT_KEYS.items() if env in fault},
             **({"jar": jar} if jar else {}),
         },
@@ -60,12 +71,16 @@ def spec(pipeline: Pipeline, fault: dict[str, str] | None = None, jar: str | Non
     )
 
 
+def _by_id(writers: dict[int, dict]) -> dict[str, dict]:
+    return {str(schema_id): plan for schema_id, plan in sorted(writers.items())}
+
+
 def function_name(pipeline: Pipeline) -> str:
     """The function's name in a session for this declaration's field types. Sessions are shared between jobs and the
     function's return type follows the types, so declarations of other types never share a name; those of the same
     types share one function, told apart by the spec each passes."""
     digest = hashlib.sha256(return_type(pipeline).encode()).hexdigest()[:16]
-    return f"microingest_decode_json_{digest}"
+    return f"microingest_decode_{digest}"
 
 
 def return_type(pipeline: Pipeline) -> str:

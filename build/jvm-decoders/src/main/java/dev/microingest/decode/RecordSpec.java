@@ -1,0 +1,141 @@
+package dev.microingest.decode;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What a pipeline declares about its records, as microingest's `decode.jvm_spec.spec` writes it: {"format": "json" or
+ * "avro", "max_value_bytes": n, "key_required": bool, "timestamp_ms": [lowest, highest], "timestamp_us": [lowest,
+ * highest], "fields": [{"name", "type", "required"}, ...]}; for Avro, "writers": {schema id: plan} ({@link
+ * AvroWriterPlan}); in fault-injection tests "fault" and "fault_once" ({@link Faults}); "jar", the jar's file name a
+ * Spark Connect job expects its session to run.
+ */
+final class RecordSpec {
+  enum Type {
+    STRING,
+    INTEGER,
+    DOUBLE,
+    BOOLEAN,
+    TIMESTAMP
+  }
+
+  record Field(String name, Type type, boolean required) {}
+
+  String format;
+  long maxValueBytes = -1;
+  Boolean keyRequired;
+  long lowestMillis;
+  long highestMillis;
+  long lowestMicros;
+  long highestMicros;
+  List<Field> fields;
+  Map<Integer, AvroWriterPlan> writers = Map.of();
+  String fault; // a fault-injection test's MICROINGEST_FAULT (Faults), or null
+  String faultOnce;
+  String jar; // the file name of the decoder's jar the job sent its Spark Connect session, or null
+
+  private RecordSpec() {}
+
+  static RecordSpec parse(String text) {
+    RecordSpec spec = new RecordSpec();
+    long[] millis = null;
+    long[] micros = null;
+    try (JsonParser p = new JsonFactory().createParser(text)) {
+      expect(p.nextToken(), JsonToken.START_OBJECT, text);
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String name = p.currentName();
+        p.nextToken();
+        switch (name) {
+          case "format" -> spec.format = p.getText();
+          case "max_value_bytes" -> spec.maxValueBytes = p.getLongValue();
+          case "key_required" -> spec.keyRequired = p.getBooleanValue();
+          case "timestamp_ms" -> millis = pair(p, text);
+          case "timestamp_us" -> micros = pair(p, text);
+          case "fields" -> spec.fields = fields(p, text);
+          case "writers" -> spec.writers = writers(p, text);
+          case "fault" -> spec.fault = p.getText();
+          case "fault_once" -> spec.faultOnce = p.getText();
+          case "jar" -> spec.jar = p.getText();
+          default -> throw new IllegalArgumentException("unknown key '" + name + "' in decoding spec " + text);
+        }
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("decoding spec is not JSON: " + text, e);
+    }
+    if (spec.format == null
+        || spec.maxValueBytes < 0
+        || spec.keyRequired == null
+        || millis == null
+        || micros == null
+        || spec.fields == null) {
+      throw new IllegalArgumentException("decoding spec misses a key: " + text);
+    }
+    spec.lowestMillis = millis[0];
+    spec.highestMillis = millis[1];
+    spec.lowestMicros = micros[0];
+    spec.highestMicros = micros[1];
+    for (AvroWriterPlan plan : spec.writers.values()) {
+      plan.check(spec.fields);
+    }
+    return spec;
+  }
+
+  private static long[] pair(JsonParser p, String text) throws IOException {
+    expect(p.currentToken(), JsonToken.START_ARRAY, text);
+    p.nextToken();
+    long low = p.getLongValue();
+    p.nextToken();
+    long high = p.getLongValue();
+    expect(p.nextToken(), JsonToken.END_ARRAY, text);
+    return new long[] {low, high};
+  }
+
+  private static List<Field> fields(JsonParser p, String text) throws IOException {
+    expect(p.currentToken(), JsonToken.START_ARRAY, text);
+    List<Field> out = new ArrayList<>();
+    while (p.nextToken() == JsonToken.START_OBJECT) {
+      String name = null;
+      Type type = null;
+      boolean required = false;
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String key = p.currentName();
+        p.nextToken();
+        switch (key) {
+          case "name" -> name = p.getText();
+          case "type" -> type = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+          case "required" -> required = p.getBooleanValue();
+          default -> throw new IllegalArgumentException("unknown field key '" + key + "' in decoding spec " + text);
+        }
+      }
+      if (name == null || type == null) {
+        throw new IllegalArgumentException("a field without name or type in decoding spec " + text);
+      }
+      out.add(new Field(name, type, required));
+    }
+    return List.copyOf(out);
+  }
+
+  private static Map<Integer, AvroWriterPlan> writers(JsonParser p, String text) throws IOException {
+    expect(p.currentToken(), JsonToken.START_OBJECT, text);
+    Map<Integer, AvroWriterPlan> out = new HashMap<>();
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      int id = Integer.parseInt(p.currentName());
+      p.nextToken();
+      out.put(id, AvroWriterPlan.parse(p, text));
+    }
+    return Map.copyOf(out);
+  }
+
+  static void expect(JsonToken got, JsonToken want, String text) {
+    if (got != want) {
+      throw new IllegalArgumentException("decoding spec: expected " + want + ", got " + got + " in " + text);
+    }
+  }
+}
