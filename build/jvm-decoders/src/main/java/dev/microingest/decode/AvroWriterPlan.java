@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -131,7 +132,8 @@ final class AvroWriterPlan {
             case FIXED -> size[i] >= 0;
             case INT, LONG -> size[i] == 0 || size[i] == 1 || size[i] == MICROS_PER_MILLI;
             case ARRAY, MAP -> size[i] >= 0 && size[i] < n;
-            case UNION, RECORD -> children[i] != null && java.util.Arrays.stream(children[i]).allMatch(c -> c >= 0 && c < n);
+            case UNION, RECORD ->
+                children[i] != null && Arrays.stream(children[i]).allMatch(c -> c >= 0 && c < n);
             case ENUM -> symbols[i] != null && symbols[i].length > 0;
             default -> true;
           };

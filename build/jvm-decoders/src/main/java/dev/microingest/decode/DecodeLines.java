@@ -12,9 +12,9 @@ import java.util.HexFormat;
 
 /**
  * The decoders without Spark, for the differential tests (tests/unit/decode/test_jvm_json.py,
- * tests/integration/decode/test_jvm_avro.py): `java -cp ... dev.microingest.decode.DecodeLines SPEC` reads lines of "key-hex value-hex" ("-" for null) and writes one JSON line
- * per record: null when declined, else [key, values...] with each double as its 64 bits in hex, so the comparison is
- * bit for bit.
+ * tests/integration/decode/test_jvm_avro.py): `java -cp ... dev.microingest.decode.DecodeLines SPEC` reads lines of
+ * "key-hex value-hex" ("-" for null) and writes one JSON line per record: null when declined, else [key, values...]
+ * with each double as its 64 bits in hex, so the comparison is bit for bit.
  */
 public final class DecodeLines {
   private DecodeLines() {}

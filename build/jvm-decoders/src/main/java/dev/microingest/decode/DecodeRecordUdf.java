@@ -15,18 +15,20 @@ public final class DecodeRecordUdf implements UDF3<byte[], byte[], String, Row> 
   // One decoder per spec and JVM: the spec is a constant of the query, parsed once.
   private static final ConcurrentHashMap<String, RecordDecoder> DECODERS = new ConcurrentHashMap<>();
 
-  // This instance serves one task: Spark deserializes the function for each.
-  private transient boolean started;
+  // This instance serves one task (Spark deserializes the function for each), whose every row passes the same spec,
+  // a literal of the query: it is looked up once. Spark hands each row a new copy of the text, whose hash a lookup
+  // per row would compute again (kilobytes for an Avro pipeline's plans).
+  private transient RecordDecoder decoder;
 
   @Override
   public Row call(byte[] key, byte[] value, String spec) {
-    RecordDecoder decoder = DECODERS.computeIfAbsent(spec, RecordDecoder::of);
-    if (!started) {
+    boolean first = decoder == null;
+    if (first) {
+      decoder = DECODERS.computeIfAbsent(spec, RecordDecoder::of);
       decoder.checkBuild();
     }
     Object[] decoded = decoder.decode(key, value);
-    if (!started) {
-      started = true;
+    if (first) {
       decoder.fault();
     }
     return decoded == null ? null : RowFactory.create(decoded);

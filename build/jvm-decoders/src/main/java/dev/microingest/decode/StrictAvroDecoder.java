@@ -66,7 +66,8 @@ public final class StrictAvroDecoder extends RecordDecoder {
     byte kind = plan.kind[t];
     switch (type) {
       case STRING -> {
-        String text = kind == AvroWriterPlan.ENUM ? plan.symbols[t][in.readIndex(plan.symbols[t].length)] : in.readString();
+        String text =
+            kind == AvroWriterPlan.ENUM ? plan.symbols[t][in.readIndex(plan.symbols[t].length)] : in.readString();
         if (text.indexOf('\0') >= 0) {
           throw DECLINED; // valid UTF-8 holds no lone surrogate; NUL is the one thing Postgres text refuses
         }
