@@ -132,7 +132,7 @@ def _send(spark, jar: Path) -> str:
 def refusal(exc: Exception) -> str | None:
     """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
     another reason. A session keeps the classes of the first decoder jar it was sent, and the shared session outlives
-    upgrades of microingest: the decoder refuses a job of another build (`StrictJsonDecoder.checkBuild`), and a build
+    upgrades of microingest: the decoder refuses a job of another build (`RecordDecoder.checkBuild`), and a build
     older than that check refuses the spec it does not know."""
     lines = [line.strip() for line in str(exc).splitlines()]
     return next((line for line in lines if "another build of microingest" in line or "in decoding spec" in line), None)
