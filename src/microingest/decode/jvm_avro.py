@@ -9,11 +9,14 @@ double ← float or double; boolean ← boolean; timestamp ← int or long as ep
 (local-)timestamp-millis or -micros logical type; each alone or in a union with null. A schema is left to the
 reference when a declared field is of any other type, a required one is missing, a field name repeats, an array's
 items take no bytes (`avro_bounds`), or a logical type appears anywhere else: fastavro turns those values into
-Python objects, and may refuse them, by rules the JVM does not repeat.
+Python objects, and may refuse them, by rules the JVM does not repeat. So is a schema that only fastavro would read
+as it does: one carrying fastavro's own marks of a parsed schema (whose named types it then takes from the marks, not
+the text), a named type called like a primitive, an enum without symbols, a fixed whose size is not a count.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from microingest.declare.pipeline import Pipeline
@@ -27,6 +30,7 @@ _TAKEN = {
     "boolean": ("boolean",),
     "timestamp": ("int", "long"),
 }
+_FASTAVRO_MARKS = ('"__fastavro_parsed"', '"__named_schemas"')
 # µs per unit of a timestamp's logical type, on a long
 TIMESTAMP_UNITS = {
     "timestamp-millis": 1000,
@@ -44,11 +48,15 @@ def plan(writer: Any, pipeline: Pipeline) -> dict:
     """The plan the JVM reads `writer`'s values by, for this declaration; LeftToReference when there is none."""
     import fastavro
 
+    if any(mark in json.dumps(writer) for mark in _FASTAVRO_MARKS):
+        raise LeftToReference("it carries fastavro's marks of a parsed schema")
     named: dict[str, Any] = {}
     try:
         parsed = fastavro.parse_schema(writer, named_schemas=named)
     except Exception as exc:  # the reference refuses the schema too, and says so
         raise LeftToReference(f"fastavro does not read it: {type(exc).__name__}: {exc}") from None
+    if clash := [name for name in named if name.rsplit(".", 1)[-1] in PRIMITIVES]:
+        raise LeftToReference(f"a named type is called like a primitive: {clash[0]}")
     if not isinstance(parsed, dict) or parsed.get("type") not in ("record", "error"):
         raise LeftToReference("it is not a record")
     if (path := unbounded_array(writer)) is not None:
@@ -89,7 +97,7 @@ class _Planner:
     def declared(self, t: Any, declared: str, path: str) -> int:
         """A declared field's type: one the JVM takes as it is, alone or with null."""
         if isinstance(t, list):
-            if len(t) != 2 or t.count("null") != 1:
+            if len(t) != 2 or t.count("null") != 1 or any(isinstance(branch, list) for branch in t):
                 raise LeftToReference(f"field '{path}' is a union other than [null, type]")
             branches = [self.add(["null"]) if b == "null" else self.declared(b, declared, path) for b in t]
             return self.add(["union", branches])
@@ -100,7 +108,7 @@ class _Planner:
             raise LeftToReference(f"field '{path}' is {kind}, which the reference turns into {declared}")
         if logical is None:
             return self.node(t, path)
-        if declared == "timestamp" and kind == "long" and logical in TIMESTAMP_UNITS:
+        if declared == "timestamp" and kind == "long" and isinstance(logical, str) and logical in TIMESTAMP_UNITS:
             return self.add(["long", TIMESTAMP_UNITS[logical]])
         raise LeftToReference(f"field '{path}' has the logical type {logical}")
 
@@ -125,9 +133,15 @@ class _Planner:
         if kind in PRIMITIVES:
             return self.add([kind])
         if kind == "fixed":
-            return self.named_node(t, ["fixed", t["size"]])
+            size = t.get("size")
+            if type(size) is not int or not 0 <= size < 2**31:
+                raise LeftToReference(f"'{path}' is a fixed of size {size!r}")
+            return self.named_node(t, ["fixed", size])
         if kind == "enum":
-            return self.named_node(t, ["enum", list(t["symbols"])])
+            symbols = t.get("symbols")
+            if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
+                raise LeftToReference(f"'{path}' is an enum whose symbols are not a list of names")
+            return self.named_node(t, ["enum", symbols])
         if kind == "array":
             array = self.add(["array", 0])
             self.nodes[array][1] = self.node(t["items"], f"{path}[]")

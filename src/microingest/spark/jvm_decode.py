@@ -31,6 +31,8 @@ SAMPLE_RECORDS = 100
 # An Avro pipeline's writer schemas the JVM reads: those of this many newest versions of the topic's value subject.
 # Records of any other schema go to the reference, as do those of a version registered after the job began.
 WRITER_VERSIONS = 20
+# What the decoder's refusals to run say (RecordDecoder.checkBuild, RecordSpec, AvroWriterPlan).
+_REFUSALS = ("another build of microingest", "in decoding spec", "writer plan")
 
 
 @dataclass
@@ -106,7 +108,7 @@ def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[i
             if schema.references or (schema.schema_type or "AVRO") != "AVRO":
                 raise jvm_avro.LeftToReference("it is no Avro schema of its own (a type or references)")
             plans[schema_id] = jvm_avro.plan(json.loads(schema.schema_str), pipeline)
-        except (ValueError, jvm_avro.LeftToReference) as exc:
+        except Exception as exc:  # a schema the planner cannot read is the reference's to judge, as any other
             log.info(
                 "pipeline %s: values of writer schema id %d are decoded by the reference: %s",
                 pipeline.name,
@@ -133,9 +135,11 @@ def refusal(exc: Exception) -> str | None:
     """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
     another reason. A session keeps the classes of the first decoder jar it was sent, and the shared session outlives
     upgrades of microingest: the decoder refuses a job of another build (`RecordDecoder.checkBuild`), and a build
-    older than that check refuses the spec it does not know."""
+    older than that check refuses the spec it does not know. The decoder also refuses an Avro writer plan it cannot
+    read (`AvroWriterPlan.java`), which `decode.jvm_avro` should never write: the batch goes to the reference rather
+    than failing for good."""
     lines = [line.strip() for line in str(exc).splitlines()]
-    return next((line for line in lines if "another build of microingest" in line or "in decoding spec" in line), None)
+    return next((line for line in lines if any(mark in line for mark in _REFUSALS)), None)
 
 
 def sample_every(records: int) -> int:
