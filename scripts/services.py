@@ -17,7 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from local_platform import airflow, kafka, postgres, schema_registry, spark_cluster, spark_connect
+from local_platform import airflow, job_forks, kafka, postgres, schema_registry, spark_cluster, spark_connect
 from local_platform.config import (
     AIRFLOW_PORT,
     CLUSTER,
@@ -36,6 +36,7 @@ from local_platform.config import (
     private_file,
 )
 from local_platform.processes import leftovers, say, shown_state, sweep
+from microingest import settings
 from microingest.commit.target_tables import prepare_targets
 from microingest.declare.files import load_declarations
 from microingest.errors import Refused
@@ -248,12 +249,14 @@ def up(
     )
     if with_airflow_services:
         pipelines_dir.mkdir(parents=True, exist_ok=True)
+        job_forks.start()  # before Airflow: its first tasks find it
         airflow.start(env)
     status(show_password=False)  # `make up` output ends up in CI logs; the password is shown where a person asks
 
 
 def down() -> None:
     airflow.stop_all()
+    job_forks.stop_server()
     spark_connect.stop_server()
     spark_cluster.stop_all()
     schema_registry.stop_server()
@@ -295,6 +298,7 @@ def status(show_password: bool = True) -> None:
             shown_state(spark_connect.NAME),
             spark_connect.log_file(),
         ),
+        ("job forks", str(settings.job_forks_socket() or "off"), shown_state(job_forks.NAME), job_forks.log_file()),
         (
             "schema registry",
             f"127.0.0.1:{SCHEMA_REGISTRY_PORT}",
@@ -329,6 +333,7 @@ def control(action: str, service: str) -> None:
         return
     stop_and_start = {
         "spark-connect": (spark_connect.stop_server, spark_connect.start),
+        "job-forks": (job_forks.stop_server, job_forks.start),
         "schema-registry": (schema_registry.stop_server, schema_registry.start),
         "kafka": (kafka.stop_broker, kafka.start),
     }
@@ -382,7 +387,7 @@ def main() -> None:
         brokers = tuple(kafka.name(n) for n in kafka.nodes()) if len(kafka.nodes()) > 1 else ()
         cmd.add_argument(
             "service",
-            choices=("kafka", *brokers, "postgres", "spark-connect", "schema-registry")
+            choices=("kafka", *brokers, "postgres", "spark-connect", "job-forks", "schema-registry")
             + (("airflow",) if action == "stop" else ()),
         )
     crash = sub.add_parser("crash", help="stop Postgres as a power cut would, then start it (crash recovery)")

@@ -90,6 +90,14 @@ def read_ahead() -> bool:
     return _on("MICROINGEST_READ_AHEAD")
 
 
+def job_forks_socket() -> Path | None:
+    """The socket of the job-forks server (`spark.job_fork_server`), which starts Spark Connect jobs with their imports
+    already done; None with `MICROINGEST_JOB_FORKS=off`, when every job starts as a new interpreter."""
+    if not _on("MICROINGEST_JOB_FORKS"):
+        return None
+    return Path(os.environ.get("MICROINGEST_JOB_FORKS_SOCKET", state_dir() / "run" / "job-forks.sock"))
+
+
 def _on(variable: str) -> bool:
     return os.environ.get(variable, "on").lower() not in ("off", "0", "false", "no")
 

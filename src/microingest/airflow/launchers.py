@@ -81,6 +81,7 @@ def launcher_for(pipeline: Pipeline, plan: RunPlan, run: RunInfo, env: dict[str,
             spark_connect.job_command(pipeline, plan, run),
             {**os.environ, **env, env_name(spark.conn_id): to_env_value(spark)},
             log,
+            forkable=True,
         )
         return ConnectLauncher(process, spark.conn_id)
     master = f"{spark.host}:{spark.port}" if spark.port else spark.host
