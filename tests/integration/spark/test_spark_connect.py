@@ -124,3 +124,6 @@ def test_a_dag_run_on_the_server_commits_its_plan(api, served, server):
     env.assert_exactly_once(produced)
     outcome = api.xcom(run, "ingest")
     assert (outcome["status"], outcome["records_read"]) == ("committed", 800)
+    # The platform's job-forks server runs the suite's code: the job was forked, its imports done, not spawned.
+    said = [str(e.get("event")) for e in api.log_events(run, "ingest")]
+    assert any("forked by the job-forks server" in line for line in said), said[:20]
