@@ -52,6 +52,9 @@ class JobProcess:
         read_end, write_end = os.pipe()
         try:
             started = job_forks.start(path, self.argv, self.env, os.getcwd(), write_end)
+        except BaseException:
+            os.close(read_end)
+            raise
         finally:
             os.close(write_end)  # the job holds its own copy: the pipe ends when the job does
         if isinstance(started, str):
@@ -93,10 +96,13 @@ class JobProcess:
         try:
             if job.wait(0) is not None:
                 return
-            self.log.info("stopping the job (pid %d)", job.pid)
+        except ConnectionError:  # its watcher is gone, so no one reports its end: signal it all the same
+            pass
+        self.log.info("stopping the job (pid %d)", job.pid)
+        try:
             os.killpg(job.pid, signal.SIGTERM)
             if job.wait(grace_seconds) is None:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
-        except (ConnectionError, ProcessLookupError):  # the job or its server already gone
+        except (ConnectionError, ProcessLookupError):  # it ended, or its watcher is gone
             pass

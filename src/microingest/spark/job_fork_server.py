@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import importlib
 import io
 import json
@@ -25,6 +26,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +67,17 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def _refusal() -> str | None:
+    """Why this server cannot fork jobs safely, if it cannot."""
+    if threads() != 1:
+        return f"the server has {threads()} threads, and a fork would lose all but one"
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError as exc:  # a kernel before 5.3, or a sandbox: the watcher could not follow its job
+        return f"this system gives no pidfd ({exc})"
+    return None
+
+
 def serve(path: Path) -> None:
     """Preload, then answer requests at `path` until SIGTERM."""
     for name, value in NO_THREADS.items():
@@ -74,7 +87,7 @@ def serve(path: Path) -> None:
         importlib.import_module(name)
     mark = fingerprint()
     setproctitle.getproctitle()  # its set-up reads the environment, which a job's process replaces before its title
-    refusal = None if threads() == 1 else f"the server has {threads()} threads, and a fork would lose all but one"
+    refusal = _refusal()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # a socket left by a server that was killed
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -91,9 +104,14 @@ def serve(path: Path) -> None:
     try:
         while True:
             conn, _ = listener.accept()
+            # Held until the watcher has its own SIGTERM: the server's would unwind into the serving loop's finally.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
             if os.fork() == 0:
                 listener.close()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                 _exit_after(_watch, conn, script, mark, refusal)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             conn.close()
     finally:
         listener.close()
@@ -116,7 +134,6 @@ def _exit_after(body: Callable[..., int | None], *args: Any) -> None:
 def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None) -> None:
     """One request: start the job, report its pid and exit code, stop it when the task goes away first."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     conn.settimeout(10)
     _, fds, _, _ = socket.recv_fds(conn, 1, 1)
     if not fds:  # a probe (`job_forks.answers`), or a task gone before it asked
@@ -130,14 +147,33 @@ def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None) ->
         os.close(fds[0])
         send_message(conn, {"refused": refusal})
         return
+    go_read, go_write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _exit_after(_run_job, script, request, fds[0], conn)
+        os.close(go_write)
+        _exit_after(_run_job, script, request, fds[0], conn, go_read)
+    os.close(go_read)
     os.close(fds[0])
-    send_message(conn, {"pid": pid})
-    log.info("started job %d", pid)
-    conn.settimeout(None)
     job = os.pidfd_open(pid)
+    try:
+        send_message(conn, {"pid": pid})
+        os.write(go_write, b"g")  # the task knows whom to stop: the job may begin
+    except BaseException:
+        _stop(pid, job)  # never begun: it finds its go pipe closed
+        raise
+    finally:
+        os.close(go_write)
+    log.info("started job %d", pid)
+    try:
+        _follow(conn, pid, job)
+    except BaseException:
+        _stop(pid, job)
+        raise
+
+
+def _follow(conn: socket.socket, pid: int, job: int) -> None:
+    """Report the job's exit code, or stop the job when the task goes away first."""
+    conn.settimeout(None)
     while True:
         ready, _, _ = select.select([conn.fileno(), job], [], [])
         if job in ready:
@@ -162,21 +198,28 @@ def _request(conn: socket.socket) -> dict[str, Any]:
 
 def _stop(pid: int, job: int) -> None:
     for sig, wait in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            pass
+        for target in (os.killpg, os.kill):  # the group, or the job alone before it made its own
+            try:
+                target(pid, sig)
+                break
+            except ProcessLookupError:
+                continue
         if select.select([job], [], [], wait)[0]:
             break
     os.waitpid(pid, 0)
 
 
-def _run_job(script: Path, request: dict[str, Any], output: int, conn: socket.socket) -> int:
+def _run_job(script: Path, request: dict[str, Any], output: int, conn: socket.socket, go: int) -> int:
     """In the job's process: become what a spawned job would be, then run the script."""
     os.setsid()
     conn.close()
-    for fd, target in ((os.open(os.devnull, os.O_RDONLY), 0), (output, 1), (output, 2)):
+    if os.read(go, 1) != b"g":  # the watcher could not tell the task this job's pid
+        return 1
+    os.close(go)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    for fd, target in ((devnull, 0), (output, 1), (output, 2)):
         os.dup2(fd, target)
+    os.close(devnull)
     os.close(output)
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True, errors="backslashreplace")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="backslashreplace")
@@ -185,6 +228,7 @@ def _run_job(script: Path, request: dict[str, Any], output: int, conn: socket.so
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    time.tzset()
     sys.argv = request["argv"][1:]
     setproctitle.setproctitle(" ".join(request["argv"]))  # what `ps` shows of a spawned job: no secret
     sys.path[0] = str(script.parent)  # as for a script the interpreter runs: its folder first
@@ -193,17 +237,31 @@ def _run_job(script: Path, request: dict[str, Any], output: int, conn: socket.so
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         code = exc.code
-    if isinstance(code, str):
+    except KeyboardInterrupt:  # an interpreter dies of the SIGINT it did not handle
+        traceback.print_exc()
+        _finalize(0)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    return _finalize(code)
+
+
+def _finalize(code: Any) -> int:
+    """What an interpreter does at its end, in its order: stop thread pools and wait for the threads that are not
+    daemons (an executor never shut down would otherwise keep the job, and the task reading its output, waiting),
+    run the atexit hooks the job's modules registered, flush. Its exit code as the interpreter would make it."""
+    threading._shutdown()  # type: ignore[attr-defined]  # the interpreter's own step, as multiprocessing takes it
+    atexit._run_exitfuncs()
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    # What an interpreter does at exit, short of the server's atexit hooks: wait for the job's own threads, flush.
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    return int(code or 0)
+    return code & 0xFF
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import socket
+import struct
 import sys
+import sysconfig
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +35,26 @@ from microingest import settings
 STOP_GRACE_SECONDS = 30.0  # SIGTERM, then SIGKILL: the same grace a task gives a job it spawned
 
 
+# Read once, when an interpreter or a module starts: a forked job keeps the server's, so they must be the task's too.
+READ_AT_START = (
+    *("PYTHONPATH", "PYTHONHASHSEED", "PYTHONWARNINGS", "LANG", "LC_ALL", "LC_CTYPE"),
+    "SPARK_CONNECT_LOG_LEVEL",
+)
+
+
 @functools.cache
 def fingerprint() -> str:
-    """What the job would run: the interpreter, pyspark, the package's sources and the job's script. The server
-    forks only for a task whose fingerprint is its own."""
+    """What the job would run: the interpreter, the installed distributions, the package's sources, the job's script
+    and the settings read at start. The server forks only for a task whose fingerprint is its own."""
     digest = hashlib.blake2b(digest_size=16)
     # The environment's prefix, not the interpreter's path: a venv's python and python3 are the same interpreter.
-    digest.update(f"{sys.prefix}\0{sys.version}\0{metadata.version('pyspark')}\0".encode())
+    digest.update(f"{sys.prefix}\0{sys.version}\0".encode())
+    # Each installed distribution's name and version, from its metadata folder's name (reading every METADATA file
+    # would cost a task a third of a second).
+    for folder in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
+        installed = sorted(name for name in os.listdir(folder) if name.endswith(".dist-info"))
+        digest.update("\0".join(installed).encode())
+    digest.update(repr([os.environ.get(name) for name in READ_AT_START]).encode())
     package = Path(settings.__file__).parent
     script = settings.spark_job_path()
     for path in [*sorted(package.rglob("*.py")), script]:
@@ -112,11 +127,16 @@ def start(path: Path, argv: list[str], env: dict[str, str], cwd: str, output_fd:
     try:
         sock.settimeout(10)
         sock.connect(str(path))
+        # The request carries the job's credentials: only to a server of this user.
+        _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.getuid():
+            sock.close()
+            return f"the job-forks server at {path} runs as another user (uid {uid})"
         socket.send_fds(sock, [b"J"], [output_fd])
         send_message(sock, {"fingerprint": fingerprint(), "argv": argv, "env": env, "cwd": cwd})
         lines = Lines(sock)
         answer = lines.next(timeout=30)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, ValueError) as exc:  # ValueError: an answer that is not JSON
         sock.close()
         return f"no job-forks server answers at {path} ({type(exc).__name__}: {exc})"
     if answer is None or "pid" not in answer:

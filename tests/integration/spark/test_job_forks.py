@@ -34,6 +34,17 @@ print(json.dumps(facts), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if sys.argv[1] == "sleep":
     time.sleep(120)
+if sys.argv[1] == "raise":
+    raise RuntimeError("the job broke")
+if sys.argv[1] == "message":
+    sys.exit("the job says why")
+if sys.argv[1] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+if sys.argv[1] == "left":  # a pool never shut down, and an exit hook: an interpreter's end stops one, runs the other
+    import atexit, concurrent.futures
+    concurrent.futures.ThreadPoolExecutor(2).submit(time.sleep, 0.2)
+    atexit.register(lambda: open(sys.argv[2], "w").write("ran"))
+    sys.exit(0)
 sys.exit(int(sys.argv[1]))
 """
 
@@ -119,6 +130,39 @@ def test_a_forked_job_is_what_a_spawned_one_would_be(server, job_script, tmp_pat
     spawned.forkable = False
     assert spawned.run() == 3
     assert {**_facts(spawned_lines), "cmdline": facts["cmdline"]} == facts
+
+
+@pytest.mark.parametrize(
+    "how, code, said",
+    [
+        ("raise", 1, "RuntimeError: the job broke"),
+        ("message", 1, "the job says why"),
+        ("killed", -signal.SIGKILL, None),
+        ("left", 0, None),
+    ],
+)
+def test_a_forked_job_ends_as_a_spawned_one_would(server, job_script, tmp_path, how, code, said):
+    """Its exit code and last words; a thread pool it never shut down does not keep it (or the task) waiting, and
+    its atexit hooks run."""
+    marker = tmp_path / "hook"
+    for forkable in (True, False):
+        marker.unlink(missing_ok=True)
+        job, lines = _job(job_script, how, str(marker))
+        job.forkable = forkable
+        assert job.run() == code, (forkable, lines.lines)
+        assert (job._forked is not None) == forkable
+        assert said is None or any(said in line for line in lines.lines), (forkable, lines.lines)
+        assert marker.exists() == (how == "left"), forkable
+
+
+def test_the_server_runs_only_its_own_script(server, job_script, tmp_path):
+    read_end, write_end = os.pipe()
+    try:
+        answer = job_forks.start(server, [sys.executable, str(tmp_path / "other.py")], {}, str(tmp_path), write_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert answer == f"the job-forks server at {server} did not start the job: it runs only {job_script}"
 
 
 def test_a_stop_ends_a_forked_job_as_it_ends_a_spawned_one(server, job_script, tmp_path):
