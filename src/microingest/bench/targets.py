@@ -8,7 +8,7 @@ from typing import Any
 from psycopg2 import sql
 
 from microingest.bench.dataset import SCHEMA
-from microingest.decode.codec import PG_TYPES
+from microingest.commit.table_shape import FIELD_TYPES
 from microingest.systems.postgres import connection
 
 SCHEMA_NAME = "bench"
@@ -22,7 +22,7 @@ def create_targets(pg: dict[str, Any], contenders: list[str]) -> None:
     """Fresh, empty tables (a previous bench run's are dropped)."""
     values = [
         sql.SQL("{} {}").format(
-            sql.Identifier(name), sql.SQL(PG_TYPES[spec if isinstance(spec, str) else spec["type"]])
+            sql.Identifier(name), sql.SQL(FIELD_TYPES[spec if isinstance(spec, str) else spec["type"]])
         )
         for name, spec in SCHEMA.items()
     ]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from psycopg2 import sql
 
 from microingest.batches import DEAD_LETTER_TYPES, ROW_COLUMNS, ROW_LAYOUT, SOURCE_COLUMNS
+from microingest.commit.table_shape import pg_type
 from microingest.declare.identifiers import identifier_list, table_identifier
 from microingest.declare.pipeline import Pipeline
-from microingest.decode.codec import PG_TYPES
 
 # error_class of the dead letters an operator's skip writes: records never ingested, which a backfill may resolve.
 SKIPPED = "skipped"
@@ -59,7 +59,7 @@ class Sink:
         raise NotImplementedError
 
     def staging_types(self) -> list[tuple[str, str]]:
-        types = {**{c.name: c.pg_type for c in ROW_LAYOUT}, **{f.name: PG_TYPES[f.type] for f in self.pipeline.schema}}
+        types = {**{c.name: c.pg_type for c in ROW_LAYOUT}, **{f.name: pg_type(f) for f in self.pipeline.schema}}
         return [(c, types[c]) for c in self.staging_columns]
 
     def create_staging(self, cur) -> None:

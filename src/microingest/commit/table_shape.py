@@ -9,26 +9,34 @@ aggregate). An existing table is compared column by column, and each difference 
 - refuse: rows could not be written, or written wrongly (a column missing that cannot be added afterwards, a type
           that cannot hold the field's values, NOT NULL where the declaration allows no value, a key that is not the
           sink's); the advice says what to do instead;
+- widen:  a decimal column of fewer digits before or after the point than declared: its type is widened (every
+          value it holds is kept exactly); a narrower declaration is refused, for rows there may not fit;
 - note:   harmless (a wider type, a column the declaration does not write but that accepts NULL).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from psycopg2 import sql
 
 from microingest.declare.identifiers import identifier_list, split_table_name
-from microingest.declare.pipeline import Pipeline
+from microingest.declare.pipeline import Field, Pipeline
 
-# Postgres types as format_type() spells them, the form the catalog reports them in.
+# Postgres types as format_type() spells them, the form the catalog reports them in (and DDL takes).
 FIELD_TYPES = {
     "string": "text",
     "integer": "bigint",
     "double": "double precision",
     "boolean": "boolean",
     "timestamp": "timestamp with time zone",
+    "date": "date",
+    "uuid": "uuid",
+    "bytes": "bytea",
+    "json": "jsonb",
 }
+_NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
 # For each type a column is declared with, the types that hold every one of its values unchanged.
 HOLDS = {
     "text": {"text", "character varying"},
@@ -38,6 +46,9 @@ HOLDS = {
     "boolean": {"boolean"},
     "timestamp with time zone": {"timestamp with time zone"},
     "uuid": {"uuid"},
+    "date": {"date"},
+    "bytea": {"bytea"},
+    "jsonb": {"jsonb"},
 }
 _POSITION = (
     ("source_topic", "text", True),
@@ -47,6 +58,13 @@ _POSITION = (
     ("batch_id", "uuid", True),
 )
 _NEW_TABLE = "point target_table at a new table (microingest creates it) and backfill it from the topic"
+
+
+def pg_type(field: Field) -> str:
+    """The Postgres column type of a declared field."""
+    kind = field.kind
+    name = f"numeric({field.precision},{field.scale})" if kind == "decimal" else FIELD_TYPES[kind]
+    return f"{name}[]" if field.type == "array" else name
 
 
 @dataclass(frozen=True)
@@ -133,6 +151,10 @@ class Comparison:
         return self._with("note")
 
     @property
+    def widenings(self) -> tuple[Column, ...]:
+        return tuple(c for d in self._with("widen") if (c := self.shape.column(d.column)) is not None)
+
+    @property
     def retyped(self) -> tuple[Difference, ...]:
         """Declared columns the table has with another type that holds every value (numeric for bigint, say)."""
         return tuple(d for d in self.notes if (c := self.shape.column(d.column)) is not None and d.wanted == c.type)
@@ -140,7 +162,7 @@ class Comparison:
 
 def declared_shape(pipeline: Pipeline) -> TableShape:
     """The table a declaration asks for, by sink mode."""
-    values = tuple(Column(f.name, FIELD_TYPES[f.type], f.required) for f in pipeline.schema)
+    values = tuple(Column(f.name, pg_type(f), f.required) for f in pipeline.schema)
     position = tuple(Column(name, type_, not_null, "position") for name, type_, not_null in _POSITION)
     stamp = Column("ingested_at", "timestamp with time zone", True, "bookkeeping", "now()")
     if pipeline.sink_mode == "append":
@@ -162,12 +184,10 @@ def declared_shape(pipeline: Pipeline) -> TableShape:
             position_index=("source_partition", "source_offset", "source_topic"),
         )
     spec = pipeline.aggregate_spec
-    groups = tuple(Column(g, FIELD_TYPES[pipeline.field(g).type], True, "key") for g in spec.group_by)
+    groups = tuple(Column(g, pg_type(pipeline.field(g)), True, "key") for g in spec.group_by)
     bucket = (Column("bucket_start", "timestamp with time zone", True, "key"),) if spec.bucket_field else ()
     measures = tuple(
-        Column(
-            m.name, "bigint" if m.function == "count" else FIELD_TYPES[pipeline.field(m.summed).type], True, "measure"
-        )
+        Column(m.name, "bigint" if m.function == "count" else pg_type(pipeline.field(m.summed)), True, "measure")
         for m in spec.measures
     )
     return TableShape(
@@ -183,7 +203,9 @@ def compare(shape: TableShape, existing: ExistingTable) -> Comparison:
         if found is None:
             differences += _missing(shape, wanted)
             continue
-        if found.type not in HOLDS.get(wanted.type, {wanted.type}):
+        if _NUMERIC.fullmatch(wanted.type) and found.type != wanted.type:
+            differences.append(_decimal(table, wanted, found))
+        elif found.type not in HOLDS.get(wanted.type, {wanted.type}):
             differences.append(
                 Difference(
                     wanted.name,
@@ -241,6 +263,38 @@ def compare(shape: TableShape, existing: ExistingTable) -> Comparison:
             )
     differences += _key(shape, existing)
     return Comparison(shape, tuple(differences))
+
+
+def _decimal(table: str, wanted: Column, found: ExistingColumn) -> Difference:
+    """A declared decimal's column of another type: unconstrained numeric holds every value; a numeric(p,s) of no
+    more digits on either side of the point is widened; anything else is refused."""
+    if found.type == "numeric":
+        return Difference(wanted.name, found.type, wanted.type, "note", "numeric holds every value: kept as it is")
+    declared, had = _digits(wanted.type), _digits(found.type)
+    if had is not None and declared is not None and had[0] <= declared[0] and had[1] <= declared[1]:
+        return Difference(
+            wanted.name,
+            found.type,
+            wanted.type,
+            "widen",
+            f"widened to {wanted.type}: every value it holds is kept exactly (audited in microingest.schema_changes)",
+        )
+    narrower = "" if had is None else " microingest does not narrow a decimal column: rows there may not fit;"
+    return Difference(
+        wanted.name,
+        found.type,
+        wanted.type,
+        "refuse",
+        f"{found.type} cannot hold every {wanted.type} value, or holds values {wanted.type} cannot;{narrower} declare "
+        f"the field as the column is, or change the column yourself (ALTER TABLE {table} ALTER COLUMN {wanted.name} "
+        f"TYPE {wanted.type}, once every row fits) or {_NEW_TABLE}",
+    )
+
+
+def _digits(pg: str) -> tuple[int, int] | None:
+    """(digits before the point, after) of numeric(p,s)."""
+    match = _NUMERIC.fullmatch(pg)
+    return None if match is None else (int(match[1]) - int(match[2]), int(match[2]))
 
 
 def _missing(shape: TableShape, wanted: Column) -> list[Difference]:

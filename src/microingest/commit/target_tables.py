@@ -51,12 +51,16 @@ class Preparation:
     created: tuple[Column, ...] = ()
     added: tuple[Column, ...] = ()
     notes: tuple[Difference, ...] = ()
+    widened: tuple[Column, ...] = ()
 
     def summary(self) -> str:
+        changes = [f"added {c.name} {c.type}" for c in self.added] + [
+            f"widened {c.name} to {c.type}" for c in self.widened
+        ]
         if self.created:
             done = f"created with {len(self.created)} columns"
-        elif self.added:
-            done = "added " + ", ".join(f"{c.name} {c.type}" for c in self.added)
+        elif changes:
+            done = ", ".join(changes)
         else:
             done = "matches the declaration"
         return f"pipeline {self.pipeline}: target {self.table} {done}" + "".join(f"\n  note: {n}" for n in self.notes)
@@ -99,18 +103,30 @@ def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
     comparison = compare(shape, found)
     if comparison.refusals:
         raise TargetShapeError(pipeline, comparison.refusals)
+    table = sql.Identifier(*split_table_name(shape.table))
     for column in comparison.additions:
         cur.execute(
-            sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
-                sql.Identifier(*split_table_name(shape.table)), sql.Identifier(column.name), sql.SQL(column.type)
+            sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(table, sql.Identifier(column.name), sql.SQL(column.type))
+        )
+    for column in comparison.widenings:
+        cur.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {}").format(
+                table, sql.Identifier(column.name), sql.SQL(column.type)
             )
         )
     _audit(cur, pipeline, "added", comparison.additions, changed_by)
-    return Preparation(pipeline.name, shape.table, added=comparison.additions, notes=comparison.notes)
+    _audit(cur, pipeline, "widened", comparison.widenings, changed_by)
+    return Preparation(
+        pipeline.name,
+        shape.table,
+        added=comparison.additions,
+        notes=comparison.notes,
+        widened=comparison.widenings,
+    )
 
 
 def _audit(cur, pipeline: Pipeline, change: str, columns: tuple[Column, ...], changed_by: str) -> None:
-    declared = json.dumps({f.name: {"type": f.type, "required": f.required} for f in pipeline.schema})
+    declared = json.dumps({f.name: f.declared() for f in pipeline.schema})
     for column in columns:
         cur.execute(
             "INSERT INTO microingest.schema_changes (pipeline, target_table, change, column_name, column_type, "
@@ -145,6 +161,12 @@ def check_target(cur, pipeline: Pipeline) -> Comparison:
             f"target table {pipeline.target_table} lacks the columns of declared field(s) "
             f"{', '.join(c.name for c in comparison.additions)}; `microingest migrate` adds them "
             "(audited in microingest.schema_changes), as does the plan task of the pipeline's DAG"
+        )
+    if comparison.widenings:
+        raise TargetError(
+            f"target table {pipeline.target_table} has narrower decimal columns than declared: "
+            f"{', '.join(f'{c.name} (declared {c.type})' for c in comparison.widenings)}; `microingest migrate` "
+            "widens them (audited in microingest.schema_changes), as does the plan task of the pipeline's DAG"
         )
     return comparison
 

@@ -40,22 +40,28 @@ from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.pipeline import (
     FIELD_TYPES,
     GAP_POLICIES,
+    ITEM_TYPES,
     KEY_FORMATS,
+    MAX_DECIMAL_PRECISION,
     RECREATED_TOPIC_POLICIES,
+    ROUNDINGS,
     SINK_MODES,
     START_POSITIONS,
     VALUE_FORMATS,
     DeadLetterPolicy,
     FieldType,
     GapPolicy,
+    ItemType,
     KeyFormat,
     Pipeline,
     RecreatedTopicPolicy,
+    Rounding,
     SinkMode,
     StartPosition,
     ValueFormat,
 )
 
+_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _INTERVAL = re.compile(r"^[1-9]\d{0,5} (second|minute|hour|day)s?$")
 _PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly")
@@ -182,10 +188,35 @@ class _Section(_Strict):
 
 
 class FieldSpec(_Section):
-    problem = "must be a type name or a mapping with 'type' and 'required'"
+    problem = (
+        "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"
+    )
 
     type: Annotated[FieldType, _one_of(FIELD_TYPES)]
     required: Annotated[bool, _says("must be true or false")] = False
+    precision: (
+        Annotated[
+            int,
+            Field(ge=1, le=MAX_DECIMAL_PRECISION),
+            _says(f"must be an integer from 1 to {MAX_DECIMAL_PRECISION} (digits in all)"),
+        ]
+        | None
+    ) = None
+    scale: (
+        Annotated[int, Field(ge=0, le=MAX_DECIMAL_PRECISION), _says("must be an integer >= 0 (digits after the point)")]
+        | None
+    ) = None
+    rounding: Annotated[Rounding, _one_of(ROUNDINGS)] | None = None
+    items: Annotated[ItemType, _one_of(ITEM_TYPES)] | None = None
+    path: (
+        Annotated[
+            str,
+            _TEXT,
+            Field(pattern=_PATH),
+            _says("must be names (or array indexes) joined by dots, such as customer.id or items.0.sku"),
+        ]
+        | None
+    ) = None
 
     @classmethod
     def _written(cls, data: Any) -> Any:
@@ -193,6 +224,26 @@ class FieldSpec(_Section):
             return {"type": data}
         # A type left out is not among the types: said as such, at 'type'.
         return {"type": None, **data} if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _parts_agree(self) -> FieldSpec:
+        kind = self.items if self.type == "array" else self.type
+        if self.type == "array" and self.items is None:
+            raise ValueError("an array needs items: the type of its elements (" + ", ".join(ITEM_TYPES) + ")")
+        if self.type != "array" and self.items is not None:
+            raise ValueError(f"items only applies to type array, not {self.type}")
+        if kind == "decimal":
+            if self.precision is None:
+                raise ValueError("a decimal needs precision (digits in all) and scale (digits after the point)")
+            if (self.scale or 0) > self.precision:
+                raise ValueError(f"scale {self.scale} is more than precision {self.precision}")
+            if self.scale is None:
+                self.scale = 0
+        else:
+            for name in ("precision", "scale", "rounding"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} only applies to a decimal (or an array of decimals), not {kind}")
+        return self
 
 
 class DeadLetter(_Section):

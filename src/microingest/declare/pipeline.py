@@ -14,7 +14,13 @@ from microingest.declare.lag_policy import LagPolicy
 from microingest.errors import Refused
 
 # Each choice a declaration makes: the Literal types the declaration's model checks, and their values in order.
-FieldType = Literal["string", "integer", "double", "boolean", "timestamp"]
+FieldType = Literal[
+    "string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "bytes", "json", "array"
+]
+# An array's items: Postgres arrays carry their element type in binary COPY, and the encoder writes timestamp without
+# time zone and bytea where timestamptz[] and uuid[] want their own; arrays of those are not declared yet.
+ItemType = Literal["string", "integer", "double", "boolean", "date", "decimal"]
+Rounding = Literal["half_even"]
 StartPosition = Literal["earliest", "latest"]
 # The registry formats are Confluent-framed: magic byte 0, the writer schema's id, the payload.
 RegistryFormat = Literal["avro", "protobuf", "json_schema"]
@@ -25,6 +31,12 @@ GapPolicy = Literal["fail", "skip"]
 RecreatedTopicPolicy = Literal["fail", "restart"]
 
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
+ITEM_TYPES: tuple[str, ...] = get_args(ItemType)
+ROUNDINGS: tuple[str, ...] = get_args(Rounding)
+# The types every decoder reads (the whole-batch ones and the JVM's too); the others only the reference reads.
+FLAT_TYPES = ("string", "integer", "double", "boolean", "timestamp")
+# Postgres numeric's binary form in COPY goes through Arrow's decimal128, which holds 38 digits.
+MAX_DECIMAL_PRECISION = 38
 START_POSITIONS: tuple[str, ...] = get_args(StartPosition)
 REGISTRY_FORMATS: tuple[str, ...] = get_args(RegistryFormat)
 VALUE_FORMATS: tuple[str, ...] = get_args(ValueFormat)
@@ -45,9 +57,47 @@ class DeclarationError(Refused, ValueError):
 
 @dataclass(frozen=True)
 class Field:
+    """A declared field: the target column `name`, of `type`, found in the record's value at `path`."""
+
     name: str
     type: str
     required: bool = False
+    precision: int | None = None  # a decimal (or an array of decimals): digits in all
+    scale: int | None = None  # of those, digits after the point
+    rounding: str | None = None  # a decimal with more digits after the point: None refuses it, half_even rounds it
+    items: str | None = None  # an array's items' type
+    path: tuple[str, ...] = ()  # the names (and array indexes) leading to it in the value; () for its own name
+
+    @property
+    def at(self) -> tuple[str, ...]:
+        """Where the value holds it."""
+        return self.path or (self.name,)
+
+    @property
+    def flat(self) -> bool:
+        """Read by every decoder: one of the flat types, at the value's top level under its own name."""
+        return self.type in FLAT_TYPES and self.at == (self.name,)
+
+    @property
+    def kind(self) -> str:
+        """Its scalar type: an array's items', else its own."""
+        return self.items or "" if self.type == "array" else self.type
+
+    def shown(self) -> str:
+        """Its type as messages name it: decimal(12,2), array of string."""
+        kind = self.kind
+        if kind == "decimal":
+            kind = f"decimal({self.precision},{self.scale})"
+        return f"array of {kind}" if self.type == "array" else kind
+
+    def declared(self) -> dict:
+        """The field as a declaration writes it (defaults left out but type and required)."""
+        written = {"type": self.type, "required": self.required}
+        extra = {"precision": self.precision, "scale": self.scale, "rounding": self.rounding, "items": self.items}
+        written.update({key: value for key, value in extra.items() if value is not None})
+        if self.path:
+            written["path"] = ".".join(self.path)
+        return written
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
-from microingest.declare.model import Declaration
+from microingest.declare.model import Declaration, FieldSpec
 from microingest.declare.pipeline import Aggregate, DeadLetterPolicy, DeclarationError, Field, Measure, Pipeline
 
 _FIRST = ("extra_forbidden", "missing")  # in a mapping, before what its fields hold
@@ -68,11 +68,25 @@ def _known(loc: tuple[int | str, ...]) -> list[str]:
     return sorted(field.alias or name for name, field in model.model_fields.items())
 
 
+def _field(name: str, spec: FieldSpec) -> Field:
+    path = tuple(spec.path.split(".")) if spec.path else ()
+    return Field(
+        name,
+        spec.type,
+        spec.required,
+        spec.precision,
+        spec.scale,
+        spec.rounding,
+        spec.items,
+        () if path == (name,) else path,
+    )
+
+
 def _pipeline(declaration: Declaration, source: str) -> Pipeline:
     dead_letter, lag, aggregate = declaration.dead_letter, declaration.lag, declaration.aggregate
     return Pipeline(
         **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate"}),
-        schema=tuple(Field(name, spec.type, spec.required) for name, spec in declaration.schema_.items()),
+        schema=tuple(_field(name, spec) for name, spec in declaration.schema_.items()),
         dead_letter=DeadLetterPolicy() if dead_letter is None else DeadLetterPolicy(**dead_letter.model_dump()),
         lag=LagPolicy()
         if lag is None

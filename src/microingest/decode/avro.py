@@ -28,7 +28,7 @@ def decode_avro(value: bytes, registry: dict[str, str]) -> dict:
         raise DecodeError(
             UNDECODABLE, f"writer schema id {schema_id} is not an Avro record but {type(record).__name__}"
         )
-    return {name: plain(v) for name, v in record.items()}
+    return plain(record)
 
 
 def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value") -> tuple[Any, int]:
@@ -76,8 +76,12 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
 
 
 def plain(value: Any) -> Any:
-    """Logical types fastavro returns as Python objects, as the declared types take them: uuid as text; a decimal
-    stays exact, for the declared type to take (an integer only when it is one)."""
+    """Logical types fastavro returns as Python objects, as the declared types take them, in nested records, arrays
+    and maps too: uuid as text; a decimal stays exact, a date a date, for the declared type to take."""
     if isinstance(value, uuid.UUID):
         return str(value)
+    if isinstance(value, dict):
+        return {name: plain(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
     return value

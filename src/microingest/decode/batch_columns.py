@@ -6,11 +6,15 @@ Each answers None when some record needs the reference's verdict; the caller the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import storable
+from microingest.decode.json_values import json_text
 
 ARROW_TYPES = {
     "string": pa.string(),
@@ -19,6 +23,10 @@ ARROW_TYPES = {
     "boolean": pa.bool_(),
     "timestamp": pa.timestamp("us", tz="UTC"),
 }
+# The staged form of the types only the reference decodes: a uuid as its 16 bytes (what uuid_recv reads), a json
+# value as its text, marked for the COPY encoder to send as jsonb.
+_STAGED_TYPES = {"date": pa.date32(), "uuid": pa.binary(16), "bytes": pa.binary(), "json": pa.string()}
+PG_TYPE_KEY = b"microingest.pg_type"
 READ_TYPES = {**ARROW_TYPES, "timestamp": pa.int64()}  # a number of ms (or µs), converted by `checked`
 MICROS_PER_MS = 1000
 # A number with an exponent of 16 digits or more, anywhere in a value (in text too: a decoder may decline more than it
@@ -27,12 +35,35 @@ MICROS_PER_MS = 1000
 HUGE_EXPONENT = r"[eE][+-]?0*[1-9][0-9]{15}"
 
 
+def arrow_field(field: Field) -> pa.Field:
+    """The staged column of a declared field."""
+    if field.kind == "decimal":
+        arrow: pa.DataType = pa.decimal128(field.precision or 1, field.scale or 0)
+    else:
+        arrow = ARROW_TYPES.get(field.kind) or _STAGED_TYPES[field.kind]
+    if field.type == "array":
+        arrow = pa.list_(arrow)
+    return pa.field(field.name, arrow, metadata={PG_TYPE_KEY: b"jsonb"} if field.type == "json" else None)
+
+
+def arrow_column(field: Field, values: Sequence[Any]) -> pa.Array:
+    """A declared field's converted values (`converters.convert`'s, or None) as its staged column."""
+    if field.type == "uuid":
+        values = [None if v is None else v.bytes for v in values]
+    elif field.type == "json":
+        values = [None if v is None else json_text(v) for v in values]
+    return pa.array(values, arrow_field(field).type)
+
+
 def staged_keys(keys: pa.Array, values: pa.Array, pipeline: Pipeline, value_format: str) -> pa.Array | None:
     """The record keys as text, when a whole-batch decoder of `value_format` may take the batch at all: the
-    pipeline's values are in that format, with no transform (user Python code), and every value is present (no
-    tombstones); every key is valid UTF-8 without NUL and not beginning with a backslash and x (present, for
-    upsert_latest): staged as it is, not in `storable.key_text`'s escaped form."""
+    pipeline's values are in that format, with no transform (user Python code), every declared field is flat
+    (`Field.flat`), and every value is present (no tombstones); every key is valid UTF-8 without NUL and not
+    beginning with a backslash and x (present, for upsert_latest): staged as it is, not in `storable.key_text`'s
+    escaped form."""
     if pipeline.transform is not None or pipeline.value_format != value_format or pipeline.key_format != "string":
+        return None
+    if not all(field.flat for field in pipeline.schema):
         return None
     if len(values) == 0 or values.null_count:
         return None

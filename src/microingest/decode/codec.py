@@ -14,7 +14,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from microingest.declare.pipeline import Field
-from microingest.decode import storable, timestamps
+from microingest.decode import storable
+from microingest.decode.converters import convert
 
 
 class DecodeError(ValueError):
@@ -55,84 +56,52 @@ def fields_from_object(doc: dict, schema: Sequence[Field]) -> tuple[Any, ...]:
 
 
 def _field(doc: dict, field: Field) -> Any:
-    raw = doc.get(field.name)
-    if raw is None:
+    raw = _found(doc, field)
+    if raw is _ABSENT or raw is None:
         if field.required:
             raise DecodeError(
-                "missing_field", f"field '{field.name}' is required but {'null' if field.name in doc else 'missing'}"
+                "missing_field", f"field {_named(field)} is required but {'missing' if raw is _ABSENT else 'null'}"
             )
         return None
     try:
-        return _CONVERTERS[field.type](raw)
+        return convert(field, raw)
     except storable.Unstorable as exc:
-        raise DecodeError("unstorable", f"field '{field.name}' ({field.type}): {exc}") from None
+        raise DecodeError("unstorable", f"field {_named(field)} ({field.shown()}): {exc}") from None
     except (TypeError, ValueError, OverflowError) as exc:
-        raise DecodeError("wrong_type", f"field '{field.name}' ({field.type}): {exc}") from None
+        raise DecodeError("wrong_type", f"field {_named(field)} ({field.shown()}): {exc}") from None
 
 
-def _string(v: Any) -> str:
-    if not isinstance(v, str):
-        raise TypeError(f"expected a string, got {type(v).__name__}")
-    return storable.text(v)
+_ABSENT = object()
+
+
+def _found(doc: dict, field: Field) -> Any:
+    """The value at the field's path: _ABSENT when a name along it is missing, None when one is null."""
+    node: Any = doc
+    for depth, step in enumerate(field.at):
+        if node is None:
+            return None
+        if isinstance(node, dict):
+            node = node.get(step, _ABSENT)
+        elif isinstance(node, list) and step.isdigit():
+            node = node[int(step)] if int(step) < len(node) else _ABSENT
+        else:
+            where = ".".join(field.at[:depth]) or "the value"
+            wanted = "an object or array" if step.isdigit() else "an object"
+            raise DecodeError(
+                "wrong_type", f"field {_named(field)} ({field.shown()}): {where} is {type(node).__name__}, not {wanted}"
+            )
+        if node is _ABSENT:
+            return _ABSENT
+    return node
+
+
+def _named(field: Field) -> str:
+    return f"'{field.name}'" + (f" (at {'.'.join(field.path)})" if field.path else "")
 
 
 def _json_int(token: str) -> int | float:
     # JSON's -0 is negative zero, as Arrow's reader and Postgres' float8 read it; Python's int() would drop the sign.
     return -0.0 if token == "-0" else int(token)
-
-
-def _integer(v: Any) -> int:
-    """Exactly the number's value, or refused: 9007199254740993.0 is that integer, 12345678901234567.89 none."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
-        raise TypeError(f"expected an integer, got {type(v).__name__}")
-    if isinstance(v, int):
-        return storable.integer(v)
-    exact = Decimal(v)  # a float's own value, exactly
-    if not exact.is_finite():
-        raise ValueError(f"expected an integer, got {v}")
-    if not exact.is_zero() and exact.adjusted() > 100:  # before int(): 1e999999999 would take gigabytes
-        raise storable.Unstorable(f"{v} does not fit in 64 bits")
-    if exact != exact.to_integral_value():
-        raise ValueError(f"expected an integer, got {v}")
-    return storable.integer(int(exact))
-
-
-def _double(v: Any) -> float:
-    """The nearest double (a JSON number's text, or an exact decimal, rounded once)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
-        raise TypeError(f"expected a number, got {type(v).__name__}")
-    return storable.double(float(v))
-
-
-def _boolean(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise TypeError(f"expected true or false, got {type(v).__name__}")
-    return v
-
-
-def _timestamp(v: Any) -> datetime:
-    """ISO-8601 text (naive means UTC) or epoch milliseconds, Kafka's own convention; a binary format's own
-    timestamp (Avro's timestamp-millis and -micros) as its decoder gives it."""
-    if isinstance(v, datetime):
-        return storable.timestamp(v)
-    if isinstance(v, bool):
-        raise TypeError("expected an ISO-8601 string or epoch milliseconds, got bool")
-    if isinstance(v, (int, float, Decimal)):
-        return timestamps.from_epoch_millis(v)
-    if not isinstance(v, str):
-        raise TypeError(f"expected an ISO-8601 string or epoch milliseconds, got {type(v).__name__}")
-    return timestamps.from_iso(v)
-
-
-_CONVERTERS = {"string": _string, "integer": _integer, "double": _double, "boolean": _boolean, "timestamp": _timestamp}
-
-PG_TYPES = {
-    "string": "text",
-    "integer": "bigint",
-    "double": "double precision",
-    "boolean": "boolean",
-    "timestamp": "timestamptz",
-}
 
 
 def copy_text_row(values: Sequence[Any]) -> str:

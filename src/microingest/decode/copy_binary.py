@@ -5,6 +5,7 @@ UTF-8, so nothing is formatted on this side or parsed on Postgres' (a CSV's text
 the CPU per row). The encoder writes the column types Arrow gives, which must therefore be the COPY target's own:
 the staged layout's, or an append target's whose columns have the declared types (`Comparison.retyped`: a target
 with wider columns, numeric for bigint say, takes its rows through the staging table, where Postgres converts them).
+A json column goes as jsonb: its text, marked so in its Arrow field's metadata (`batch_columns.PG_TYPE_KEY`).
 
 Chunks carry rows only; `framed` puts the one header and trailer of a COPY around them, so chunks from any number of
 Spark tasks make one stream.
@@ -16,10 +17,13 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 import pgpq
+import pgpq.encoders
+import pgpq.schema
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from microingest.batches import ROW_LAYOUT
+from microingest.decode.batch_columns import PG_TYPE_KEY
 
 # The binary COPY signature, its flags and its header extension's length; and the trailer, a field count of -1.
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(4) + bytes(4)
@@ -47,7 +51,13 @@ def framed(chunks: Sequence[bytes]) -> list[bytes]:
 
 def _tuples(rows: pa.Table) -> bytes:
     """The rows' tuples alone: pgpq's stream (it buffers, so the last rows come with the trailer) without its frame."""
-    encoder = pgpq.ArrowToPostgresBinaryEncoder(rows.schema)
+    encoders = {
+        field.name: pgpq.encoders.StringEncoderBuilder.new_with_output(field, pgpq.schema.Jsonb())
+        if (field.metadata or {}).get(PG_TYPE_KEY) == b"jsonb"
+        else pgpq.ArrowToPostgresBinaryEncoder.infer_encoder(field)
+        for field in rows.schema
+    }
+    encoder = pgpq.ArrowToPostgresBinaryEncoder.new_with_encoders(rows.schema, encoders)
     if encoder.write_header() != HEADER:
         raise RuntimeError("pgpq wrote another binary COPY header than Postgres 15's")
     stream = b"".join([encoder.write_batch(batch) for batch in rows.to_batches() if batch.num_rows])

@@ -34,9 +34,9 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
         return f"its keys are {pipeline.key_format}"
     if pipeline.transform is not None:
         return "it has a transform (Python code)"
-    odd = [f.name for f in pipeline.schema if f.type not in SPARK_TYPES]
+    odd = [f.name for f in pipeline.schema if not f.flat]
     if odd:
-        return f"fields of types the JVM decoder does not know: {', '.join(odd)}"
+        return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"
     return None
 
 

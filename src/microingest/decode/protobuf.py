@@ -4,19 +4,27 @@ After the frame's schema id come the message's indexes (which message of the sch
 the message. The writer schema is the file the registry holds with its imports, built into a descriptor
 (systems/protobuf_schemas.py). The declared fields are taken by name with Protobuf's own rules: a field the
 writer's version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default
-(0, ""); enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value.
+(0, ""); enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value,
+google.type.Date as a date (when whole: year, month and day set), google.type.Decimal as its exact number (when its
+value is decimal text); other messages as dicts of their fields, which a declared field's path reaches into and a
+json field keeps whole, maps as dicts with text keys, repeated fields as lists.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from datetime import timezone
+from datetime import date, timezone
+from decimal import Decimal
 from typing import Any
 
 from microingest.decode.codec import DecodeError
 from microingest.decode.registered import UNDECODABLE, framed
 from microingest.systems.protobuf_schemas import writer_file
 
+# google.type.Decimal's value: decimal text with an optional exponent (its own definition is looser; the rest of it
+# stays a message, which no decimal field takes).
+_DECIMAL_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,6})?")
 _CLASSES: dict[tuple[str, int, tuple[int, ...]], Any] = {}
 _WRAPPERS = {
     f"google.protobuf.{n}Value"
@@ -52,7 +60,7 @@ def _zigzag(data: memoryview, at: int) -> tuple[int, int]:
 
 
 def decode_protobuf(value: bytes, registry: dict[str, str], names: Sequence[str]) -> dict[str, Any]:
-    """The declared fields of the writer's message."""
+    """The named fields of the writer's message (the first step of each declared field's path)."""
     message, schema_id = decode_protobuf_message(value, registry)
     try:
         return {name: _value(message, name) for name in names}
@@ -82,21 +90,44 @@ def decode_protobuf_message(value: bytes, registry: dict[str, str], part: str = 
 
 def _value(message, name: str) -> Any:
     field = message.DESCRIPTOR.fields_by_name.get(name)
-    if field is None or field.is_repeated:
-        return None if field is None else list(getattr(message, name))  # a list is no declared type: wrong_type
-    if field.has_presence and not message.HasField(name):
+    return None if field is None else field_value(message, field)
+
+
+def field_value(message, field) -> Any:
+    """A field of a message as plain Python: a message a dict of its fields (but the well-known kinds below), a map a
+    dict with text keys, a repeated field a list; unset with presence, None."""
+    raw = getattr(message, field.name)
+    if field.is_repeated:
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            values = entry.fields_by_name["value"]
+            return {_map_key(key): _single(values, item) for key, item in raw.items()}
+        return [_single(field, item) for item in raw]
+    if field.has_presence and not message.HasField(field.name):
         return None
-    raw = getattr(message, name)
+    return _single(field, raw)
+
+
+def _single(field, raw) -> Any:
     if field.enum_type is not None:
         known = field.enum_type.values_by_number.get(raw)
         return known.name if known is not None else raw
-    if field.message_type is not None:
-        kind = field.message_type.full_name
-        if kind == "google.protobuf.Timestamp":
-            return raw.ToDatetime(tzinfo=timezone.utc)
-        if kind in _WRAPPERS:
-            return raw.value
-    return raw
+    if field.message_type is None:
+        return raw
+    kind = field.message_type.full_name
+    if kind == "google.protobuf.Timestamp":
+        return raw.ToDatetime(tzinfo=timezone.utc)
+    if kind in _WRAPPERS:
+        return raw.value
+    if kind == "google.type.Date" and raw.year and raw.month and raw.day:  # a partial date stays a message
+        return date(raw.year, raw.month, raw.day)
+    if kind == "google.type.Decimal" and _DECIMAL_TEXT.fullmatch(raw.value):
+        return Decimal(raw.value)
+    return {inner.name: field_value(raw, inner) for inner in raw.DESCRIPTOR.fields}
+
+
+def _map_key(key: Any) -> str:
+    return ("true" if key else "false") if isinstance(key, bool) else str(key)
 
 
 def message_class(registry: dict[str, str], schema_id: int, schema, path: tuple[int, ...]):

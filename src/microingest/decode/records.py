@@ -85,7 +85,8 @@ class RecordProcessor:
             from microingest.decode.protobuf import decode_protobuf
 
             proto_registry = required(self.registry, fmt)
-            return lambda value: fields_from_object(decode_protobuf(value, proto_registry, self.names), schema)
+            heads = tuple(dict.fromkeys(f.at[0] for f in schema))
+            return lambda value: fields_from_object(decode_protobuf(value, proto_registry, heads), schema)
         if fmt == "json_schema":  # the frame names a JSON Schema; the JSON is read as ever
             from microingest.decode.registered import framed
 

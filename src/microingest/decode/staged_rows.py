@@ -20,7 +20,7 @@ import pyarrow as pa
 from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import arrow_json, avro_batch, storable
-from microingest.decode.batch_columns import ARROW_TYPES
+from microingest.decode.batch_columns import arrow_column, arrow_field
 from microingest.decode.codec import copy_text_row
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.registered import required
@@ -61,9 +61,10 @@ def stage_batch(
                 notes.append(DeadLetterNote(topic, partition, offset, exc.error_class, str(exc)))
             continue
         kept.append(i)
-    types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in processor.pipeline.schema]
-    columns = list(zip(*staged)) or [()] * len(types)
-    decoded = [pa.array(values, type) for values, type in zip(columns, types)]
+    schema = processor.pipeline.schema
+    columns = list(zip(*staged)) or [()] * (2 + len(schema))
+    decoded = [pa.array(columns[0], pa.string()), pa.array(columns[1], pa.bool_())]
+    decoded += [arrow_column(field, values) for field, values in zip(schema, columns[2:])]
     return StagedBatch(
         rows_table(batch.take(pa.array(kept, pa.int64())), batch_id, decoded, processor.pipeline), dead, notes
     )
@@ -109,7 +110,10 @@ def rows_table(batch: pa.RecordBatch, batch_id: str, decoded: list[pa.Array], pi
         batch.column("ts_micros").cast(_KAFKA_TIMESTAMP),
         pa.repeat(pa.scalar(batch_id, pa.string()), batch.num_rows),
     ]
-    return pa.Table.from_arrays(source + decoded, names=[*ROW_COLUMNS, *pipeline.value_columns])
+    columns = source + decoded
+    fields = [pa.field(name, column.type) for name, column in zip(ROW_COLUMNS, columns)]
+    fields += [arrow_field(f) for f in pipeline.schema]  # a json column marked for jsonb
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def _kafka_time(ts_micros: int | None) -> datetime | None:

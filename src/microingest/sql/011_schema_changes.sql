@@ -1,5 +1,5 @@
 -- What microingest did to target tables on behalf of their declarations: a table created (one row per column) or a
--- declared field's column added. Nothing else is ever changed in a target; whatever does not fit is refused instead.
+-- declared field's column added (and, from 015, a decimal column widened). Whatever does not fit is refused instead.
 CREATE TABLE IF NOT EXISTS microingest.schema_changes (
     id                bigserial    PRIMARY KEY,
     pipeline          text         NOT NULL,

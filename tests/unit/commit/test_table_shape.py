@@ -150,3 +150,50 @@ def test_aggregate_groups_or_measures_changed_are_refused():
 def test_bookkeeping_columns_are_made_with_new_tables_and_not_required_of_existing_ones():
     shape = declared_shape(pipeline())
     assert compare(shape, without(as_created(shape), "ingested_at")).differences == ()
+
+
+PAYLOAD = {
+    "total": {"type": "decimal", "precision": 12, "scale": 2},
+    "shipped_on": "date",
+    "order_id": "uuid",
+    "blob": "bytes",
+    "attributes": "json",
+    "tags": {"type": "array", "items": "string"},
+    "amounts": {"type": "array", "items": "decimal", "precision": 6, "scale": 3},
+    "customer_id": {"type": "string", "path": "customer.id"},
+}
+
+
+def test_payload_types_get_their_postgres_types():
+    shape = declared_shape(pipeline(schema=PAYLOAD))
+    assert [(c.name, c.type) for c in shape.columns if c.role == "value"] == [
+        ("total", "numeric(12,2)"),
+        ("shipped_on", "date"),
+        ("order_id", "uuid"),
+        ("blob", "bytea"),
+        ("attributes", "jsonb"),
+        ("tags", "text[]"),
+        ("amounts", "numeric(6,3)[]"),
+        ("customer_id", "text"),
+    ]
+    assert compare(shape, as_created(shape)).differences == ()
+
+
+def test_a_decimal_column_is_widened_never_narrowed():
+    shape = declared_shape(pipeline(schema={**SCHEMA, "total": {"type": "decimal", "precision": 14, "scale": 3}}))
+    for found, verdict in [
+        ("numeric(12,2)", "widen"),  # more digits on both sides: every value kept
+        ("numeric(11,3)", "widen"),
+        ("numeric(14,3)", None),
+        ("numeric", "note"),  # holds any value as it is
+        ("numeric(16,3)", "refuse"),  # narrower declared: rows there may not fit
+        ("numeric(14,4)", "refuse"),
+        ("numeric(13,1)", "refuse"),  # 12 digits before the point, 11 declared
+        ("double precision", "refuse"),
+    ]:
+        comparison = compare(shape, as_created(shape, total=found))
+        assert [d.verdict for d in comparison.differences] == ([verdict] if verdict else []), found
+        if verdict == "widen":
+            assert [c.name for c in comparison.widenings] == ["total"]
+        if verdict == "refuse":
+            assert "declare the field as the column is" in comparison.refusals[0].advice

@@ -107,19 +107,19 @@ def test_every_seconds_field_is_at_most_ten_years():
         (
             {**VALID, "schema": {"x": {"required": True}}},
             "schema.x.type",
-            "must be one of string, integer, double, boolean, timestamp, got None",
+            "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got None",
         ),
         (
             {**VALID, "schema": {"x": {"type": 5}}},
             "schema.x.type",
-            "must be one of string, integer, double, boolean, timestamp, got 5",
+            "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got 5",
         ),
         (
             {**VALID, "schema": {"x": {"type": "string", "nullable": True}}},
             "schema.x",
-            "must be a type name or a mapping with 'type' and 'required'",
+            "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path",
         ),
-        ({**VALID, "schema": {"x": 5}}, "schema.x", "must be a type name or a mapping with 'type' and 'required'"),
+        ({**VALID, "schema": {"x": 5}}, "schema.x", "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"),
         ({**VALID, "schema": ["x"]}, "schema", "must be a non-empty mapping of field name to type"),
         (
             {**VALID, "schema": {"x": {"type": "string", "required": 1}}},

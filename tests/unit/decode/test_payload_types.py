@@ -1,0 +1,198 @@
+"""The payload types beyond the flat five (decimal, date, uuid, bytes, json, arrays) and nested paths, as the
+reference decoder reads them from JSON: each value exactly, each way to fail a dead letter naming the field and the
+type."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from microingest.declare.pipeline import Field
+from microingest.decode.codec import DecodeError, decode_json
+from microingest.decode.converters import convert
+from microingest.decode.json_values import MAX_DEPTH, json_text
+
+MONEY = Field("total", "decimal", precision=19, scale=2)
+ROUNDED = Field("total", "decimal", precision=5, scale=2, rounding="half_even")
+
+
+def one(field: Field, text: str):
+    return decode_json(f'{{"{field.at[0]}": {text}}}'.encode(), [field])[0]
+
+
+def refused(field: Field, text: str) -> DecodeError:
+    with pytest.raises(DecodeError) as err:
+        one(field, text)
+    return err.value
+
+
+@pytest.mark.parametrize(
+    "text, exact",
+    [
+        ("12345678901234567.89", "12345678901234567.89"),  # a float would have lost the cents
+        ("1234.5", "1234.50"),
+        ("1234.500", "1234.50"),  # trailing zeros add no digits
+        ("-0.01", "-0.01"),
+        ("-0", "0.00"),
+        ("7", "7.00"),
+        ("1e3", "1000.00"),
+        ('"1234.50"', "1234.50"),  # decimal text
+        ('"-.5"', "-0.50"),
+    ],
+)
+def test_a_decimal_is_its_text_digit_for_digit(text, exact):
+    value = one(MONEY, text)
+    assert isinstance(value, Decimal) and str(value) == exact
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("1.005", "has 3 digit(s) after the point; decimal(19,2) holds 17 digit(s) before the point and 2 after"),
+        ("123456789012345678", "has 18 digit(s) before the point"),
+        ('"1,5"', "expected decimal text such as 1234.50"),
+        ('"NaN"', "expected decimal text"),
+        ("true", "expected a decimal number or decimal text, got bool"),
+        ("[1]", "got list"),
+    ],
+)
+def test_a_decimal_that_does_not_fit_is_a_wrong_type_dead_letter(text, words):
+    err = refused(MONEY, text)
+    assert err.error_class == "wrong_type"
+    assert str(err).startswith("field 'total' (decimal(19,2)): ") and words in str(err)
+
+
+@pytest.mark.parametrize(
+    "text, rounded",
+    [("0.125", "0.12"), ("0.135", "0.14"), ("-0.125", "-0.12"), ("1e-999", "0.00"), ("-0.001", "0.00")],
+)
+def test_rounding_half_even_rounds_once_to_the_scale(text, rounded):
+    assert str(one(ROUNDED, text)) == rounded
+
+
+def test_rounding_up_past_the_precision_is_refused():
+    assert "rounds to 1000.00, which has too many digits" in str(refused(ROUNDED, "999.995"))
+
+
+def test_a_float_is_taken_at_its_exact_binary_value():
+    with pytest.raises(ValueError, match="digit"):
+        convert(MONEY, 0.1)
+    assert convert(ROUNDED, 0.1) == Decimal("0.10")
+    assert convert(MONEY, 2.5) == Decimal("2.50")
+
+
+def test_dates_are_iso_calendar_dates():
+    day = Field("d", "date")
+    assert one(day, '"2026-11-27"') == date(2026, 11, 27)
+    assert one(day, '"0001-01-01"') == date(1, 1, 1)
+    for text, words in [
+        ('"2026-02-30"', "day is out of range"),
+        ('"20261127"', "expected an ISO-8601 date (YYYY-MM-DD)"),
+        ('"2026-11-27T10:00:00Z"', "expected an ISO-8601 date"),
+        ("20261127", "got int"),
+    ]:
+        err = refused(day, text)
+        assert err.error_class == "wrong_type" and words in str(err), str(err)
+
+
+def test_uuids_are_hex_text_with_or_without_hyphens():
+    field = Field("id", "uuid")
+    known = uuid.UUID("123e4567-e89b-12d3-a456-426614174000")
+    assert one(field, '"123e4567-e89b-12d3-a456-426614174000"') == known
+    assert one(field, '"123E4567E89B12D3A456426614174000"') == known
+    for text in ('"{123e4567-e89b-12d3-a456-426614174000}"', '"123e4567-e89b12d3-a456-426614174000"', '"x"', "1"):
+        assert refused(field, text).error_class == "wrong_type"
+
+
+def test_bytes_are_standard_base64_in_json():
+    field = Field("b", "bytes")
+    assert one(field, '"AP8="') == b"\x00\xff"
+    assert one(field, '""') == b""
+    for text in ('"AP8"', '"A P8="', '"AP-_"', "5"):
+        assert refused(field, text).error_class == "wrong_type", text
+
+
+def test_a_json_field_keeps_any_value_whole_and_exact():
+    field = Field("doc", "json")
+    doc = '{"a": 1.50, "b": [1, "x\\n\\u00e9", null, true, -0], "c": {"d": 12345678901234567890.123456789}}'
+    kept = one(field, doc)
+    assert json.loads(json_text(kept), parse_float=Decimal) == json.loads(doc, parse_float=Decimal)
+    assert "12345678901234567890.123456789" in json_text(kept) and "1.50" in json_text(kept)
+    assert json_text(one(field, '"text"')) == '"text"'
+    assert json_text(one(field, "[]")) == "[]"
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"a": "\\u0000"}', "NUL"),
+        ('["\\ud800"]', "lone surrogate"),
+        ("1e131072", "beyond Postgres numeric"),
+        ("1e-16384", "beyond Postgres numeric"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} deep"),
+    ],
+)
+def test_a_json_value_jsonb_cannot_store_is_an_unstorable_dead_letter(text, words):
+    err = refused(Field("doc", "json"), text)
+    assert err.error_class == "unstorable" and words in str(err), str(err)
+
+
+def test_arrays_convert_element_by_element():
+    tags = Field("tags", "array", items="string")
+    assert one(tags, '["a", null, ""]') == ["a", None, ""]
+    assert one(tags, "[]") == []
+    amounts = Field("amounts", "array", items="decimal", precision=6, scale=2)
+    assert one(amounts, '[1.5, "2.25"]') == [Decimal("1.50"), Decimal("2.25")]
+    err = refused(tags, '["a", 5]')
+    assert str(err) == "field 'tags' (array of string): element 1: expected a string, got int"
+    assert refused(tags, '"a"').error_class == "wrong_type"
+    assert refused(tags, '["a\\u0000"]').error_class == "unstorable"
+
+
+def test_paths_reach_into_objects_and_arrays():
+    doc = b'{"customer": {"id": "c-1", "tier": null}, "items": [{"sku": "A"}, {"sku": "B"}]}'
+    fields = [
+        Field("customer_id", "string", required=True, path=("customer", "id")),
+        Field("second_sku", "string", path=("items", "1", "sku")),
+        Field("third_sku", "string", path=("items", "2", "sku")),
+        Field("tier", "string", path=("customer", "tier")),
+        Field("region", "string", path=("customer", "address", "region")),
+    ]
+    assert decode_json(doc, fields) == ("c-1", "B", None, None, None)
+
+
+def test_a_path_that_fails_names_the_field_and_the_place():
+    required = Field("customer_id", "string", required=True, path=("customer", "id"))
+    with pytest.raises(DecodeError) as err:
+        decode_json(b'{"customer": {}}', [required])
+    assert (err.value.error_class, str(err.value)) == (
+        "missing_field",
+        "field 'customer_id' (at customer.id) is required but missing",
+    )
+    with pytest.raises(DecodeError) as err:
+        decode_json(b'{"customer": "c-1"}', [required])
+    assert (err.value.error_class, str(err.value)) == (
+        "wrong_type",
+        "field 'customer_id' (at customer.id) (string): customer is str, not an object",
+    )
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        (MONEY, Decimal("12.3")),
+        (Field("d", "date"), "2026-11-27"),
+        (Field("u", "uuid"), "123e4567-e89b-12d3-a456-426614174000"),
+        (Field("b", "bytes"), "AP8="),
+        (Field("j", "json"), {"a": [Decimal("1.5"), b"\x00", date(2026, 1, 1)]}),
+        (Field("a", "array", items="date"), ["2026-11-27", None]),
+    ],
+)
+def test_a_converted_value_converts_to_itself(field, value):
+    """A transform's output goes through the same converters: a value it passes on unchanged must land unchanged."""
+    once = convert(field, value)
+    assert convert(field, once) == once
