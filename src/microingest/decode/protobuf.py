@@ -5,9 +5,9 @@ the message. The writer schema is the file the registry holds with its imports, 
 (systems/protobuf_schemas.py). The declared fields are taken by name with Protobuf's own rules: a field the
 writer's version lacks, or one with presence that is unset, is null; a scalar without presence reads as its default
 (0, ""); enums read as their names, google.protobuf.Timestamp as a timestamp, the wrapper types as their value,
-google.type.Date as a date (when whole: year, month and day set), google.type.Decimal as its exact number (when its
-value is decimal text); other messages as dicts of their fields, which a declared field's path reaches into and a
-json field keeps whole, maps as dicts with text keys, repeated fields as lists.
+google.type.Date as a date (when whole: year, month and day set), confluent.type.Decimal and google.type.Decimal
+(when its value is decimal text) as their exact number; other messages as dicts of their fields, which a declared
+field's path reaches into and a json field keeps whole, maps as dicts with text keys, repeated fields as lists.
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def _single(field, raw) -> Any:
         return date(raw.year, raw.month, raw.day)
     if kind == "google.type.Decimal" and _DECIMAL_TEXT.fullmatch(raw.value):
         return Decimal(raw.value)
+    if kind == "confluent.type.Decimal":  # the unscaled value in big-endian two's complement, and the scale
+        return Decimal(f"{int.from_bytes(raw.value, 'big', signed=True)}E{-raw.scale}")
     return {inner.name: field_value(raw, inner) for inner in raw.DESCRIPTOR.fields}
 
 

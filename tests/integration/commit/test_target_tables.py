@@ -143,3 +143,34 @@ def test_a_change_the_table_cannot_take_is_refused_and_nothing_is_altered(env):
         "(record_key)" in refused.stderr
     )
     assert columns(env) == shape and changes(env) == []
+
+
+def test_a_decimal_declared_wider_is_widened_in_place_and_audited_and_a_narrower_one_refused(env):
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    env.redeclare(schema={**DEMO_SCHEMA, "total": {"type": "decimal", "precision": 12, "scale": 2}})
+    assert migrate(env).returncode == 0
+    env.send([(b"k", json_bytes({"event_id": "e1", "total": 9999999999.99}))])
+    env.ingest_all()
+
+    env.redeclare(schema={**DEMO_SCHEMA, "total": {"type": "decimal", "precision": 14, "scale": 3}})
+    with pytest.raises(
+        TargetError, match=r"narrower decimal columns than declared: total \(declared numeric\(14,3\)\)"
+    ):
+        job_check(env)
+    result = migrate(env)
+    assert result.returncode == 0 and "widened total to numeric(14,3)" in result.stdout, result.stdout + result.stderr
+    job_check(env)
+    assert env.query(sql.SQL("SELECT total::text FROM {}").format(env.table)) == [("9999999999.990",)]
+    assert env.query(
+        "SELECT column_type, declared_schema->'total' FROM microingest.schema_changes WHERE pipeline = %s "
+        "AND change = 'widened'",
+        (env.pipeline.name,),
+    ) == [("numeric(14,3)", {"type": "decimal", "required": False, "precision": 14, "scale": 3})]
+
+    env.redeclare(schema={**DEMO_SCHEMA, "total": {"type": "decimal", "precision": 12, "scale": 2}})
+    result = migrate(env)
+    assert result.returncode != 0 and "microingest does not narrow a decimal column" in result.stdout + result.stderr
+    assert env.query(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'total'",
+        (env.pipeline.target_table,),
+    ) == [("numeric(14,3)",)]

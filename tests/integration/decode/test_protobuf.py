@@ -1,18 +1,14 @@
 """Protobuf values in the Confluent wire format, written by confluent-kafka's own ProtobufSerializer from classes
 protoc generated, under two versions of one .proto (real Kafka, registry, Spark, Postgres). Each version is produced
-in a process of its own: one Python process cannot load two versions of one .proto file."""
+in a process of its own (`helpers.protobuf_corpus`)."""
 
-import base64
-import json
-import subprocess
-import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from psycopg2 import sql
 
-from helpers.pipeline_env import REGISTRY_TIMEOUT, SERIALIZER_CONF
+from helpers.pipeline_env import REGISTRY_TIMEOUT
+from helpers.protobuf_corpus import serialized
 
 V1 = """syntax = "proto3";
 package microingest.test;
@@ -34,21 +30,6 @@ V2 = V1.replace(
 """,
     1,
 )
-PRODUCER = """
-import base64, importlib, json, sys
-sys.path.insert(0, sys.argv[1])
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-Event = importlib.import_module("event_pb2").Event
-registry, conf, topic, records = json.load(sys.stdin)
-serializer = ProtobufSerializer(Event, SchemaRegistryClient(registry), {"use.deprecated.format": False, **conf})
-for record in records:
-    seconds = record.pop("event_time")
-    message = Event(**record)
-    message.event_time.FromSeconds(seconds)
-    print(base64.b64encode(serializer(message, SerializationContext(topic, MessageField.VALUE))).decode())
-"""
 # v3 as a Java producer registers it: .proto text, importing a file registered as a schema of its own
 MONEY = """syntax = "proto3";
 package microingest.test.common;
@@ -61,39 +42,9 @@ V3 = V1.replace(
 AT = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 
 
-def serialized(
-    tmp: Path,
-    proto: str,
-    registry: dict,
-    topic: str,
-    records: list[dict],
-    imports: dict | None = None,
-    conf: dict | None = None,
-) -> list[bytes]:
-    """`proto` as event.proto beside its `imports` (name -> text), compiled by protoc, its Event messages serialized."""
-    for name, text in {"event.proto": proto, **(imports or {})}.items():
-        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / name).write_text(text)
-    subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"--python_out={tmp}", "event.proto", *(imports or {})],
-        check=True,
-        cwd=tmp,
-    )
-    given = [{**registry, **REGISTRY_TIMEOUT}, {**SERIALIZER_CONF, **(conf or {})}, topic, records]
-    out = subprocess.run(
-        [sys.executable, "-c", PRODUCER, str(tmp)],
-        input=json.dumps(given),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return [base64.b64decode(line) for line in out.stdout.split()]
-
-
 def test_two_proto_versions_land_in_the_same_columns_once_each(env, registry, tmp_path):
     env.redeclare(value_format="protobuf", dead_letter={"max_fraction": None})
-    topic, at = env.pipeline.topic, int(AT.timestamp())
+    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
     old = serialized(
         tmp_path / "v1",
         V1,
@@ -138,7 +89,7 @@ def test_two_proto_versions_land_in_the_same_columns_once_each(env, registry, tm
 
 def test_a_schema_registered_as_proto_text_with_a_reference_is_compiled_and_read(env, registry, tmp_path):
     env.redeclare(value_format="protobuf")
-    topic, at = env.pipeline.topic, int(AT.timestamp())
+    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
     client = SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT})
     money_subject = f"{topic}-common-money"
     client.register_schema(money_subject, Schema(MONEY, "PROTOBUF"))
@@ -170,7 +121,7 @@ def test_a_schema_registered_as_proto_text_with_a_reference_is_compiled_and_read
 
 def test_a_run_through_airflow_lands_both_proto_versions_and_names_its_dead_letter(api, served, registry, tmp_path):
     env = served["protobuf"]
-    topic, at = env.pipeline.topic, int(AT.timestamp())
+    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
     old = serialized(
         tmp_path / "v1",
         V1,

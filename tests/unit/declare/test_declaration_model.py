@@ -20,6 +20,13 @@ BAD_NAME = (
     "is not a valid name (lower-case letters, digits and '_', starting with a letter or '_', at most 63 characters)"
 )
 
+ONE_OF_THE_TYPES = (
+    "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got "
+)
+FIELD_SHAPE = (
+    "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"
+)
+
 
 def test_the_model_declares_the_pipelines_fields():
     declared = {field.alias or name for name, field in Declaration.model_fields.items()}
@@ -107,19 +114,19 @@ def test_every_seconds_field_is_at_most_ten_years():
         (
             {**VALID, "schema": {"x": {"required": True}}},
             "schema.x.type",
-            "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got None",
+            ONE_OF_THE_TYPES + "None",
         ),
         (
             {**VALID, "schema": {"x": {"type": 5}}},
             "schema.x.type",
-            "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got 5",
+            ONE_OF_THE_TYPES + "5",
         ),
         (
             {**VALID, "schema": {"x": {"type": "string", "nullable": True}}},
             "schema.x",
-            "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path",
+            FIELD_SHAPE,
         ),
-        ({**VALID, "schema": {"x": 5}}, "schema.x", "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"),
+        ({**VALID, "schema": {"x": 5}}, "schema.x", FIELD_SHAPE),
         ({**VALID, "schema": ["x"]}, "schema", "must be a non-empty mapping of field name to type"),
         (
             {**VALID, "schema": {"x": {"type": "string", "required": 1}}},
