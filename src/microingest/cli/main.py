@@ -34,6 +34,8 @@ from microingest.systems.airflow_api import AirflowClient, credentials
 from microingest.systems.connections import get_connection, postgres_params
 from microingest.systems.migrations import migrate
 
+_SPEC_ORDER = ("type", "items", "precision", "scale", "rounding", "path", "required")  # a field as `schema` prints it
+
 
 class UsageError(Refused, ValueError):
     """Arguments that do not make a request; reported like argparse's own errors (exit 2)."""
@@ -166,7 +168,13 @@ def cmd_schema(args) -> None:
     print(f"# the fields of {origin}, as a declaration writes them")
     print("schema:")
     for name, spec in derived.fields.items():
-        print(f"  {name}: " + (f"{{type: {spec['type']}, required: true}}" if spec["required"] else spec["type"]))
+        written = {key: spec[key] for key in _SPEC_ORDER if key in spec and (key != "required" or spec[key])}
+        shown = ", ".join(
+            f"{key}: {str(value).lower() if isinstance(value, bool) else value}" for key, value in written.items()
+        )
+        print(f"  {name}: " + (spec["type"] if list(written) == ["type"] else f"{{{shown}}}"))
+    for name, choice in derived.chosen.items():
+        print(f"# {name}: {choice}")
     for name, why in derived.left_out.items():
         print(f"# left out: {name}: {why}")
 

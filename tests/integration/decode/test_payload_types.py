@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
+import subprocess
 import uuid
 from datetime import date
 from decimal import Decimal
@@ -308,3 +310,51 @@ def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):
 def _twos_complement(value: Decimal) -> str:
     unscaled = int(value.scaleb(2))
     return base64.b64encode(unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)).decode()
+
+
+def test_fields_derived_from_the_registry_take_every_avro_order_field_and_the_cli_says_its_choices(env, registry):
+    """`schema: {from_registry: ...}` on the Avro orders: decimals with their precision and scale, the date, the UUID,
+    the bytes and arrays as such, the nested records kept whole as json; the orders land under it exactly."""
+    good = orders(20, seed=5)
+    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [{**o, "order_id": str(o["order_id"])} for o in good])
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    subject = f"{env.pipeline.topic}-value"
+    env.redeclare(value_format="avro", schema={"from_registry": {"subject": subject}})
+    assert [f.declared() for f in env.pipeline.schema] == [
+        {"type": "uuid", "required": True},
+        {"type": "decimal", "required": True, "precision": 19, "scale": 2},
+        {"type": "date", "required": True},
+        {"type": "json", "required": True},
+        {"type": "array", "required": True, "items": "string"},
+        {"type": "array", "required": True, "precision": 10, "scale": 2, "items": "decimal"},
+        {"type": "json", "required": True},
+        {"type": "bytes", "required": True},
+    ]
+    [prepared] = prepare_targets([env.pipeline], "test")
+    assert not isinstance(prepared, Exception), prepared
+    env.send_to(0, [(None, v) for v in values])
+    env.ingest_all()
+    rows = env.query(
+        sql.SQL(
+            "SELECT order_id::text, total, shipped_on, customer::text, amounts, signature FROM {} ORDER BY 1"
+        ).format(env.table)
+    )
+    assert [(r[0], r[1], r[2], json.loads(r[3]), r[4], bytes(r[5])) for r in rows] == sorted(
+        ((str(o["order_id"]), o["total"], o["shipped_on"], o["customer"], o["amounts"], o["signature"]) for o in good),
+        key=lambda row: row[0],
+    )
+
+    shown = subprocess.run(
+        ["microingest", "schema", env.pipeline.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "  total: {type: decimal, precision: 19, scale: 2, required: true}\n" in shown.stdout
+    assert "  amounts: {type: array, items: decimal, precision: 10, scale: 2, required: true}\n" in shown.stdout
+    assert (
+        "# customer: an Avro record, kept whole as json; a path (customer.<field>) takes one of its fields as a "
+        "column of its own\n" in shown.stdout
+    )

@@ -30,9 +30,10 @@ def test_avro_fields_by_type_logical_type_union_and_default():
         "price": {"type": "double", "required": False},
         "kind": {"type": "string", "required": False},
         "at": {"type": "timestamp", "required": True},
+        "day": {"type": "date", "required": True},
+        "tags": {"type": "array", "items": "string", "required": True},
     }
-    assert set(derived.left_out) == {"day", "tags", "either"}
-    assert derived.left_out["tags"] == "Avro type array has no declared type"
+    assert list(derived.left_out) == ["either"]
 
 
 def test_protobuf_fields_of_the_first_message_never_required():
@@ -49,9 +50,11 @@ def test_protobuf_fields_of_the_first_message_never_required():
         "n": {"type": "integer", "required": False},
         "at": {"type": "timestamp", "required": False},
         "price": {"type": "double", "required": False},
+        "tags": {"type": "array", "items": "string", "required": False},
+        "raw": {"type": "bytes", "required": False},
         "kind": {"type": "string", "required": False},
     }
-    assert set(derived.left_out) == {"tags", "raw"}
+    assert derived.left_out == {}
 
 
 def test_json_schema_fields_with_required_nullable_and_date_time():
@@ -73,8 +76,13 @@ def test_json_schema_fields_with_required_nullable_and_date_time():
         "at": {"type": "timestamp", "required": False},
         "n": {"type": "integer", "required": False},
         "maybe": {"type": "double", "required": False},
+        "nested": {"type": "json", "required": False},
     }
-    assert list(derived.left_out) == ["nested"]
+    assert derived.left_out == {}
+    assert derived.chosen == {
+        "nested": "a JSON Schema object, kept whole as json; a path (nested.<field>) takes one of its fields as a "
+        "column of its own"
+    }
 
 
 def test_schemas_without_fields_to_take_are_refused():
@@ -84,3 +92,92 @@ def test_schemas_without_fields_to_take_are_refused():
         protobuf_fields(descriptor_pb2.FileDescriptorProto(name="empty.proto"))
     with pytest.raises(ValueError):
         json_schema_fields({"type": "string"})
+
+
+def test_avro_payload_types_are_derived_with_their_precision_and_the_choices_said():
+    money = {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}
+    derived = avro_fields(
+        {
+            "type": "record",
+            "name": "Order",
+            "fields": [
+                {"name": "order_id", "type": {"type": "string", "logicalType": "uuid"}},
+                {"name": "total", "type": money},
+                {
+                    "name": "cents",
+                    "type": {"type": "fixed", "name": "C", "size": 4, "logicalType": "decimal", "precision": 9},
+                },
+                {"name": "huge", "type": {**money, "precision": 40}},
+                {"name": "blob", "type": ["null", "bytes"]},
+                {
+                    "name": "customer",
+                    "type": {"type": "record", "name": "Cu", "fields": [{"name": "id", "type": "string"}]},
+                },
+                {"name": "amounts", "type": {"type": "array", "items": ["null", money]}},
+                {"name": "lines", "type": {"type": "array", "items": "Cu"}},
+                {"name": "labels", "type": {"type": "map", "values": "string"}},
+                {"name": "clock", "type": {"type": "int", "logicalType": "time-millis"}},
+            ],
+        }
+    )
+    assert derived.fields == {
+        "order_id": {"type": "uuid", "required": True},
+        "total": {"type": "decimal", "precision": 12, "scale": 2, "required": True},
+        "cents": {"type": "decimal", "precision": 9, "scale": 0, "required": True},
+        "blob": {"type": "bytes", "required": False},
+        "customer": {"type": "json", "required": True},
+        "amounts": {"type": "array", "items": "decimal", "precision": 12, "scale": 2, "required": True},
+        "lines": {"type": "json", "required": True},
+        "labels": {"type": "json", "required": True},
+    }
+    assert derived.left_out == {
+        "huge": "a decimal of precision 40: a declared decimal holds 1 to 38 digits",
+        "clock": "Avro logical type time-millis has no declared type",
+    }
+    assert derived.chosen["customer"] == (
+        "an Avro record, kept whole as json; a path (customer.<field>) takes one of its fields as a column of its own"
+    )
+    assert set(derived.chosen) == {"customer", "lines", "labels"}
+
+
+def test_protobuf_payload_types_are_derived_and_decimal_messages_left_to_the_declaration():
+    text = (
+        'syntax = "proto3"; import "google/type/date.proto";\n'
+        "message Order { google.type.Date shipped_on = 1; Customer customer = 2; map<string, string> labels = 3; "
+        "repeated double weights = 4; repeated Customer lines = 5; Money total = 6; }\n"
+        "message Customer { string id = 1; }\nmessage Money { string units = 1; }"
+    )
+    [main] = [f for f in file_descriptors({"o.proto": text}, "test") if f.name == "o.proto"]
+    derived = protobuf_fields(main)
+    assert derived.fields == {
+        "shipped_on": {"type": "date", "required": False},
+        "customer": {"type": "json", "required": False},
+        "labels": {"type": "json", "required": False},
+        "weights": {"type": "array", "items": "double", "required": False},
+        "lines": {"type": "json", "required": False},
+        "total": {"type": "json", "required": False},
+    }
+    assert derived.chosen["labels"].startswith("a Protobuf map, kept whole as json")
+    assert derived.chosen["lines"].startswith("repeated Protobuf Customer, kept whole as json")
+
+
+def test_json_schema_payload_types_by_format_and_encoding():
+    derived = json_schema_fields(
+        {
+            "type": "object",
+            "properties": {
+                "day": {"type": "string", "format": "date"},
+                "id": {"type": "string", "format": "uuid"},
+                "blob": {"type": "string", "contentEncoding": "base64"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "rows": {"type": "array", "items": {"type": "object"}},
+            },
+        }
+    )
+    assert {name: spec["type"] for name, spec in derived.fields.items()} == {
+        "day": "date",
+        "id": "uuid",
+        "blob": "bytes",
+        "tags": "array",
+        "rows": "json",
+    }
