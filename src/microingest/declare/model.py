@@ -38,17 +38,20 @@ from microingest.declare.identifiers import (
 )
 from microingest.declare.lag_policy import GatePolicy, SlaPolicy
 from microingest.declare.pipeline import (
+    FIELD_SOURCES,
     FIELD_TYPES,
     GAP_POLICIES,
     ITEM_TYPES,
     KEY_FORMATS,
     MAX_DECIMAL_PRECISION,
+    RECORD_TYPES,
     RECREATED_TOPIC_POLICIES,
     ROUNDINGS,
     SINK_MODES,
     START_POSITIONS,
     VALUE_FORMATS,
     DeadLetterPolicy,
+    FieldSource,
     FieldType,
     GapPolicy,
     ItemType,
@@ -175,7 +178,7 @@ class _Section(_Strict):
     @classmethod
     def _whole(cls, data: Any) -> Any:
         data = cls._written(data)
-        fields = cls.model_fields
+        fields = {field.alias or name: field for name, field in cls.model_fields.items()}
         needed = {name for name, field in fields.items() if field.is_required()}
         if not isinstance(data, dict) or not needed <= data.keys() <= fields.keys():
             raise ValueError(cls.problem)
@@ -189,7 +192,8 @@ class _Section(_Strict):
 
 class FieldSpec(_Section):
     problem = (
-        "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"
+        "must be a type name or a mapping with 'type' (or 'from') and optional required, precision, scale, rounding, "
+        "items, path, name"
     )
 
     type: Annotated[FieldType, _one_of(FIELD_TYPES)]
@@ -218,12 +222,35 @@ class FieldSpec(_Section):
         | None
     ) = None
 
+    from_: Annotated[FieldSource, _TEXT, _one_of(FIELD_SOURCES)] = Field("value", alias="from")
+    name: Annotated[str, _TEXT, Field(min_length=1), _says("must be a header's name (text)")] | None = None
+
     @classmethod
     def _written(cls, data: Any) -> Any:
         if isinstance(data, str):
             return {"type": data}
+        if isinstance(data, dict) and data.get("from", "value") != "value":
+            return {"type": "string", **data}  # a key or a header is text unless declared bytes
         # A type left out is not among the types: said as such, at 'type'.
         return {"type": None, **data} if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _from_the_record(self) -> FieldSpec:
+        if self.from_ == "value":
+            if self.name is not None:
+                raise ValueError("name only applies to a field from: header (the header's name)")
+            return self
+        if self.type not in RECORD_TYPES:
+            raise ValueError(f"a field from the record's {self.from_} is string or bytes, not {self.type}")
+        if self.path is not None:
+            raise ValueError(f"path only applies to a field of the record's value, not its {self.from_}")
+        if (self.from_ == "header") != (self.name is not None):
+            raise ValueError(
+                "a field from: header needs name: the header's name"
+                if self.from_ == "header"
+                else "name only applies to a field from: header (the header's name)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _parts_agree(self) -> FieldSpec:
@@ -404,10 +431,12 @@ class Declaration(_Strict):
     def _fields_agree(self) -> Declaration:
         if self.aggregate is not None:
             self.aggregate.check_against(self.schema_)
-        if self.key_format != "string" and self.sink_mode != "upsert_latest":
+        reads_keys = self.sink_mode == "upsert_latest" or any(f.from_ == "key" for f in self.schema_.values())
+        if self.key_format != "string" and not reads_keys:
             raise _fault(
                 ("key_format",),
-                f"only applies to sink_mode upsert_latest (the only sink that reads keys), not {self.sink_mode}",
+                f"only applies where keys are read: sink_mode upsert_latest or a field from: key, not {self.sink_mode} "
+                "without one",
             )
         return self
 

@@ -21,6 +21,9 @@ FieldType = Literal[
 # time zone and bytea where timestamptz[] and uuid[] want their own; arrays of those are not declared yet.
 ItemType = Literal["string", "integer", "double", "boolean", "date", "decimal"]
 Rounding = Literal["half_even"]
+# Where a field's value comes from: the record's value (decoded by value_format), its key (as key_format reads it),
+# or one of its headers.
+FieldSource = Literal["value", "key", "header"]
 StartPosition = Literal["earliest", "latest"]
 # The registry formats are Confluent-framed: magic byte 0, the writer schema's id, the payload.
 RegistryFormat = Literal["avro", "protobuf", "json_schema"]
@@ -33,6 +36,8 @@ RecreatedTopicPolicy = Literal["fail", "restart"]
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 ITEM_TYPES: tuple[str, ...] = get_args(ItemType)
 ROUNDINGS: tuple[str, ...] = get_args(Rounding)
+FIELD_SOURCES: tuple[str, ...] = get_args(FieldSource)
+RECORD_TYPES = ("string", "bytes")  # the types a key or header field may be
 # The types every decoder reads (the whole-batch ones and the JVM's too); the others only the reference reads.
 FLAT_TYPES = ("string", "integer", "double", "boolean", "timestamp")
 # Postgres numeric's binary form in COPY goes through Arrow's decimal128, which holds 38 digits.
@@ -67,6 +72,8 @@ class Field:
     rounding: str | None = None  # a decimal with more digits after the point: None refuses it, half_even rounds it
     items: str | None = None  # an array's items' type
     path: tuple[str, ...] = ()  # the names (and array indexes) leading to it in the value; () for its own name
+    source: str = "value"  # value | key | header
+    header: str | None = None  # the header a header field takes
 
     @property
     def at(self) -> tuple[str, ...]:
@@ -76,7 +83,7 @@ class Field:
     @property
     def flat(self) -> bool:
         """Read by every decoder: one of the flat types, at the value's top level under its own name."""
-        return self.type in FLAT_TYPES and self.at == (self.name,)
+        return self.type in FLAT_TYPES and self.at == (self.name,) and self.source == "value"
 
     @property
     def kind(self) -> str:
@@ -97,6 +104,10 @@ class Field:
         written.update({key: value for key, value in extra.items() if value is not None})
         if self.path:
             written["path"] = ".".join(self.path)
+        if self.source != "value":
+            written["from"] = self.source
+        if self.header is not None:
+            written["name"] = self.header
         return written
 
 
@@ -188,6 +199,11 @@ class Pipeline:
     @property
     def value_columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.schema)
+
+    @property
+    def value_fields(self) -> tuple[Field, ...]:
+        """The declared fields the record's value holds (the others come from its key or headers)."""
+        return tuple(f for f in self.schema if f.source == "value")
 
     @property
     def aggregate_spec(self) -> Aggregate:

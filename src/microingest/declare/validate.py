@@ -79,6 +79,8 @@ def _field(name: str, spec: FieldSpec) -> Field:
         spec.rounding,
         spec.items,
         () if path == (name,) else path,
+        spec.from_,
+        spec.name,
     )
 
 

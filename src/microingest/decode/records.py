@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.codec import DecodeError, decode_json, fields_from_object
 from microingest.decode.keys import key_decoder
+from microingest.decode.record_fields import Headers, record_field
 from microingest.decode.registered import required
 
 # error_class values of microingest.dead_letters
@@ -45,13 +47,18 @@ class RecordProcessor:
         self.registry = registry
         self.schema = pipeline.schema
         self.names = pipeline.value_columns
+        self._value_fields = pipeline.value_fields
+        # where each declared field's value is: its index among the value's fields, or the field (from the record)
+        self._places = tuple(self._value_fields.index(f) if f.source == "value" else f for f in self.schema)
+        self._by_name = tuple(replace(f, path=()) for f in self.schema)  # a transform's output is keyed by column
         self.transform = load_transform(pipeline.transform)
         self.keyed = pipeline.sink_mode == "upsert_latest"
         # chosen once: process() runs for every record
         self._decoded = self._value_decoder()
         self._key_text = key_decoder(pipeline.key_format, registry)
 
-    def process(self, key: bytes | None, value: bytes | None) -> tuple[Any, ...]:
+    def process(self, key: bytes | None, value: bytes | None, headers: Headers = ()) -> tuple[Any, ...]:
+        """`headers`: the record's (name, value) pairs, needed where fields come from them."""
         record_key = self._key(key)
         if value is None:
             if self.keyed:
@@ -66,6 +73,11 @@ class RecordProcessor:
             )
         try:
             values = self._decoded(value)
+            if len(self._value_fields) != len(self.schema):
+                values = tuple(
+                    values[place] if isinstance(place, int) else record_field(place, key, record_key, headers)
+                    for place in self._places
+                )
         except DecodeError as exc:
             raise BadRecord(exc.error_class, str(exc)) from None
         if self.transform is not None:
@@ -74,7 +86,7 @@ class RecordProcessor:
 
     def _value_decoder(self) -> Callable[[bytes], tuple[Any, ...]]:
         """value bytes -> the declared fields, typed, for the pipeline's value format."""
-        fmt, schema = self.pipeline.value_format, self.schema
+        fmt, schema = self.pipeline.value_format, self._value_fields
         # Each format's decoder (fastavro, protobuf) is loaded only by the pipelines that read that format.
         if fmt == "avro":
             from microingest.decode.avro import decode_avro
@@ -109,7 +121,7 @@ class RecordProcessor:
             out = transform(dict(zip(self.names, values)))
             if not isinstance(out, dict):
                 raise TypeError(f"transform returned {type(out).__name__}, not a dict")
-            coerced = fields_from_object(out, self.schema)
+            coerced = fields_from_object(out, self._by_name)
         except Exception as exc:  # a transform is user code: any exception it raises is this record's problem
             raise BadRecord(
                 TRANSFORM_FAILED, f"transform {self.pipeline.transform} failed: {type(exc).__name__}: {exc}"

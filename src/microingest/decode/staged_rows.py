@@ -48,9 +48,10 @@ def stage_batch(
         return StagedBatch(rows_table(batch, batch_id, decoded, processor.pipeline), [])
     kept, staged, dead = [], [], []
     notes: list[DeadLetterNote] = []
+    reads_headers = any(f.source == "header" for f in processor.pipeline.schema)
     for i, (topic, partition, offset, ts_micros, key, value, headers) in enumerate(_records(batch)):
         try:
-            staged.append(processor.process(key, value))
+            staged.append(processor.process(key, value, kafka_headers(headers) if reads_headers else ()))
         except BadRecord as exc:
             dead.append(
                 _dead_letter(
@@ -130,14 +131,19 @@ def _records(batch: pa.RecordBatch) -> Iterator[tuple]:
     return zip(*(batch.column(name).to_pylist() for name in KAFKA_COLUMNS))
 
 
-def headers_json(spark_json: str | None) -> list[dict] | None:
+def kafka_headers(spark_json: str | None) -> list[tuple[str, bytes | None]]:
     """Kafka headers, as Spark's to_json gives them ([{"key": str, "value": base64 text}], no "value" for a null
-    one), in the dead-letter table's form (`stored_headers`)."""
+    one), as (name, value bytes or None) pairs in their order."""
     if not spark_json:
-        return None
-    return stored_headers(
-        [(h["key"], None if h.get("value") is None else base64.b64decode(h["value"])) for h in json.loads(spark_json)]
-    )
+        return []
+    return [
+        (h["key"], None if h.get("value") is None else base64.b64decode(h["value"])) for h in json.loads(spark_json)
+    ]
+
+
+def headers_json(spark_json: str | None) -> list[dict] | None:
+    """Kafka headers, as Spark's to_json gives them, in the dead-letter table's form (`stored_headers`)."""
+    return stored_headers(kafka_headers(spark_json))
 
 
 def stored_headers(headers: list[tuple[str, bytes | None]]) -> list[dict] | None:

@@ -358,3 +358,58 @@ def test_fields_derived_from_the_registry_take_every_avro_order_field_and_the_cl
         "# customer: an Avro record, kept whole as json; a path (customer.<field>) takes one of its fields as a "
         "column of its own\n" in shown.stdout
     )
+
+
+def test_the_key_and_headers_land_as_columns_beside_the_value_fields(env):
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    env.redeclare(
+        schema={
+            "event_id": {"type": "string", "required": True},
+            "order_key": {"from": "key"},
+            "trace_id": {"from": "header", "name": "trace-id"},
+            "signature": {"from": "header", "name": "sig", "type": "bytes", "required": True},
+        },
+        dead_letter={"max_fraction": None},
+    )
+    [prepared] = prepare_targets([env.pipeline], "test")
+    assert not isinstance(prepared, Exception), prepared
+    rng = random.Random(6)
+    sent = []
+    for i in range(50):
+        key = rng.choice([None, f"k{i}".encode(), "\u00e9".encode() + bytes([i])])
+        trace = rng.choice([None, f"t-{i}-\u00e9", ""])
+        signature = rng.randbytes(rng.randrange(1, 20))
+        headers = [("sig", signature)] + ([] if trace is None else [("trace-id", trace.encode())])
+        sent.append((key, json.dumps({"event_id": f"e{i}"}).encode(), headers, trace, signature))
+    bad = [
+        (b"no-sig", b'{"event_id": "x"}', [("trace-id", b"t")]),
+        (b"bad-trace", b'{"event_id": "y"}', [("trace-id", b"\xff\xfe"), ("sig", b"s")]),
+    ]
+    env.send_to(0, [(k, v, h) for k, v, h, _, _ in sent] + bad)
+    env.ingest_all()
+    rows = env.query(sql.SQL("SELECT order_key, trace_id, signature FROM {} ORDER BY source_offset").format(env.table))
+    assert [(k, t, bytes(s)) for k, t, s in rows] == [
+        (_staged_key(key), trace, signature) for key, _, _, trace, signature in sent
+    ]
+    dead = {bytes(key): (cls, message) for _, _, cls, message, key, _, _ in env.dead_letters()}
+    assert dead == {
+        b"no-sig": (
+            "missing_field",
+            "field 'signature' (from header) is required but the record has no header 'sig', or it is null",
+        ),
+        b"bad-trace": (
+            "wrong_type",
+            "field 'trace_id' (string, from header 'trace-id'): not UTF-8 text: invalid start byte at byte 0",
+        ),
+    }
+
+
+def _staged_key(key: bytes | None) -> str | None:
+    """A key as the string key_format reads it: its text, or its bytes in hex where the text would not be storable."""
+    if key is None:
+        return None
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\\x" + key.hex()
+    return "\\x" + key.hex() if "\x00" in text else text

@@ -24,7 +24,8 @@ ONE_OF_THE_TYPES = (
     "must be one of string, integer, double, boolean, timestamp, decimal, date, uuid, bytes, json, array, got "
 )
 FIELD_SHAPE = (
-    "must be a type name or a mapping with 'type' and optional required, precision, scale, rounding, items, path"
+    "must be a type name or a mapping with 'type' (or 'from') and optional required, precision, scale, rounding, "
+    "items, path, name"
 )
 
 
@@ -96,7 +97,7 @@ def test_every_seconds_field_is_at_most_ten_years():
         (
             {**VALID, "key_format": "avro"},
             "key_format",
-            "only applies to sink_mode upsert_latest (the only sink that reads keys), not append",
+            "only applies where keys are read: sink_mode upsert_latest or a field from: key, not append without one",
         ),
         ({**VALID, "start_from": None}, "start_from", "must be text, got nothing (null)"),
         ({**VALID, "description": None}, "description", "must be text, got nothing (null)"),

@@ -196,3 +196,82 @@ def test_a_converted_value_converts_to_itself(field, value):
     """A transform's output goes through the same converters: a value it passes on unchanged must land unchanged."""
     once = convert(field, value)
     assert convert(field, once) == once
+
+
+def test_fields_from_the_key_and_headers_take_their_place_among_the_value_fields():
+    from microingest.declare.validate import parse_pipeline
+    from microingest.decode.records import BadRecord, RecordProcessor
+
+    pipeline = parse_pipeline(
+        {
+            "name": "p",
+            "topic": "t",
+            "target_table": "public.p",
+            "schema": {
+                "order_key": {"from": "key"},
+                "id": "string",
+                "trace_id": {"from": "header", "name": "trace", "required": True},
+                "raw_key": {"from": "key", "type": "bytes"},
+                "blob": {"from": "header", "name": "blob", "type": "bytes"},
+                "customer_id": {"type": "string", "path": "customer.id"},
+            },
+        }
+    )
+    processor = RecordProcessor(pipeline)
+    headers = [("trace", b"old"), ("blob", b"\x00\xff"), ("trace", "t-\u00e9".encode())]
+    value = b'{"id": "o-1", "customer": {"id": "c-1"}}'
+    assert processor.process(b"k\xff", value, headers) == (
+        "\\x6bff",  # the staged record key: not UTF-8, so its bytes in hex
+        False,
+        "\\x6bff",
+        "o-1",
+        "t-\u00e9",  # the last header of the name
+        b"k\xff",
+        b"\x00\xff",
+        "c-1",
+    )
+    assert processor.process(None, value, [("trace", b"t")])[2:] == (None, "o-1", "t", None, None, "c-1")
+    for headers, error_class, message in [
+        (
+            [("blob", b"x")],
+            "missing_field",
+            "field 'trace_id' (from header) is required but the record has no header 'trace', or it is null",
+        ),
+        ([("trace", None)], "missing_field", None),
+        (
+            [("trace", b"\xff")],
+            "wrong_type",
+            "field 'trace_id' (string, from header 'trace'): not UTF-8 text: invalid start byte at byte 0",
+        ),
+        ([("trace", b"a\x00")], "unstorable", None),
+    ]:
+        with pytest.raises(BadRecord) as err:
+            processor.process(b"k", value, headers)
+        assert err.value.error_class == error_class
+        assert message is None or str(err.value) == message
+
+
+def test_a_transform_sees_every_column_by_name_and_its_output_is_read_by_name():
+    from microingest.declare.validate import parse_pipeline
+    from microingest.decode.records import RecordProcessor
+
+    pipeline = parse_pipeline(
+        {
+            "name": "p",
+            "topic": "t",
+            "target_table": "public.p",
+            "transform": "test_payload_types:_doubled",
+            "schema": {
+                "customer_id": {"type": "string", "path": "customer.id"},
+                "total": {"type": "decimal", "precision": 6, "scale": 2},
+                "order_key": {"from": "key"},
+            },
+        }
+    )
+    out = RecordProcessor(pipeline).process(b"k", b'{"customer": {"id": "c"}, "total": 1.25}')
+    assert out == ("k", False, "c!", Decimal("2.50"), "k")
+
+
+def _doubled(fields: dict) -> dict:
+    assert fields == {"customer_id": "c", "total": Decimal("1.25"), "order_key": "k"}
+    return {**fields, "customer_id": fields["customer_id"] + "!", "total": fields["total"] * 2}
