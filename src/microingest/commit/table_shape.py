@@ -17,7 +17,7 @@ aggregate). An existing table is compared column by column, and each difference 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from psycopg2 import sql
 
@@ -89,6 +89,7 @@ class TableShape:
     key: tuple[str, ...]
     key_required: bool  # the sink's ON CONFLICT names it: without it every batch fails
     position_index: tuple[str, ...] = ()  # a plain index on the source position, when the key is not on it
+    partition_column: str | None = None  # partitioned by range of this column's time (then in the key too)
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -112,6 +113,7 @@ class ExistingTable:
 
     columns: tuple[ExistingColumn, ...]
     unique_keys: tuple[frozenset[str], ...] = ()
+    partition_key: str | None = None  # as pg_get_partkeydef gives it: RANGE (event_time)
 
     def column(self, name: str) -> ExistingColumn | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -166,12 +168,17 @@ def declared_shape(pipeline: Pipeline) -> TableShape:
     position = tuple(Column(name, type_, not_null, "position") for name, type_, not_null in _POSITION)
     stamp = Column("ingested_at", "timestamp with time zone", True, "bookkeeping", "now()")
     if pipeline.sink_mode == "append":
+        # Postgres puts a partitioned table's time in its primary key, which holds no NULL.
+        by = None if pipeline.partition_by is None else pipeline.partition_by.field
+        if by == "kafka_timestamp":
+            position = tuple(replace(c, not_null=True) if c.name == by else c for c in position)
         return TableShape(
             pipeline.target_table,
             "append",
             position + values + (stamp,),
-            key=("source_topic", "source_partition", "source_offset"),
+            key=("source_topic", "source_partition", "source_offset") + ((by,) if by else ()),
             key_required=False,
+            partition_column=by,
         )
     if pipeline.sink_mode == "upsert_latest":
         # The position index serves backfills: overlap looks replayed positions up in the target.
@@ -262,7 +269,34 @@ def compare(shape: TableShape, existing: ExistingTable) -> Comparison:
                 )
             )
     differences += _key(shape, existing)
+    differences += _partitioning(shape, existing)
     return Comparison(shape, tuple(differences))
+
+
+def _partitioning(shape: TableShape, existing: ExistingTable) -> list[Difference]:
+    wanted = None if shape.partition_column is None else f"RANGE ({shape.partition_column})"
+    if existing.partition_key == wanted:
+        return []
+    found = f"partitioned by {existing.partition_key}" if existing.partition_key else "not partitioned"
+    if wanted is None:
+        return [
+            Difference(
+                "(partitions)",
+                found,
+                "not partitioned",
+                "note",
+                "rows still land, in the partitions there are or the default one; no partition is made or dropped",
+            )
+        ]
+    return [
+        Difference(
+            "(partitions)",
+            found,
+            f"partitioned by {wanted}",
+            "refuse",
+            f"a table is partitioned when it is created, and only then; {_NEW_TABLE}",
+        )
+    ]
 
 
 def _decimal(table: str, wanted: Column, found: ExistingColumn) -> Difference:
@@ -350,7 +384,14 @@ def create_statements(shape: TableShape) -> list[sql.Composed]:
     schema, name = split_table_name(shape.table)
     columns = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.ddl())) for c in shape.columns]
     columns.append(sql.SQL("PRIMARY KEY ({})").format(identifier_list(shape.key)))
-    statements = [sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(schema, name), sql.SQL(", ").join(columns))]
+    table = sql.Identifier(schema, name)
+    statements = [sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(", ").join(columns))]
+    if shape.partition_column is not None:
+        # The DEFAULT partition holds any time no partition does: a batch never fails for want of one.
+        statements[0] += sql.SQL(" PARTITION BY RANGE ({})").format(sql.Identifier(shape.partition_column))
+        statements.append(
+            sql.SQL("CREATE TABLE {} PARTITION OF {} DEFAULT").format(sql.Identifier(schema, f"{name}_default"), table)
+        )
     if shape.position_index:  # CREATE INDEX takes its name unqualified: in the table's schema
         statements.append(
             sql.SQL("CREATE INDEX {} ON {} ({})").format(

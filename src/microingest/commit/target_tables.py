@@ -7,11 +7,12 @@ runs before its first batch, changing nothing. What fits and what does not is de
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from psycopg2 import sql
 
+from microingest.commit.partitions import drop_expired_partitions
+from microingest.commit.schema_changes import record_change
 from microingest.commit.table_shape import (
     Column,
     Comparison,
@@ -52,11 +53,14 @@ class Preparation:
     added: tuple[Column, ...] = ()
     notes: tuple[Difference, ...] = ()
     widened: tuple[Column, ...] = ()
+    dropped: tuple[str, ...] = ()  # partitions past the declaration's retention
 
     def summary(self) -> str:
         changes = [f"added {c.name} {c.type}" for c in self.added] + [
             f"widened {c.name} to {c.type}" for c in self.widened
         ]
+        if self.dropped:
+            changes.append(f"dropped {len(self.dropped)} partition(s) past retention: {', '.join(self.dropped)}")
         if self.created:
             done = f"created with {len(self.created)} columns"
         elif changes:
@@ -84,7 +88,9 @@ def existing_table(cur, table: str) -> ExistingTable | None:
         "AND i.indpred IS NULL",
         (oid,),
     )
-    return ExistingTable(columns, tuple(frozenset(r[0]) for r in cur.fetchall()))
+    keys = tuple(frozenset(r[0]) for r in cur.fetchall())
+    cur.execute("SELECT pg_get_partkeydef(%s)", (oid,))
+    return ExistingTable(columns, keys, cur.fetchone()[0])
 
 
 def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
@@ -116,32 +122,20 @@ def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
         )
     _audit(cur, pipeline, "added", comparison.additions, changed_by)
     _audit(cur, pipeline, "widened", comparison.widenings, changed_by)
+    dropped = drop_expired_partitions(cur, pipeline, changed_by) if shape.partition_column else []
     return Preparation(
         pipeline.name,
         shape.table,
         added=comparison.additions,
         notes=comparison.notes,
         widened=comparison.widenings,
+        dropped=tuple(dropped),
     )
 
 
 def _audit(cur, pipeline: Pipeline, change: str, columns: tuple[Column, ...], changed_by: str) -> None:
-    declared = json.dumps({f.name: f.declared() for f in pipeline.schema})
     for column in columns:
-        cur.execute(
-            "INSERT INTO microingest.schema_changes (pipeline, target_table, change, column_name, column_type, "
-            "declaration, declared_schema, changed_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                pipeline.name,
-                pipeline.target_table,
-                change,
-                column.name,
-                column.ddl(),
-                pipeline.source or "<unknown>",
-                declared,
-                changed_by,
-            ),
-        )
+        record_change(cur, pipeline, change, column.name, column.ddl(), changed_by)
 
 
 def check_target(cur, pipeline: Pipeline) -> Comparison:

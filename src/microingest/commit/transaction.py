@@ -22,6 +22,7 @@ from microingest import faults, settings
 from microingest.batches import DEAD_LETTER_COLUMNS, Batch
 from microingest.commit.ledger import fence_and_advance, fence_below
 from microingest.commit.overlap import Settled, settle_overlap
+from microingest.commit.partitions import make_needed_partitions
 from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
@@ -100,6 +101,8 @@ def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedC
     """Inside the commit: settle a backfill's overlap, then move the batch's staged rows into the target and its staged
     dead letters into microingest.dead_letters; returns the target rows written and what was kept."""
     kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap) if batch.is_backfill else Settled(staged, 0)
+    if sink.pipeline.partition_by is not None:
+        make_needed_partitions(cur, sink.pipeline, sink.staging, sink.pipeline.partition_by.field, batch_id)
     with target_refusal(sink, batch, batch_id):
         written = sink.publish(cur, batch_id)
     columns = identifier_list(DEAD_LETTER_COLUMNS)

@@ -63,6 +63,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
+from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -129,6 +130,16 @@ def _at_most_ten_years(seconds: int) -> int:
     if seconds > MAX_SECONDS:
         raise ValueError(f"must be at most {MAX_SECONDS:,} (ten years), got {seconds}")
     return seconds
+
+
+def _interval(text: str) -> str:
+    Interval.parse(text)
+    return text
+
+
+def _retention(text: str) -> str:
+    retention(text)
+    return text
 
 
 def _schedule(schedule: str) -> str:
@@ -349,6 +360,38 @@ class AggregateSpec(_Section):
                 )
 
 
+class PartitionSpec(_Section):
+    problem = "must be a mapping with field, interval and optional retain"
+
+    field: Annotated[str, _says("must be a timestamp field's name or kafka_timestamp (text)", got=_kind)]
+    interval: Annotated[str, _TEXT, AfterValidator(_interval)]
+    retain: Annotated[str, _TEXT, AfterValidator(_retention)] | None = None
+
+    def check_against(self, schema: dict[str, FieldSpec], sink_mode: str, table: str) -> None:
+        if sink_mode != "append":
+            raise _fault(
+                ("partition_by",),
+                f"only applies to sink_mode append, not {sink_mode}: Postgres needs the partition's time in every "
+                "unique key, so a key (or group) whose time changed would have a row in each partition",
+            )
+        spec = schema.get(self.field)
+        if self.field != "kafka_timestamp" and (
+            spec is None or spec.type != "timestamp" or not spec.required or spec.from_ != "value"
+        ):
+            raise _fault(
+                ("partition_by", "field"),
+                f"{_shown(self.field)} must be kafka_timestamp or a required timestamp field of the schema "
+                "(the partition's time is part of the table's primary key, which holds no NULL)",
+            )
+        name = table.rsplit(".", 1)[-1]
+        if len(name) + NAME_SUFFIX_MAX > 63:
+            raise _fault(
+                ("partition_by",),
+                f"the target's name {name!r} is too long for its partitions' names (at most "
+                f"{63 - NAME_SUFFIX_MAX} characters with partition_by)",
+            )
+
+
 class Gate(_Strict):
     min_records: Positive
     max_wait_seconds: PositiveSeconds
@@ -404,6 +447,7 @@ class Declaration(_Strict):
     dead_letter: DeadLetter | None = None  # Pipeline's DeadLetterPolicy()
     lag: Lag | None = None  # Pipeline's LagPolicy()
     aggregate: AggregateSpec | None = Field(None, validate_default=True)
+    partition_by: PartitionSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -431,6 +475,8 @@ class Declaration(_Strict):
     def _fields_agree(self) -> Declaration:
         if self.aggregate is not None:
             self.aggregate.check_against(self.schema_)
+        if self.partition_by is not None:
+            self.partition_by.check_against(self.schema_, self.sink_mode, self.target_table)
         reads_keys = self.sink_mode == "upsert_latest" or any(f.from_ == "key" for f in self.schema_.values())
         if self.key_format != "string" and not reads_keys:
             raise _fault(

@@ -157,6 +157,16 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class PartitionBy:
+    """A target partitioned by time: by a required timestamp field or the Kafka timestamp, one partition per
+    `interval` ('1 day'), partitions older than `retain` ('90 days') dropped."""
+
+    field: str  # a declared timestamp field, or kafka_timestamp
+    interval: str
+    retain: str | None = None
+
+
+@dataclass(frozen=True)
 class Pipeline:
     name: str
     topic: str
@@ -179,6 +189,7 @@ class Pipeline:
     transform: str | None = None
     dead_letter: DeadLetterPolicy = DeadLetterPolicy()
     aggregate: Aggregate | None = None
+    partition_by: PartitionBy | None = None
     on_retention_gap: str = "fail"
     on_topic_recreated: str = "fail"  # the topic's Kafka id changed: refuse, or start it again from start_from
     retries: int = 3

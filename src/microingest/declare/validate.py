@@ -11,7 +11,15 @@ from pydantic_core import ErrorDetails
 
 from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
 from microingest.declare.model import Declaration, FieldSpec
-from microingest.declare.pipeline import Aggregate, DeadLetterPolicy, DeclarationError, Field, Measure, Pipeline
+from microingest.declare.pipeline import (
+    Aggregate,
+    DeadLetterPolicy,
+    DeclarationError,
+    Field,
+    Measure,
+    PartitionBy,
+    Pipeline,
+)
 
 _FIRST = ("extra_forbidden", "missing")  # in a mapping, before what its fields hold
 
@@ -86,8 +94,10 @@ def _field(name: str, spec: FieldSpec) -> Field:
 
 def _pipeline(declaration: Declaration, source: str) -> Pipeline:
     dead_letter, lag, aggregate = declaration.dead_letter, declaration.lag, declaration.aggregate
+    partition_by = declaration.partition_by
     return Pipeline(
-        **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate"}),
+        **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate", "partition_by"}),
+        partition_by=None if partition_by is None else PartitionBy(**partition_by.model_dump()),
         schema=tuple(_field(name, spec) for name, spec in declaration.schema_.items()),
         dead_letter=DeadLetterPolicy() if dead_letter is None else DeadLetterPolicy(**dead_letter.model_dump()),
         lag=LagPolicy()

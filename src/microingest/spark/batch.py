@@ -86,8 +86,11 @@ def read_batch(job: IngestJob, batch: Batch) -> DecodedBatch:
             with conn.cursor() as cur:
                 target = check_target(cur, pipeline)
         # Rows go straight into an append target in binary form, which needs its columns of the declared types;
-        # into wider ones they go through the staging table, where Postgres converts them (`copy_binary`).
-        into_target = sink.mode == "append" and not batch.is_backfill and not target.retyped
+        # into wider ones they go through the staging table, where Postgres converts them (`copy_binary`). A
+        # partitioned target's rows go through it too: their times say which partitions to make first.
+        into_target = (
+            sink.mode == "append" and not batch.is_backfill and not target.retyped and pipeline.partition_by is None
+        )
     faults.crash_point("after_open")
     log.info(
         "batch %s of pipeline %s: %s %s",

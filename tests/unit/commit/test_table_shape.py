@@ -197,3 +197,22 @@ def test_a_decimal_column_is_widened_never_narrowed():
             assert [c.name for c in comparison.widenings] == ["total"]
         if verdict == "refuse":
             assert "declare the field as the column is" in comparison.refusals[0].advice
+
+
+def test_a_partitioned_target_keys_its_rows_by_position_and_time_and_is_created_partitioned():
+    from microingest.commit.table_shape import create_statements
+
+    by_event = declared_shape(pipeline(partition_by={"field": "at", "interval": "1 day"}))
+    assert by_event.key == ("source_topic", "source_partition", "source_offset", "at")
+    assert by_event.partition_column == "at"
+    statements = create_statements(by_event)
+    assert len(statements) == 2  # the table, then its DEFAULT partition
+    by_kafka = declared_shape(pipeline(partition_by={"field": "kafka_timestamp", "interval": "6 hours"}))
+    assert by_kafka.column("kafka_timestamp").not_null and by_kafka.key[-1] == "kafka_timestamp"
+    created = as_created(by_event)
+    assert compare(by_event, replace(created, partition_key="RANGE (at)")).differences == ()
+    assert [d.verdict for d in compare(by_event, created).differences] == ["refuse"]  # not partitioned
+    plain = declared_shape(pipeline())
+    assert [d.verdict for d in compare(plain, replace(as_created(plain), partition_key="RANGE (at)")).differences] == [
+        "note"
+    ]
