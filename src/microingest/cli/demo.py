@@ -1,4 +1,5 @@
-"""`make demo`: produce sample events, run the demo pipeline's DAG through Airflow, print the outcome.
+"""`make demo`: produce sample events, run the demo pipeline's DAG through Airflow, print the outcome; then the same
+for sample orders through the `orders` pipeline (`demo_orders`).
 
 Talks to the running platform only through its public faces: Kafka, Airflow's REST API (as the UI user) and
 Postgres. Each run produces a fresh set of events, so a second run shows that only new records are ingested.
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from psycopg2 import sql
 
+from microingest.cli import demo_orders
 from microingest.declare.files import get_pipeline
 from microingest.declare.identifiers import table_identifier
 from microingest.lag.status import pipeline_status
@@ -27,6 +29,7 @@ PIPELINE = "demo_events"
 PARTITIONS = 3
 EVENTS = int(os.environ.get("MICROINGEST_DEMO_EVENTS", "10000"))
 EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
+ORDERS = int(os.environ.get("MICROINGEST_DEMO_ORDERS", "500"))
 
 
 def sample_events(n: int, seed: int) -> list[tuple[bytes, bytes]]:
@@ -129,7 +132,50 @@ def main() -> int:
         print(f"  {r.run_id} ({r.run_type}): {r.state}; note: {api.note(pipeline.dag_id, r.run_id)}")
     report(pipeline, systems)
     summarized = summary(api, pipeline.dag_id, runs, systems)
-    return 0 if all(r.state == "success" for r in runs) and summarized else 1
+    ordered = orders_demo(api)
+    return 0 if all(r.state == "success" for r in runs) and summarized and ordered else 1
+
+
+def orders_demo(api: AirflowClient) -> bool:
+    """The second example: sample orders through the `orders` pipeline, and what landed of them."""
+    pipeline = get_pipeline(demo_orders.PIPELINE)
+    systems = PipelineSystems.of(pipeline)
+    if create_topic(systems.kafka_client, pipeline.topic, PARTITIONS):
+        print(f"\ncreated topic {pipeline.topic} with {PARTITIONS} partitions")
+    orders = demo_orders.sample_orders(ORDERS, seed=time.time_ns())
+    produce(systems.kafka_client, pipeline.topic, [demo_orders.as_record(o) for o in orders])
+    print(f"\nproduced {len(orders)} orders (totals {sum(o['total'] for o in orders)} EUR in all)")
+    api.wait_for_dag(pipeline.dag_id, say=lambda m: print(f"  {m}", flush=True))
+    runs = run_dag(api, pipeline.dag_id)
+    ids = [o["order_id"] for o in orders]
+    with systems.db() as conn, conn.cursor() as cur:
+        cur.execute(
+            sql.SQL("SELECT count(*), sum(total) FROM {} WHERE order_id = ANY(%s::uuid[])").format(
+                table_identifier(pipeline.target_table)
+            ),
+            (ids,),
+        )
+        count, total = cur.fetchone()
+        cur.execute(
+            sql.SQL(
+                "SELECT tableoid::regclass::text, count(*) FROM {} WHERE order_id = ANY(%s::uuid[]) "
+                "GROUP BY 1 ORDER BY 1"
+            ).format(table_identifier(pipeline.target_table)),
+            (ids,),
+        )
+        partitions = cur.fetchall()
+        cur.execute(
+            sql.SQL(
+                "SELECT order_id, total, customer_id, skus, item_prices, attributes::text, trace_id FROM {} "
+                "WHERE order_id = %s::uuid"
+            ).format(table_identifier(pipeline.target_table)),
+            (ids[0],),
+        )
+        sample = cur.fetchone()
+    print(f"\n=== orders ===\nrows in {pipeline.target_table} for them: {count}, totals {total} EUR in all")
+    print("by partition: " + ", ".join(f"{name} {n}" for name, n in partitions))
+    print(f"one of them: {sample}")
+    return all(r.state == "success" for r in runs) and count == len(orders)
 
 
 def summary(

@@ -1,0 +1,61 @@
+"""The shipped `orders` example (pipelines/orders.yaml) through the running Airflow, as `make demo` runs it: sample
+orders with money, a nested customer, arrays, JSON attributes and a trace id header land once each with exactly their
+values, each in its day's partition."""
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+from psycopg2 import sql
+
+from helpers.pipeline_env import SERVED_FOLDER, Env
+from microingest.cli.demo_orders import as_record, sample_orders
+from microingest.declare.files import load_pipeline_file
+from microingest.systems.kafka_access import create_topic, produce
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_orders_example_lands_every_order_exactly_in_its_days_partition(api, pg, kafka, served):
+    declaration = yaml.safe_load((REPO / "pipelines" / "orders.yaml").read_text())
+    path = Path(SERVED_FOLDER) / "orders.yaml"
+    create_topic(kafka, declaration["topic"], 3)
+    path.write_text(yaml.safe_dump(declaration))
+    env = Env(load_pipeline_file(path), pg, kafka, Path(SERVED_FOLDER))
+    api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
+    api.unpause(env.pipeline.dag_id)
+
+    orders = sample_orders(300, seed=39)
+    produce(kafka, env.pipeline.topic, [as_record(o) for o in orders])
+    run = api.wait_for_run(env.pipeline.dag_id, api.trigger(env.pipeline.dag_id, {}), timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
+
+    rows = env.query(
+        sql.SQL(
+            "SELECT order_id::text, placed_at, total, currency, shipped_on, customer_id, customer_tier, skus, "
+            "item_prices, attributes::text, trace_id, tableoid::regclass::text FROM {} "
+            "WHERE order_id = ANY(%s::uuid[]) ORDER BY order_id"
+        ).format(env.table),
+        ([o["order_id"] for o in orders],),
+    )
+    expected = sorted(
+        (
+            o["order_id"],
+            datetime.fromisoformat(o["placed_at"]),
+            o["total"],
+            o["currency"],
+            datetime.fromisoformat(o["shipped_on"]).date(),
+            o["customer"]["id"],
+            o["customer"]["tier"],
+            o["skus"],
+            o["item_prices"],
+            o["attributes"],
+            f"trace-{o['order_id'][:8]}",
+            f"orders_p{datetime.fromisoformat(o['placed_at']):%Y%m%d}",
+        )
+        for o in orders
+    )
+    assert [(*r[:9], json.loads(r[9]), *r[10:]) for r in rows] == expected
+    assert sum(r[2] for r in rows) == sum((o["total"] for o in orders), Decimal(0))
