@@ -17,9 +17,7 @@ from microingest.errors import Refused
 FieldType = Literal[
     "string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "bytes", "json", "array"
 ]
-# An array's items: Postgres arrays carry their element type in binary COPY, and the encoder writes timestamp without
-# time zone and bytea where timestamptz[] and uuid[] want their own; arrays of those are not declared yet.
-ItemType = Literal["string", "integer", "double", "boolean", "date", "decimal"]
+ItemType = Literal["string", "integer", "double", "boolean", "timestamp", "date", "decimal", "uuid"]  # an array's
 Rounding = Literal["half_even"]
 # Where a field's value comes from: the record's value (decoded by value_format), its key (as key_format reads it),
 # or one of its headers.

@@ -6,7 +6,9 @@ Each answers None when some record needs the reference's verdict; the caller the
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -37,6 +39,8 @@ HUGE_EXPONENT = r"[eE][+-]?0*[1-9][0-9]{15}"
 
 def arrow_field(field: Field) -> pa.Field:
     """The staged column of a declared field."""
+    if field.type == "array" and field.kind in _ARRAY_ELEMENTS:
+        return pa.field(field.name, pa.binary())  # each value in Postgres' own binary array form (`pg_array`)
     if field.kind == "decimal":
         arrow: pa.DataType = pa.decimal128(field.precision or 1, field.scale or 0)
     else:
@@ -50,9 +54,37 @@ def arrow_column(field: Field, values: Sequence[Any]) -> pa.Array:
     """A declared field's converted values (`converters.convert`'s, or None) as its staged column."""
     if field.type == "uuid":
         values = [None if v is None else v.bytes for v in values]
+    elif field.type == "array" and field.kind in _ARRAY_ELEMENTS:
+        values = [None if v is None else pg_array(field.kind, v) for v in values]
     elif field.type == "json":
         values = [None if v is None else json_text(v) for v in values]
     return pa.array(values, arrow_field(field).type)
+
+
+def pg_array(kind: str, items: Sequence[Any]) -> bytes:
+    """A one-dimensional array of timestamps or UUIDs as Postgres' array_recv reads it: dimensions, whether it holds
+    NULL, the element type's oid, each element's length and its binary form (µs since 2000-01-01 UTC; 16 bytes)."""
+    oid, element = _ARRAY_ELEMENTS[kind]
+    parts = [
+        struct.pack(">iiI", 1 if items else 0, 1 if None in items else 0, oid),
+        struct.pack(">ii", len(items), 1) if items else b"",
+    ]
+    for item in items:
+        if item is None:
+            parts.append(struct.pack(">i", -1))
+        else:
+            data = element(item)
+            parts.append(struct.pack(">i", len(data)) + data)
+    return b"".join(parts)
+
+
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+# Arrays the COPY encoder cannot write as these columns want (it marks their elements timestamp and bytea, and
+# array_recv checks the mark): the element type's oid, and an element's binary form.
+_ARRAY_ELEMENTS: dict[str, tuple[int, Any]] = {
+    "timestamp": (1184, lambda t: struct.pack(">q", (t - _PG_EPOCH) // timedelta(microseconds=1))),
+    "uuid": (2950, lambda u: u.bytes),
+}
 
 
 def staged_keys(keys: pa.Array, values: pa.Array, pipeline: Pipeline, value_format: str) -> pa.Array | None:

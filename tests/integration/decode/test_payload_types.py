@@ -11,7 +11,7 @@ import os
 import random
 import subprocess
 import uuid
-from datetime import date
+from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
@@ -33,6 +33,8 @@ SCHEMA = {
     "amounts": {"type": "array", "items": "decimal", "precision": 10, "scale": 2},
     "attributes": "json",
     "signature": "bytes",
+    "events": {"type": "array", "items": "timestamp"},
+    "related": {"type": "array", "items": "uuid"},
 }
 COLUMNS = list(SCHEMA)
 AVRO_ORDER = {
@@ -124,12 +126,23 @@ def orders(count: int, seed: int) -> list[dict]:
                     "weight": Decimal(rng.randrange(10**9)).scaleb(-3),
                 },
                 "signature": rng.randbytes(rng.randrange(40)),
+                "events": rng.choice(
+                    [
+                        [],
+                        [datetime(1, 1, 1, tzinfo=timezone.utc), None],
+                        [datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)],
+                    ]
+                    + [[datetime.fromtimestamp(rng.randrange(-(10**10), 10**10) / 1000, timezone.utc)]]
+                ),
+                "related": [uuid.UUID(int=rng.getrandbits(128)) for _ in range(rng.randrange(3))]
+                + rng.choice([[], [None]]),
             }
         )
     return out
 
 
-def expected_row(order: dict, attributes: dict) -> tuple:
+def expected_row(order: dict, attributes: dict, arrays: bool = False) -> tuple:
+    """The row an order lands as; `arrays`: the format carries its events and related orders (JSON only, here)."""
     return (
         str(order["order_id"]),
         order["total"],
@@ -140,23 +153,29 @@ def expected_row(order: dict, attributes: dict) -> tuple:
         order["amounts"],
         attributes,
         order["signature"],
+        order["events"] if arrays else None,
+        [None if u is None else str(u) for u in order["related"]] if arrays else None,
     )
 
 
 def landed(env) -> list[tuple]:
-    """The target's rows in offset order, the JSON read back exactly (psycopg2 would read its numbers as floats)."""
+    """The target's rows in offset order, the JSON read back exactly (psycopg2 would read its numbers as floats), the
+    UUID array as text (psycopg2 gives uuid[] as one string)."""
     rows = env.query(
         sql.SQL("SELECT {}, attributes::text FROM {} ORDER BY source_partition, source_offset").format(
-            sql.SQL(", ").join(map(sql.Identifier, COLUMNS)), env.table
+            sql.SQL(", ").join(
+                sql.SQL("{}::text[]" if c == "related" else "{}").format(sql.Identifier(c)) for c in COLUMNS
+            ),
+            env.table,
         )
     )
-    at = COLUMNS.index("attributes")
+    at, signature = COLUMNS.index("attributes"), COLUMNS.index("signature")
     return [
         (
             *row[:at],
             None if row[-1] is None else json.loads(row[-1], parse_float=Decimal),
-            *row[at + 1 : -2],
-            None if row[-2] is None else bytes(row[-2]),
+            None if row[signature] is None else bytes(row[signature]),
+            *row[signature + 1 : -1],
         )
         for row in rows
     ]
@@ -200,6 +219,8 @@ def as_json(order: dict) -> bytes:
         "order_id": str(order["order_id"]),
         "shipped_on": order["shipped_on"].isoformat(),
         "signature": base64.b64encode(order["signature"]).decode(),
+        "events": [None if t is None else t.isoformat() for t in order["events"]],
+        "related": [None if u is None else str(u) for u in order["related"]],
     }
     return json_text(doc).encode()
 
@@ -219,7 +240,7 @@ def test_json_orders_land_exactly_and_bad_values_are_dead_letters_naming_field_a
     }
     env.send_to(0, [(None, as_json(o)) for o in good] + list(bad.items()))
     env.ingest_all()
-    assert landed(env) == [expected_row(o, o["attributes"]) for o in good]
+    assert landed(env) == [expected_row(o, o["attributes"], arrays=True) for o in good]
     dead = {bytes(key): (cls, message) for _, _, cls, message, key, _, _ in env.dead_letters()}
     assert dead == {
         b"cents": (
@@ -265,10 +286,25 @@ def test_avro_orders_land_exactly(orders_env, registry):
     env.redeclare(value_format="avro")
     good = orders(60, seed=3)
     values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [{**o, "order_id": str(o["order_id"])} for o in good])
-    env.send_to(1, [(None, v) for v in values])
+    # a later writer version with a finer total: a value that uses its places does not fit decimal(19,2)
+    finer = {**AVRO_ORDER, "fields": [dict(f) for f in AVRO_ORDER["fields"]]}
+    finer["fields"][1]["type"] = {"type": "bytes", "logicalType": "decimal", "precision": 21, "scale": 4}
+    fine = orders(2, seed=7)
+    fine[0]["total"], fine[1]["total"] = Decimal("12.3400"), Decimal("12.3456")
+    fine_values = serialize(registry, env.pipeline.topic, finer, [{**o, "order_id": str(o["order_id"])} for o in fine])
+    env.send_to(1, [(None, v) for v in values] + [(b"fits", fine_values[0]), (b"finer", fine_values[1])])
     env.ingest_all()
-    assert landed(env) == [expected_row(o, o["attributes"]) for o in good]
-    assert env.dead_letters() == []
+    assert landed(env) == [expected_row(o, o["attributes"]) for o in good] + [
+        expected_row({**fine[0], "total": Decimal("12.34")}, fine[0]["attributes"])
+    ]
+    assert [(bytes(key), cls, message) for _, _, cls, message, key, _, _ in env.dead_letters()] == [
+        (
+            b"finer",
+            "wrong_type",
+            "field 'total' (decimal(19,2)): 12.3456 has 4 digit(s) after the point; decimal(19,2) holds 17 digit(s) "
+            "before the point and 2 after (declare rounding: half_even to round it)",
+        )
+    ]
 
 
 def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):

@@ -275,3 +275,19 @@ def test_a_transform_sees_every_column_by_name_and_its_output_is_read_by_name():
 def _doubled(fields: dict) -> dict:
     assert fields == {"customer_id": "c", "total": Decimal("1.25"), "order_key": "k"}
     return {**fields, "customer_id": fields["customer_id"] + "!", "total": fields["total"] * 2}
+
+
+def test_arrays_of_timestamps_and_uuids_are_written_in_postgres_binary_array_form():
+    """array_send's layout, which array_recv reads back: the encoder would mark their elements with other types."""
+    import struct
+    from datetime import datetime, timezone
+
+    from microingest.decode.batch_columns import pg_array
+
+    at = datetime(2000, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
+    assert pg_array("timestamp", [at, None]) == (
+        struct.pack(">iiIii", 1, 1, 1184, 2, 1) + struct.pack(">iq", 8, 1_000_000) + struct.pack(">i", -1)
+    )
+    known = uuid.UUID("123e4567-e89b-12d3-a456-426614174000")
+    assert pg_array("uuid", [known]) == struct.pack(">iiIii", 1, 0, 2950, 1, 1) + struct.pack(">i", 16) + known.bytes
+    assert pg_array("uuid", []) == struct.pack(">iiI", 0, 0, 2950)
