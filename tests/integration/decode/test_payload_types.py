@@ -77,11 +77,17 @@ AVRO_ORDER = {
             },
         },
         {"name": "signature", "type": "bytes"},
+        {
+            "name": "events",
+            "type": {"type": "array", "items": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        },
+        {"name": "related", "type": {"type": "array", "items": ["null", {"type": "string", "logicalType": "uuid"}]}},
     ],
 }
 PROTO_ORDER = """syntax = "proto3";
 package microingest.test;
 import "google/type/date.proto";
+import "google/protobuf/timestamp.proto";
 import "confluent/type/decimal.proto";
 message Customer { string id = 1; }
 message Attributes { bool gift = 1; optional string note = 2; string weight = 3; }
@@ -94,6 +100,8 @@ message Order {
   repeated string amounts = 6;
   Attributes attributes = 7;
   bytes signature = 8;
+  repeated google.protobuf.Timestamp events = 9;
+  repeated string related = 10;
 }
 """
 # As the registry's Protobuf serializers know it (confluent-kafka ships it compiled, not as a file protoc reads).
@@ -142,7 +150,7 @@ def orders(count: int, seed: int) -> list[dict]:
 
 
 def expected_row(order: dict, attributes: dict, arrays: bool = False) -> tuple:
-    """The row an order lands as; `arrays`: the format carries its events and related orders (JSON only, here)."""
+    """The row an order lands as; `arrays`: the writer schema has its events and related orders."""
     return (
         str(order["order_id"]),
         order["total"],
@@ -285,17 +293,17 @@ def test_avro_orders_land_exactly(orders_env, registry):
     env = orders_env
     env.redeclare(value_format="avro")
     good = orders(60, seed=3)
-    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [{**o, "order_id": str(o["order_id"])} for o in good])
+    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [_avro(o) for o in good])
     # a later writer version with a finer total: a value that uses its places does not fit decimal(19,2)
     finer = {**AVRO_ORDER, "fields": [dict(f) for f in AVRO_ORDER["fields"]]}
     finer["fields"][1]["type"] = {"type": "bytes", "logicalType": "decimal", "precision": 21, "scale": 4}
     fine = orders(2, seed=7)
     fine[0]["total"], fine[1]["total"] = Decimal("12.3400"), Decimal("12.3456")
-    fine_values = serialize(registry, env.pipeline.topic, finer, [{**o, "order_id": str(o["order_id"])} for o in fine])
+    fine_values = serialize(registry, env.pipeline.topic, finer, [_avro(o) for o in fine])
     env.send_to(1, [(None, v) for v in values] + [(b"fits", fine_values[0]), (b"finer", fine_values[1])])
     env.ingest_all()
-    assert landed(env) == [expected_row(o, o["attributes"]) for o in good] + [
-        expected_row({**fine[0], "total": Decimal("12.34")}, fine[0]["attributes"])
+    assert landed(env) == [expected_row(o, o["attributes"], arrays=True) for o in good] + [
+        expected_row({**fine[0], "total": Decimal("12.34")}, fine[0]["attributes"], arrays=True)
     ]
     assert [(bytes(key), cls, message) for _, _, cls, message, key, _, _ in env.dead_letters()] == [
         (
@@ -307,10 +315,22 @@ def test_avro_orders_land_exactly(orders_env, registry):
     ]
 
 
+def _avro(order: dict) -> dict:
+    return {
+        **order,
+        "order_id": str(order["order_id"]),
+        "related": [None if u is None else str(u) for u in order["related"]],
+    }
+
+
 def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):
     env = orders_env
     env.redeclare(value_format="protobuf")
-    good = orders(60, seed=4)
+    # repeated fields hold no null
+    good = [
+        {**o, "events": [t for t in o["events"] if t], "related": [u for u in o["related"] if u]}
+        for o in orders(60, seed=4)
+    ]
     records = [
         {
             "order_id": str(o["order_id"]),
@@ -321,6 +341,8 @@ def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):
             "amounts": [str(a) for a in o["amounts"]],
             "attributes": {**o["attributes"], "weight": str(o["attributes"]["weight"])},
             "signature": base64.b64encode(o["signature"]).decode(),
+            "events": [t.isoformat().replace("+00:00", "Z") for t in o["events"]],
+            "related": [str(u) for u in o["related"]],
         }
         for o in good
     ]
@@ -339,7 +361,8 @@ def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):
     env.send_to(2, [(None, v) for v in values])
     env.ingest_all()
     # Protobuf's attributes carry the weight as decimal text, and so does their JSON
-    assert landed(env) == [expected_row(o, {**o["attributes"], "weight": str(o["attributes"]["weight"])}) for o in good]
+    weighed = [{**o["attributes"], "weight": str(o["attributes"]["weight"])} for o in good]
+    assert landed(env) == [expected_row(o, attributes, arrays=True) for o, attributes in zip(good, weighed)]
     assert env.dead_letters() == []
 
 
@@ -352,7 +375,7 @@ def test_fields_derived_from_the_registry_take_every_avro_order_field_and_the_cl
     """`schema: {from_registry: ...}` on the Avro orders: decimals with their precision and scale, the date, the UUID,
     the bytes and arrays as such, the nested records kept whole as json; the orders land under it exactly."""
     good = orders(20, seed=5)
-    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [{**o, "order_id": str(o["order_id"])} for o in good])
+    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [_avro(o) for o in good])
     env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
     subject = f"{env.pipeline.topic}-value"
     env.redeclare(value_format="avro", schema={"from_registry": {"subject": subject}})
@@ -365,6 +388,8 @@ def test_fields_derived_from_the_registry_take_every_avro_order_field_and_the_cl
         {"type": "array", "required": True, "precision": 10, "scale": 2, "items": "decimal"},
         {"type": "json", "required": True},
         {"type": "bytes", "required": True},
+        {"type": "array", "required": True, "items": "timestamp"},
+        {"type": "array", "required": True, "items": "uuid"},
     ]
     [prepared] = prepare_targets([env.pipeline], "test")
     assert not isinstance(prepared, Exception), prepared
