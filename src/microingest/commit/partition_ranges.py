@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 
 from microingest.declare.time_intervals import Interval
 
-# How a partition's name writes its start, by the interval's unit (an interval cut short: to the second).
-_NAMED = {"month": "%Y%m", "day": "%Y%m%d", "hour": "%Y%m%d%H"}
-_CUT = "%Y%m%d%H%M%S"
+# How many digits of a partition's start (YYYYMMDDHHMMSS) its name writes, by the interval's unit (an interval cut
+# short: all of them).
+_DIGITS = {"month": 6, "day": 8, "hour": 10}
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,9 @@ def partition_name(table: str, part: Range, interval: Interval, taken: Iterable[
     """`table`_p and the range's start, as the interval's unit writes it (to the second when the range was cut);
     a number added when another partition has the name already."""
     aligned = part.low == interval.start(part.low)
-    base = f"{table}_p{part.low.strftime(_NAMED[interval.unit] if aligned else _CUT)}"
+    low = part.low  # written by hand: strftime leaves the year 1 unpadded on some platforms
+    digits = f"{low.year:04d}{low.month:02d}{low.day:02d}{low.hour:02d}{low.minute:02d}{low.second:02d}"
+    base = f"{table}_p{digits[: _DIGITS[interval.unit]] if aligned else digits}"
     taken = set(taken)
     name, n = base, 1
     while name in taken:

@@ -113,7 +113,7 @@ class ExistingTable:
 
     columns: tuple[ExistingColumn, ...]
     unique_keys: tuple[frozenset[str], ...] = ()
-    partition_key: str | None = None  # as pg_get_partkeydef gives it: RANGE (event_time)
+    partition_key: str | None = None  # the strategy and the columns, unquoted: RANGE (event_time)
 
     def column(self, name: str) -> ExistingColumn | None:
         return next((c for c in self.columns if c.name == name), None)

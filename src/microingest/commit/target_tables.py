@@ -89,8 +89,19 @@ def existing_table(cur, table: str) -> ExistingTable | None:
         (oid,),
     )
     keys = tuple(frozenset(r[0]) for r in cur.fetchall())
-    cur.execute("SELECT pg_get_partkeydef(%s)", (oid,))
-    return ExistingTable(columns, keys, cur.fetchone()[0])
+    # The partition key by its columns' names as they are (pg_get_partkeydef quotes a keyword such as "timestamp").
+    cur.execute(
+        "SELECT partstrat, array(SELECT a.attname FROM unnest(p.partattrs) WITH ORDINALITY k(attnum, n) "
+        "JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = k.attnum ORDER BY k.n) "
+        "FROM pg_partitioned_table p WHERE p.partrelid = %s",
+        (oid,),
+    )
+    found = cur.fetchone()
+    partition_key = None
+    if found is not None:
+        strategy = {"r": "RANGE", "l": "LIST", "h": "HASH"}.get(found[0], found[0])
+        partition_key = f"{strategy} ({', '.join(found[1]) or 'an expression'})"
+    return ExistingTable(columns, keys, partition_key)
 
 
 def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:

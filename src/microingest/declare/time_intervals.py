@@ -30,14 +30,18 @@ class Interval:
         return cls(int(match[1]), match[2])
 
     def start(self, instant: datetime) -> datetime:
-        """The start of the interval holding `instant`."""
+        """The start of the interval holding `instant` (the first instant Python holds, for an interval that would
+        start before the year 1)."""
         instant = instant.astimezone(timezone.utc)
-        if self.unit == "month":
-            months = (instant.year - 1970) * 12 + instant.month - 1
-            months -= months % self.count
-            return datetime(1970 + months // 12, months % 12 + 1, 1, tzinfo=timezone.utc)
-        step = _UNITS[self.unit] * self.count
-        return EPOCH + ((instant - EPOCH) // step) * step
+        try:
+            if self.unit == "month":
+                months = (instant.year - 1970) * 12 + instant.month - 1
+                months -= months % self.count
+                return datetime(1970 + months // 12, months % 12 + 1, 1, tzinfo=timezone.utc)
+            step = _UNITS[self.unit] * self.count
+            return EPOCH + ((instant - EPOCH) // step) * step
+        except (OverflowError, ValueError):
+            return datetime.min.replace(tzinfo=timezone.utc)
 
     def end(self, start: datetime) -> datetime:
         """The start of the next interval (the last instant Python holds, for the interval that ends the year 9999)."""

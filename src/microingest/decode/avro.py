@@ -77,11 +77,17 @@ def decode_avro_datum(value: bytes, registry: dict[str, str], part: str = "value
 
 def plain(value: Any) -> Any:
     """Logical types fastavro returns as Python objects, as the declared types take them, in nested records, arrays
-    and maps too: uuid as text; a decimal stays exact, a date a date, for the declared type to take."""
+    and maps too: uuid as text; a decimal stays exact, a date a date, for the declared type to take. Nested values
+    are changed in place (fastavro made them for this record), level by level: a record nested however deep takes
+    no recursion."""
     if isinstance(value, uuid.UUID):
         return str(value)
-    if isinstance(value, dict):
-        return {name: plain(item) for name, item in value.items()}
-    if isinstance(value, list):
-        return [plain(item) for item in value]
+    pending = [value] if isinstance(value, (dict, list)) else []
+    while pending:
+        node = pending.pop()
+        for key, item in list(node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(item, uuid.UUID):
+                node[key] = str(item)
+            elif isinstance(item, (dict, list)):
+                pending.append(item)
     return value

@@ -72,6 +72,7 @@ def _field(doc: dict, field: Field) -> Any:
 
 
 _ABSENT = object()
+_INDEX = re.compile(r"[0-9]+").fullmatch  # an array's index: ASCII digits (str.isdigit takes ² too)
 
 
 def _found(doc: dict, field: Field) -> Any:
@@ -82,11 +83,11 @@ def _found(doc: dict, field: Field) -> Any:
             return None
         if isinstance(node, dict):
             node = node.get(step, _ABSENT)
-        elif isinstance(node, list) and step.isdigit():
+        elif isinstance(node, list) and _INDEX(step):
             node = node[int(step)] if int(step) < len(node) else _ABSENT
         else:
             where = ".".join(field.at[:depth]) or "the value"
-            wanted = "an object or array" if step.isdigit() else "an object"
+            wanted = "an object or array" if _INDEX(step) else "an object"
             raise DecodeError(
                 "wrong_type", f"field {_named(field)} ({field.shown()}): {where} is {type(node).__name__}, not {wanted}"
             )

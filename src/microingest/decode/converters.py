@@ -129,7 +129,9 @@ def fit_decimal(exact: Decimal, field: Field) -> Decimal:
 
 
 def _places(exact: Decimal) -> int:
-    """Digits after the point, trailing zeros aside: 1234.500 has 1."""
+    """Digits after the point, trailing zeros aside: 1234.500 has 1, 0.000 none."""
+    if exact.is_zero():
+        return 0
     _, digits, exponent = exact.as_tuple()
     assert isinstance(exponent, int)  # finite
     if exponent >= 0:
@@ -172,9 +174,12 @@ def _bytes(field: Field, v: Any) -> bytes:
     if len(encoded) % 4 or not _BASE64.fullmatch(encoded):
         raise ValueError(f"expected standard base64 text, got {_shown(v)}")
     try:
-        return base64.b64decode(encoded, validate=True)
+        decoded = base64.b64decode(encoded, validate=True)
     except binascii.Error as exc:
         raise ValueError(f"expected standard base64 text: {exc}") from None
+    if base64.b64encode(decoded) != encoded:  # "AR==" is "AQ==" with stray bits: two texts for one value
+        raise ValueError(f"expected standard base64 text, got {_shown(v)}, whose last character has stray bits")
+    return decoded
 
 
 def _json(field: Field, v: Any) -> Any:

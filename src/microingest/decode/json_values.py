@@ -71,7 +71,7 @@ def json_text(value: Any) -> str:
     if isinstance(value, (int, Decimal)):
         return str(value)
     if isinstance(value, float):
-        return repr(value)
+        return "-0" if value == 0 and math.copysign(1, value) < 0 else repr(value)  # JSON's -0, as it was written
     if isinstance(value, dict):
         return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{json_text(v)}" for k, v in value.items()) + "}"
     return "[" + ",".join(json_text(item) for item in value) + "]"

@@ -115,12 +115,15 @@ def _single(field, raw) -> Any:
     if field.message_type is None:
         return raw
     kind = field.message_type.full_name
-    if kind == "google.protobuf.Timestamp":
-        return raw.ToDatetime(tzinfo=timezone.utc)
+    try:
+        if kind == "google.protobuf.Timestamp":
+            return raw.ToDatetime(tzinfo=timezone.utc)
+        if kind == "google.type.Date" and raw.year and raw.month and raw.day:  # a partial date stays a message
+            return date(raw.year, raw.month, raw.day)
+    except (ValueError, OverflowError):  # no instant or day (beyond the years 1 to 9999, February 30th): its fields
+        pass
     if kind in _WRAPPERS:
         return raw.value
-    if kind == "google.type.Date" and raw.year and raw.month and raw.day:  # a partial date stays a message
-        return date(raw.year, raw.month, raw.day)
     if kind == "google.type.Decimal" and _DECIMAL_TEXT.fullmatch(raw.value):
         return Decimal(raw.value)
     if kind == "confluent.type.Decimal":  # the unscaled value in big-endian two's complement, and the scale

@@ -105,3 +105,17 @@ def test_a_month_of_event_times_lands_in_daily_partitions_and_retention_drops_th
     prepared(env)
     assert partitions(env) == {**kept, f"{name}_default": 0}
     assert changes(env, "partition_dropped") == old + old
+
+
+def test_a_target_partitioned_by_a_column_named_like_a_keyword_is_recognized_as_it_was_made(env):
+    """Postgres quotes such a column in its own rendering of the partition key; the comparison reads the name."""
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    env.redeclare(
+        schema={"event_id": {"type": "string", "required": True}, "timestamp": {"type": "timestamp", "required": True}},
+        partition_by={"field": "timestamp", "interval": "1 month"},
+    )
+    assert "created" in prepared(env)
+    assert prepared(env).endswith("matches the declaration")
+    env.send([(b"k", json_bytes({"event_id": "e", "timestamp": "0001-01-01T00:00:00Z"}))])
+    env.ingest_all()
+    assert partitions(env) == {f"{env.pipeline.name}_p000101": 1, f"{env.pipeline.name}_default": 0}

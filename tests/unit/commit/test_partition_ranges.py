@@ -78,3 +78,12 @@ def test_retention_drops_partitions_wholly_older_than_it():
         ("kept", Range(at(2026, 8, 29), at(2026, 8, 30))),
     ]
     assert [name for name, _ in expired(parts, at(2026, 11, 27), timedelta(days=90))] == ["old", "edge"]
+
+
+@pytest.mark.parametrize("interval", ["3 days", "7 days", "1000 hours", "5 months"])
+def test_an_interval_that_would_start_before_the_year_1_starts_at_the_first_instant(interval):
+    parsed = Interval.parse(interval)
+    first = datetime.min.replace(tzinfo=timezone.utc)
+    assert parsed.start(at(1, 1, 1)) == first
+    [part] = needed([at(1, 1, 1)], [], parsed)
+    assert part.low == first and part.high > at(1, 1, 1)

@@ -291,3 +291,39 @@ def test_arrays_of_timestamps_and_uuids_are_written_in_postgres_binary_array_for
     known = uuid.UUID("123e4567-e89b-12d3-a456-426614174000")
     assert pg_array("uuid", [known]) == struct.pack(">iiIii", 1, 0, 2950, 1, 1) + struct.pack(">i", 16) + known.bytes
     assert pg_array("uuid", []) == struct.pack(">iiI", 0, 0, 2950)
+
+
+@pytest.mark.parametrize("text", ["0.0000", "0.00", "-0.000", "0E-4", "0e5"])
+def test_a_decimal_zero_fits_whatever_its_written_places(text):
+    assert str(one(Field("z", "decimal", precision=10, scale=0), text)) == "0"
+    assert str(one(MONEY, text)) == "0.00"
+
+
+def test_a_path_step_indexes_an_array_only_with_ascii_digits():
+    field = Field("x", "string", path=("items", "\u00b2"))
+    with pytest.raises(DecodeError) as err:
+        decode_json(b'{"items": ["a", "b", "c"]}', [field])
+    assert err.value.error_class == "wrong_type" and "items is list, not an object" in str(err.value)
+
+
+def test_json_negative_zero_is_written_as_json_wrote_it():
+    assert json_text(one(Field("doc", "json"), '{"a": -0, "b": -0.0, "c": 0}')) == '{"a":-0,"b":-0.0,"c":0}'
+
+
+def test_base64_with_stray_bits_is_refused():
+    assert one(Field("b", "bytes"), '"AQ=="') == b"\x01"
+    assert "stray bits" in str(refused(Field("b", "bytes"), '"AR=="'))
+
+
+def test_an_avro_record_nested_deeper_than_python_recurses_is_made_plain():
+    from microingest.decode.avro import plain
+
+    deep: dict = {"id": uuid.UUID(int=1)}
+    for _ in range(5000):
+        deep = {"next": deep, "id": uuid.UUID(int=2)}
+    made = plain(deep)
+    node = made
+    while "next" in node:
+        assert node["id"] == "00000000-0000-0000-0000-000000000002"
+        node = node["next"]
+    assert node["id"] == "00000000-0000-0000-0000-000000000001"
