@@ -4,7 +4,7 @@ A registry holds a Protobuf schema in the form its producer registered: a serial
 (Python's serializers) or .proto text (Java's, Go's, the registry's own tools). Text is compiled by protoc, the one
 grpcio-tools bundles, in a subprocess. Imports resolve against the schema's references (registered schemas of their
 own, under their import names) and against the files producers import without registering them: the well-known
-types, google/type and Confluent's own, the set confluent-kafka seeds its descriptor pools with.
+types, google/type and Confluent's own (`seed_pool`).
 """
 
 from __future__ import annotations
@@ -83,13 +83,22 @@ def _compiled(text: dict[str, str], binary: list, what: str) -> list[descriptor_
         return list(descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file)
 
 
+def seed_pool(pool) -> None:
+    """Add the files producers import without registering them: the ones confluent-kafka seeds its pools with (the
+    well-known types, most of google/type, Confluent's own), and google/type/decimal.proto, which its serializers
+    treat as built in too (all of google/type/ is never registered) but do not seed."""
+    from confluent_kafka.schema_registry.common.protobuf import _init_pool
+    from google.type import decimal_pb2
+
+    _init_pool(pool)
+    pool.AddSerializedFile(decimal_pb2.DESCRIPTOR.serialized_pb)
+
+
 @functools.cache
 def _unregistered_imports() -> list[descriptor_pb2.FileDescriptorProto]:
-    """The files confluent-kafka's pools hold before any schema: imported by producers, never registered."""
-    from confluent_kafka.schema_registry.common.protobuf import _init_pool
-
-    files = []
-    _init_pool(
+    """The files a writer schema may import without a reference (`seed_pool`)."""
+    files: list[descriptor_pb2.FileDescriptorProto] = []
+    seed_pool(
         SimpleNamespace(
             AddSerializedFile=lambda data: files.append(descriptor_pb2.FileDescriptorProto.FromString(data))
         )

@@ -12,7 +12,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-from microingest.systems.proto_files import file_descriptors, from_base64
+from microingest.systems.proto_files import file_descriptors, from_base64, seed_pool
 from microingest.systems.schema_registry import UnreadableSchemaError, referenced_schema
 
 _FILES: dict[tuple[str, int], Any] = {}
@@ -22,14 +22,12 @@ def writer_file(registry: dict[str, str], schema_id: int, schema) -> tuple[Any, 
     """The writer's file descriptor and its proto (which keeps the messages' order)."""
     key = (registry["url"], schema_id)
     if key not in _FILES:
-        from confluent_kafka.schema_registry.common.protobuf import _init_pool
-
         main = (
             from_base64(schema.schema_str) or descriptor_pb2.FileDescriptorProto()
         ).name or f"schema_{schema_id}.proto"
         what = f"writer schema id {schema_id}"
         pool = descriptor_pool.DescriptorPool()
-        _init_pool(pool)
+        seed_pool(pool)
         files = file_descriptors({main: schema.schema_str, **_references(registry, schema)}, what)
         for proto in files:
             try:
