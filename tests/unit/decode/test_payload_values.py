@@ -260,7 +260,7 @@ def test_a_transform_sees_every_column_by_name_and_its_output_is_read_by_name():
             "name": "p",
             "topic": "t",
             "target_table": "public.p",
-            "transform": "test_payload_types:_doubled",
+            "transform": "test_payload_values:_doubled",
             "schema": {
                 "customer_id": {"type": "string", "path": "customer.id"},
                 "total": {"type": "decimal", "precision": 6, "scale": 2},
