@@ -82,8 +82,31 @@ def fair_shares(available: Sequence[int], budget: int) -> list[int]:
 
 
 # ingest: a live run; backfill: a replay below the live position; skip: an operator moving a stuck partition's live
-# position forward, every record on the way kept as a dead letter.
-RUN_KINDS = ("ingest", "backfill", "skip")
+# position forward, every record on the way kept as a dead letter; redrive: dead letters decoded again, read from
+# Postgres, the ledger untouched.
+RUN_KINDS = ("ingest", "backfill", "skip", "redrive")
+
+
+@dataclass(frozen=True)
+class RedriveSelection:
+    """Which unresolved dead letters a redrive takes, besides its plan's ranges: one error class, or those written
+    since a time (either, both or neither)."""
+
+    error_class: str | None = None
+    since: datetime | None = None
+
+    def describe(self) -> str:
+        parts = [f"error class {self.error_class}"] if self.error_class else []
+        parts += [f"written since {self.since.isoformat()}"] if self.since else []
+        return ", ".join(parts) or "every error class"
+
+    def to_dict(self) -> dict:
+        return {"error_class": self.error_class, "since": None if self.since is None else self.since.isoformat()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> RedriveSelection:
+        since = d.get("since")
+        return cls(d.get("error_class"), None if since is None else datetime.fromisoformat(since))
 
 
 @dataclass(frozen=True)
@@ -107,6 +130,9 @@ class RunPlan:
     time_window_ms: tuple[int, int] | None = None
     topic_id: str | None = None  # Kafka's id of the topic planned from: the commit refuses a topic made again since
     note: str | None = None  # skips: who skipped and why, kept with every skipped record and in the history
+    # redrives: which dead letters inside the ranges; the job reads them page by page (`spark.redrive`), never by
+    # next_batch, since they lie scattered over their ranges
+    redrive: RedriveSelection | None = None
 
     def __post_init__(self):
         if self.kind not in RUN_KINDS:
@@ -187,6 +213,7 @@ class RunPlan:
             "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
             "topic_id": self.topic_id,
             "note": self.note,
+            "redrive": None if self.redrive is None else self.redrive.to_dict(),
             "records": self.total_records,
         }
 
@@ -202,6 +229,7 @@ class RunPlan:
             None if window is None else (int(window[0]), int(window[1])),
             d.get("topic_id"),
             d.get("note"),
+            None if d.get("redrive") is None else RedriveSelection.from_dict(d["redrive"]),
         )
 
 
@@ -210,7 +238,7 @@ class Batch:
     """One batch of a run, as its plan made it: the ranges one transaction commits and how the commit treats them."""
 
     # ingest: fence on the ledger and advance it; backfill: fence below it, settle overlap; skip: fence and advance,
-    # every record a dead letter
+    # every record a dead letter; redrive: the pipeline's lock alone, dead letters resolved or kept
     kind: str
     ranges: tuple[OffsetRange, ...]
     number: int | None = None  # 1, 2, ... within its DAG run, counting the batches of earlier tries
@@ -226,6 +254,10 @@ class Batch:
     @property
     def is_skip(self) -> bool:
         return self.kind == "skip"
+
+    @property
+    def is_redrive(self) -> bool:
+        return self.kind == "redrive"
 
     @property
     def offsets(self) -> int:
@@ -366,6 +398,18 @@ class Span(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}[{self.partition}] offsets {self.first}..{self.last} ({self.records} records)"
+
+
+class StoredRecord(NamedTuple):
+    """A dead letter's record, whole, as it was read from Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+    kafka_timestamp: datetime | None  # None when Kafka's was beyond what Postgres holds
+    key: bytes | None
+    value: bytes | None
+    headers: list[dict] | None  # as the dead-letter table keeps them (`staged_rows.stored_headers`)
 
 
 class DeadLetterNote(NamedTuple):

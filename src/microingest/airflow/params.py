@@ -10,9 +10,22 @@ from airflow.sdk import Param
 
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.declare.pipeline import Pipeline
-from microingest.plan.request import BACKFILL_RANGES, FROM_TIME, SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, UNTIL_TIME
+from microingest.plan.request import (
+    BACKFILL_RANGES,
+    FROM_TIME,
+    REDRIVE,
+    REDRIVE_CLASS,
+    REDRIVE_FROM,
+    REDRIVE_PARTITION,
+    REDRIVE_SINCE,
+    REDRIVE_UNTIL,
+    SKIP_PARTITION,
+    SKIP_REASON,
+    SKIP_UNTIL,
+    UNTIL_TIME,
+)
 
-LIVE, BACKFILL, SKIP = "Live run", "Backfill", "Skip a stuck partition"
+LIVE, BACKFILL, SKIP, REDRIVE_SECTION = "Live run", "Backfill", "Skip a stuck partition", "Redrive dead letters"
 _OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
 
 
@@ -33,8 +46,8 @@ def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
             type="boolean",
             section=LIVE,
             title="Dry run",
-            description="Plan and log what this run would read, for a live run or a backfill; write nothing and "
-            "start no Spark job.",
+            description="Plan and log what this run would read, for a live run or a backfill (for a redrive: how "
+            "many dead letters would land, and why the others would not); write nothing and start no Spark job.",
         ),
         BACKFILL_RANGES: Param(
             None,
@@ -104,5 +117,53 @@ def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
             section=SKIP,
             title="Reason",
             description="Why; kept with each skipped record and in the batch history, beside who triggered the run.",
+        ),
+        REDRIVE: Param(
+            False,
+            type="boolean",
+            section=REDRIVE_SECTION,
+            title="Redrive dead letters",
+            description="Once their cause is fixed (the declaration, the transform, a schema registered late): decode "
+            "the pipeline's unresolved dead letters again with the declaration as it is now. Those that now decode "
+            "land in the target by the sink's rules and are marked resolved; the others stay, with today's reason. "
+            "Each is resolved at most once. A run of its own: give no backfill or skip with it.",
+        ),
+        REDRIVE_CLASS: Param(
+            None,
+            type=["null", "string"],
+            section=REDRIVE_SECTION,
+            title="Only this error class",
+            description="e.g. wrong_type, invalid_json, unknown_schema, transform_failed, skipped (default: all).",
+        ),
+        REDRIVE_PARTITION: Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            section=REDRIVE_SECTION,
+            title="Only this partition",
+        ),
+        REDRIVE_FROM: Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            section=REDRIVE_SECTION,
+            title="From offset",
+            description="With a partition: only dead letters at offsets from this (inclusive)...",
+        ),
+        REDRIVE_UNTIL: Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            section=REDRIVE_SECTION,
+            title="Until offset",
+            description="...up to this (exclusive).",
+        ),
+        REDRIVE_SINCE: Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            section=REDRIVE_SECTION,
+            title="Written since",
+            description="Only dead letters written at or after this time.",
         ),
     }

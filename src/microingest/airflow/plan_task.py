@@ -1,5 +1,5 @@
-"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run, a backfill or a skip, hand the
-plan to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
+"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run, a backfill, a skip or a redrive,
+hand the plan to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from microingest.errors import MicroingestError
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
+from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
 from microingest.plan.request import RunRequest, parse_request
 from microingest.plan.skip import plan_skip, skip_summary
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -32,6 +33,8 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
     try:
         request = parse_request(context["params"], run_type, interval)
         log.info("%s run %s: %s%s", run_type, ti.run_id, request.describe(), " (dry run)" if request.dry_run else "")
+        if request.redrive is not None:
+            return _redrive(pipeline, request, ti, dag_run)
         plan = _plan(pipeline, request, ti, dag_run)
     except MicroingestError as exc:
         if exc.retryable:
@@ -79,9 +82,8 @@ def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan 
     `ingest` runs it on Spark like any batch: the records read as every live batch reads them."""
 
     assert request.skip is not None
-    who = getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
     try:
-        return plan_skip(pipeline, request.skip, who)
+        return plan_skip(pipeline, request.skip, _who(ti, dag_run))
     except RequestError:
         if request.dry_run:
             raise
@@ -91,6 +93,26 @@ def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan 
             raise
     log.info("this run's skip was committed by an earlier try (%d records): nothing left to skip", earlier.records_read)
     return None
+
+
+def _redrive(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> dict | None:
+    """The redrive's plan as XCom, or None: nothing selected, or a dry run (which decodes the selection here and says
+    what would land)."""
+    assert request.redrive is not None
+    if not request.dry_run:
+        _prepare_target(pipeline, ti)  # a fixed declaration may declare a new column
+    plan, groups = plan_redrive(pipeline, request.redrive, _who(ti, dag_run))
+    said = [redrive_summary(plan, groups)]
+    if request.dry_run:
+        said += preview_redrive(pipeline, plan).lines() + ["dry run: nothing written"]
+    for line in said:
+        log.info(line)
+    ti.xcom_push(key=PLAN_SUMMARY_KEY, value="\n".join(said))
+    return None if request.dry_run or not plan.ranges else plan.to_dict()
+
+
+def _who(ti, dag_run) -> str:
+    return getattr(dag_run, "triggering_user_name", None) or f"DAG run {ti.run_id}"
 
 
 def summary(plan: RunPlan) -> str:

@@ -7,6 +7,8 @@ microingest backfill PIPELINE   replay offsets or a time window through Airflow 
 microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
                                 move a stuck partition's live position through Airflow, keeping the skipped
                                 records as dead letters
+microingest redrive PIPELINE    decode the unresolved dead letters again through Airflow, once their cause is fixed;
+                                those that now decode land, each once (--dry-run: how many would, writing nothing)
 microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
 microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
                                 declared pipeline's target table (audited in microingest.schema_changes)
@@ -29,7 +31,18 @@ from microingest.declare.files import get_pipeline, load_declarations
 from microingest.declare.pipeline import Pipeline
 from microingest.declare.registry_schema import derive
 from microingest.errors import MicroingestError, Refused
-from microingest.plan.request import SKIP_PARTITION, SKIP_REASON, SKIP_UNTIL, parse_request
+from microingest.plan.request import (
+    REDRIVE,
+    REDRIVE_CLASS,
+    REDRIVE_FROM,
+    REDRIVE_PARTITION,
+    REDRIVE_SINCE,
+    REDRIVE_UNTIL,
+    SKIP_PARTITION,
+    SKIP_REASON,
+    SKIP_UNTIL,
+    parse_request,
+)
 from microingest.systems.airflow_api import AirflowClient, credentials
 from microingest.systems.connections import get_connection, postgres_params
 from microingest.systems.migrations import migrate
@@ -134,6 +147,33 @@ def cmd_skip(args) -> int:
     return _through_airflow(pipeline, conf, "microingest skip", args.timeout)
 
 
+def cmd_redrive(args) -> int:
+    from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
+
+    pipeline = get_pipeline(args.pipeline)
+    if (args.from_offset is None) != (args.until_offset is None):
+        raise UsageError("give --from and --until together")
+    conf = {
+        REDRIVE: True,
+        REDRIVE_CLASS: args.error_class,
+        REDRIVE_PARTITION: args.partition,
+        REDRIVE_FROM: args.from_offset,
+        REDRIVE_UNTIL: args.until_offset,
+        REDRIVE_SINCE: args.since and _utc_iso(args.since, "--since"),
+    }
+    conf = {k: v for k, v in conf.items() if v is not None}
+    request = parse_request(conf).redrive
+    assert request is not None
+    if args.dry_run:  # decoded here, as the run's plan task would: the answer at once, nothing written
+        plan, groups = plan_redrive(pipeline, request, credentials()[0])
+        print(redrive_summary(plan, groups))
+        for line in preview_redrive(pipeline, plan).lines() if plan.ranges else []:
+            print(line)
+        print("dry run: nothing written")
+        return 0
+    return _through_airflow(pipeline, conf, "microingest redrive", args.timeout)
+
+
 def _through_airflow(pipeline: Pipeline, conf: dict, note: str, timeout: float) -> int:
     """Trigger the pipeline's DAG with these Params, follow the run, report it; the exit code says how it ended."""
     run = run_and_report(
@@ -234,6 +274,26 @@ def build_parser() -> argparse.ArgumentParser:
     skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
     skipping.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     skipping.set_defaults(func=cmd_skip)
+    redrive = sub.add_parser(
+        "redrive",
+        help="decode the unresolved dead letters again, through Airflow",
+        description="Once the cause of PIPELINE's dead letters is fixed (its declaration, its transform, a schema "
+        "registered late), decode them again with the declaration as it is now, as a DAG run of PIPELINE triggered "
+        "through Airflow's REST API (as `backfill` is), whose outcome is printed. Those that now decode land in the "
+        "target by the sink's rules and their dead letters are marked resolved, in one transaction per batch; the "
+        "others keep their row with today's reason. Repeating a redrive resolves nothing twice.",
+    )
+    redrive.add_argument("pipeline")
+    redrive.add_argument("--error-class", help="only dead letters of this error class (e.g. wrong_type)")
+    redrive.add_argument("--partition", type=int, help="only this partition")
+    redrive.add_argument("--from", dest="from_offset", type=int, metavar="OFFSET", help="with --partition: from here")
+    redrive.add_argument("--until", dest="until_offset", type=int, metavar="OFFSET", help="... up to here (exclusive)")
+    redrive.add_argument("--since", help="only dead letters written at or after this ISO 8601 time (UTC by default)")
+    redrive.add_argument(
+        "--dry-run", action="store_true", help="decode them here and say how many would land, writing nothing"
+    )
+    redrive.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
+    redrive.set_defaults(func=cmd_redrive)
     backfill = sub.add_parser(
         "backfill",
         help="replay offsets or a time window through Airflow",

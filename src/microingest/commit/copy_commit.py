@@ -118,12 +118,21 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 decoded.started_at,
                 decoded.decoded_at,
                 batch.number,
-                batch.note if batch.is_skip else settled.note(),
+                _note(batch, settled),
             ),
         )
     return CommitResult(
         batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records
     )
+
+
+def _note(batch: Batch, settled: Settled) -> str | None:
+    if batch.is_skip:
+        return batch.note
+    if batch.is_redrive:
+        kept = settled.kept
+        return f"{batch.note}: {kept.rows} resolved, {kept.dead} still dead letters"
+    return settled.note()
 
 
 def _check_copied(batch_id: str, decoded: StagedCounts, copied: StagedCounts) -> None:

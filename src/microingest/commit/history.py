@@ -18,7 +18,7 @@ from microingest.batches import CommitResult, CommittedBatch, OffsetRange, RunIn
 class BatchRecord:
     """What one batch did, as the history keeps it."""
 
-    kind: str  # ingest | backfill (a run's batches, from its plan) | pin | skip | restart (a recreated topic)
+    kind: str  # ingest | backfill | redrive (a run's batches, from its plan) | pin | skip | restart (a recreated topic)
     records_read: int
     rows_written: int
     dead_letters: int
@@ -95,12 +95,12 @@ def restarts_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[str]:
 
 
 def batches_of_run(conn, pipeline: str, dag_id: str, run_id: str) -> list[CommittedBatch]:
-    """The ingest, backfill and skip batches one DAG run committed over all its tries, in commit order."""
+    """The ingest, backfill, skip and redrive batches one DAG run committed over all its tries, in commit order."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT batch_id::text, kind, run_batch, ranges, records_read, rows_written, dead_letters, "
             "started_at, committed_at FROM microingest.batches WHERE pipeline = %s AND dag_id = %s "
-            "AND run_id = %s AND kind IN ('ingest', 'backfill', 'skip') ORDER BY committed_at, run_batch",
+            "AND run_id = %s AND kind IN ('ingest', 'backfill', 'skip', 'redrive') ORDER BY committed_at, run_batch",
             (pipeline, dag_id, run_id),
         )
         return [

@@ -17,7 +17,8 @@ batch already counted is refused whatever the policy, as counting it again would
 
 A position an operator skipped was never ingested: its dead letter (error_class `skipped`) is no overlap under any
 policy or sink. A backfill that reads it again resolves it: the skipped dead letter goes, in the same transaction,
-and the record lands as a row or as a dead letter of today's reason; the skip batch stays in the history.
+and the record lands as a row or as a dead letter of today's reason; the skip batch stays in the history. A dead
+letter a redrive resolved (`commit.redrive`), skipped or not, is a position in the target, counted by an aggregate.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _present(sink: Sink) -> sql.Composable:
         "AND t.source_offset >= r.lo AND t.source_offset < r.hi "
         'UNION SELECT d.topic, d.partition, d."offset" FROM microingest.dead_letters d JOIN r ON d.pipeline = %s '
         'AND d.topic = r.topic AND d.partition = r.part AND d."offset" >= r.lo AND d."offset" < r.hi '
-        "AND d.error_class <> {skipped}"
+        "AND (d.error_class <> {skipped} OR d.resolved_by IS NOT NULL)"
     ).format(target=sink.target, skipped=sql.Literal(SKIPPED))
 
 
@@ -76,7 +77,11 @@ _COUNTED = sql.SQL(
     "SELECT r.topic, r.part, greatest((e->>'from')::bigint, r.lo) AS lo, least((e->>'until')::bigint, r.hi) AS hi "
     "FROM microingest.batches b CROSS JOIN LATERAL jsonb_array_elements(b.ranges) e JOIN r ON e->>'topic' = r.topic "
     "AND (e->>'partition')::int = r.part AND (e->>'from')::bigint < r.hi AND (e->>'until')::bigint > r.lo "
-    "WHERE b.pipeline = %s AND b.kind IN ('ingest', 'backfill')"
+    "WHERE b.pipeline = %s AND b.kind IN ('ingest', 'backfill') "
+    # A redrive counted the dead letters it resolved, skipped ones too (whose skip batch counted nothing).
+    'UNION ALL SELECT r.topic, r.part, d."offset", d."offset" + 1 FROM microingest.dead_letters d JOIN r ON '
+    'd.pipeline = %s AND d.topic = r.topic AND d.partition = r.part AND d."offset" >= r.lo AND d."offset" < r.hi '
+    "AND d.resolved_by IS NOT NULL"
 )
 
 
@@ -87,7 +92,7 @@ def overlapping(cur, sink: Sink, ranges: Sequence[OffsetRange]) -> list[tuple[st
     if sink.mode == "aggregate":
         cur.execute(
             sql.SQL("WITH {} SELECT topic, part, lo, hi, hi - lo FROM ({}) c ORDER BY 1, 2, 3").format(cte, _COUNTED),
-            (*args, name),
+            (*args, name, name),
         )
         return _merged(cur.fetchall())
     cur.execute(

@@ -3,7 +3,8 @@ target's refusals, and the publish of rows staged inside it.
 
 Live batches (kind ingest) fence on the ledger (it must still hold each range's planned start) and advance it.
 Backfill batches fence below the ledger (their ranges must end at or below each partition's live position), leave
-it alone, and settle positions already present in the target by the run's overlap policy (`overlap`).
+it alone, and settle positions already present in the target by the run's overlap policy (`overlap`). Redrive
+batches take the pipeline's lock alone: their records are dead letters, below the ledger already (`redrive`).
 A crash anywhere before COMMIT leaves target, ledger and history untouched.
 """
 
@@ -20,9 +21,10 @@ from psycopg2.errors import LockNotAvailable, QueryCanceled
 
 from microingest import faults, settings
 from microingest.batches import DEAD_LETTER_COLUMNS, Batch
-from microingest.commit.ledger import fence_and_advance, fence_below
+from microingest.commit.ledger import fence_and_advance, fence_below, lock_pipeline
 from microingest.commit.overlap import Settled, settle_overlap
 from microingest.commit.partitions import make_needed_partitions
+from microingest.commit.redrive import resolve_redriven, settle_redrive
 from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.target_tables import TargetError
 from microingest.declare.identifiers import identifier_list
@@ -75,6 +77,8 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
             _bound_transaction(cur)
             if batch.is_backfill:
                 fence_below(cur, pipeline, batch.ranges, batch_id, batch.topic_id)
+            elif batch.is_redrive:
+                lock_pipeline(cur, pipeline)
             else:
                 fence_and_advance(cur, pipeline, batch.ranges, batch_id, batch.topic_id)
             yield cur
@@ -98,13 +102,20 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
 
 
 def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts) -> tuple[int, Settled]:
-    """Inside the commit: settle a backfill's overlap, then move the batch's staged rows into the target and its staged
-    dead letters into microingest.dead_letters; returns the target rows written and what was kept."""
-    kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap) if batch.is_backfill else Settled(staged, 0)
+    """Inside the commit: settle a backfill's overlap (or what a redrive may still resolve), then move the batch's
+    staged rows into the target and its staged dead letters into microingest.dead_letters (a redrive's: their
+    reasons, and the resolved ones marked); returns the target rows written and what was kept."""
+    if batch.is_backfill:
+        kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap)
+    else:
+        kept = Settled(settle_redrive(cur, sink, batch_id) if batch.is_redrive else staged, 0)
     if sink.pipeline.partition_by is not None:
         make_needed_partitions(cur, sink.pipeline, sink.staging, sink.pipeline.partition_by.field, batch_id)
     with target_refusal(sink, batch, batch_id):
         written = sink.publish(cur, batch_id)
+    if batch.is_redrive:
+        resolve_redriven(cur, sink, batch_id)
+        return written, kept
     columns = identifier_list(DEAD_LETTER_COLUMNS)
     cur.execute(
         sql.SQL("INSERT INTO microingest.dead_letters (pipeline, {}) SELECT %s, {} FROM {} WHERE batch_id = %s").format(

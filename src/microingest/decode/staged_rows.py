@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 
-from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote
+from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote, StoredRecord
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import arrow_json, avro_batch, storable
 from microingest.decode.batch_columns import arrow_column, arrow_field
@@ -48,19 +48,13 @@ def stage_batch(
         return StagedBatch(rows_table(batch, batch_id, decoded, processor.pipeline), [])
     kept, staged, dead = [], [], []
     notes: list[DeadLetterNote] = []
-    reads_headers = any(f.source == "header" for f in processor.pipeline.schema)
-    for i, (topic, partition, offset, ts_micros, key, value, headers) in enumerate(_records(batch)):
-        try:
-            staged.append(processor.process(key, value, kafka_headers(headers) if reads_headers else ()))
-        except BadRecord as exc:
-            dead.append(
-                _dead_letter(
-                    lead, (topic, partition, offset, ts_micros, key, value, headers), exc.error_class, str(exc)
-                )
-            )
+    for i, (record, verdict) in enumerate(processed(batch, processor)):
+        if isinstance(verdict, BadRecord):
+            dead.append(_dead_letter(lead, record, verdict.error_class, str(verdict)))
             if len(notes) < NOTED_DEAD_LETTERS:
-                notes.append(DeadLetterNote(topic, partition, offset, exc.error_class, str(exc)))
+                notes.append(DeadLetterNote(record[0], record[1], record[2], verdict.error_class, str(verdict)))
             continue
+        staged.append(verdict)
         kept.append(i)
     schema = processor.pipeline.schema
     columns = list(zip(*staged)) or [()] * (2 + len(schema))
@@ -69,6 +63,18 @@ def stage_batch(
     return StagedBatch(
         rows_table(batch.take(pa.array(kept, pa.int64())), batch_id, decoded, processor.pipeline), dead, notes
     )
+
+
+def processed(batch: pa.RecordBatch, processor: RecordProcessor) -> Iterator[tuple[tuple, tuple | BadRecord]]:
+    """Each record of the batch (its KAFKA_COLUMNS) with its staged values, or why it is a dead letter: the reference
+    decoder, record by record."""
+    reads_headers = any(f.source == "header" for f in processor.pipeline.schema)
+    for record in _records(batch):
+        key, value, headers = record[4:]
+        try:
+            yield record, processor.process(key, value, kafka_headers(headers) if reads_headers else ())
+        except BadRecord as exc:
+            yield record, exc
 
 
 def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str, message: str) -> list[str]:
@@ -165,3 +171,40 @@ def stored_headers(headers: list[tuple[str, bytes | None]]) -> list[dict] | None
                 entry["value_base64"] = base64.b64encode(value).decode("ascii")
         out.append(entry)
     return out
+
+
+def stored_records_batch(records: Sequence[StoredRecord]) -> pa.RecordBatch:
+    """Dead letters' records as a batch read from Kafka gives them (KAFKA_COLUMNS, headers in Spark's to_json form):
+    what a redrive decodes again, by the same decoder as any batch."""
+    micros = [
+        None if r.kafka_timestamp is None else (r.kafka_timestamp - _EPOCH) // timedelta(microseconds=1)
+        for r in records
+    ]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.topic for r in records], pa.string()),
+            pa.array([r.partition for r in records], pa.int32()),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array(micros, pa.int64()),
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.array([spark_headers(r.headers) for r in records], pa.string()),
+        ],
+        names=list(KAFKA_COLUMNS),
+    )
+
+
+def spark_headers(stored: list[dict] | None) -> str | None:
+    """Headers as the dead-letter table keeps them (`stored_headers`) back in Spark's to_json form."""
+    if not stored:
+        return None
+    out = []
+    for entry in stored:
+        key = entry["key"] if "key" in entry else base64.b64decode(entry["key_base64"]).decode("utf-8", "surrogatepass")
+        header = {"key": key}
+        if "value" in entry:
+            header["value"] = base64.b64encode(entry["value"].encode("utf-8")).decode("ascii")
+        elif "value_base64" in entry:
+            header["value"] = entry["value_base64"]
+        out.append(header)
+    return json.dumps(out)

@@ -40,7 +40,7 @@ def announcement(pipeline: str, dag_id: str, run_id: str, batches: Sequence[Comm
         "pipeline": pipeline,
         "dag_id": dag_id,
         "run_id": run_id,
-        "kind": "live" if kinds == {"ingest"} else "backfill",
+        "kind": "live" if kinds == {"ingest"} else kinds.pop(),  # or backfill, redrive
         "batch_ids": [b.batch_id for b in batches],
         "ranges": merged_ranges(r for b in batches for r in b.ranges),
         "records_read": sum(b.records_read for b in batches),

@@ -12,7 +12,7 @@ DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 @dataclass(frozen=True)
 class KindTotals:
-    kind: str  # ingest | backfill | skip
+    kind: str  # ingest | backfill | skip | redrive
     batches: int
     records_read: int
     rows_written: int

@@ -29,7 +29,7 @@ class MicroingestOffsetsRunFacet(RunFacet):
     """The Kafka offsets a run committed: per partition, half-open [from, until), and the batches that did."""
 
     pipeline: str
-    kind: str  # live | backfill | skip
+    kind: str  # live | backfill | skip | redrive
     batchIds: list[str]
     ranges: list[dict]
 

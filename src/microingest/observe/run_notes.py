@@ -36,6 +36,14 @@ def _what_it_did(
     dry_run: bool,
     remaining: int,
 ) -> str:
+    if batches and batches[0].kind == "redrive":
+        note = (
+            f"redrive: {_count(len(batches), 'batch', 'batches')}, "
+            f"{_count(sum(b.records_read for b in batches), 'dead letter', 'dead letters')} decoded again, "
+            f"{sum(b.rows_written for b in batches):,} rows written, "
+            f"{sum(b.dead_letters for b in batches):,} still dead letters, {duration(elapsed_seconds)}"
+        )
+        return note + ("; then failed (see the ingest task's log)" if ingest_state in FAILED else "")
     if batches:
         note = (
             f"{_count(len(batches), 'batch', 'batches')}, {sum(b.records_read for b in batches):,} records, "
@@ -58,6 +66,8 @@ def _what_it_did(
         return "skipped before planning: too few records waited (lag gate)"
     if dry_run:
         return f"dry run: {(plan_summary or 'nothing planned').removesuffix(DRY_RUN_SUFFIX)}"
+    if (plan_summary or "").startswith("redrive"):
+        return "nothing to redrive: no unresolved dead letter selected"
     return "nothing to backfill" if (plan_summary or "").startswith("plan (backfill)") else "nothing new"
 
 

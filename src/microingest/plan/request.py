@@ -1,5 +1,5 @@
-"""What an operator asked a DAG run to do, read from its Params: a live run, a backfill by offsets or by time, or a
-skip of a stuck partition.
+"""What an operator asked a DAG run to do, read from its Params: a live run, a backfill by offsets or by time, a
+skip of a stuck partition, or a redrive of dead letters.
 
 Airflow validates the Params' types when a run is triggered (JSON schema; HTTP 400 on the REST API). This module
 checks what the schema cannot express (combinations of fields, order of times) and turns the values into a
@@ -9,16 +9,20 @@ checks what the schema cannot express (combinations of fields, order of times) a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from microingest.batches import RedriveSelection
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.plan.offsets import RequestError
 
 BACKFILL_RANGES = "backfill_ranges"
 FROM_TIME, UNTIL_TIME = "backfill_from_time", "backfill_until_time"
 SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON = "skip_partition", "skip_until_offset", "skip_reason"
+REDRIVE, REDRIVE_CLASS, REDRIVE_SINCE = "redrive", "redrive_error_class", "redrive_since"
+REDRIVE_PARTITION, REDRIVE_FROM, REDRIVE_UNTIL = "redrive_partition", "redrive_from_offset", "redrive_until_offset"
+_REDRIVE_CHOICES = (REDRIVE_CLASS, REDRIVE_SINCE, REDRIVE_PARTITION, REDRIVE_FROM, REDRIVE_UNTIL)
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,22 @@ class SkipRequest:
 
 
 @dataclass(frozen=True)
+class RedriveRequest:
+    """Decode the pipeline's unresolved dead letters again (plan.redrive): those of `selection`, in one partition
+    (and offsets [from, until) of it) when given."""
+
+    selection: RedriveSelection = field(default_factory=RedriveSelection)
+    partition: int | None = None
+    offsets: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        where = "" if self.partition is None else f" of partition {self.partition}"
+        if self.offsets is not None:
+            where += f" offsets [{self.offsets[0]}, {self.offsets[1]})"
+        return f"redrive of dead letters{where} ({self.selection.describe()})"
+
+
+@dataclass(frozen=True)
 class RunRequest:
     max_records: int | None = None  # live runs: this run's record cap instead of the pipeline's max_records_per_run
     dry_run: bool = False
@@ -39,12 +59,15 @@ class RunRequest:
     overlap: str = "refuse"
     field: str = BACKFILL_RANGES  # the param the backfill ranges came from, for error messages
     skip: SkipRequest | None = None
+    redrive: RedriveRequest | None = None
 
     @property
     def is_backfill(self) -> bool:
         return self.offsets is not None or self.window is not None
 
     def describe(self) -> str:
+        if self.redrive is not None:
+            return self.redrive.describe()
         if self.skip is not None:
             return f"skip of partition {self.skip.partition} to offset {self.skip.until} ({self.skip.reason})"
         if self.offsets is not None:
@@ -79,9 +102,14 @@ def parse_request(
     common = RunRequest(max_records=max_records, dry_run=dry_run, overlap=overlap)
 
     skip = _skip(params)
+    redrive = _redrive(params)
     ranges, start, end = params.get(BACKFILL_RANGES), params.get(FROM_TIME), params.get(UNTIL_TIME)
     if ranges is not None and (start is not None or end is not None):
         raise RequestError(BACKFILL_RANGES, f"give either {BACKFILL_RANGES} or {FROM_TIME}/{UNTIL_TIME}, not both")
+    if redrive is not None:
+        if skip is not None or ranges is not None or start is not None or end is not None:
+            raise RequestError(REDRIVE, "a redrive is a run of its own: give no backfill or skip params with it")
+        return replace(common, redrive=redrive)
     if skip is not None:
         if ranges is not None or start is not None or end is not None:
             raise RequestError(SKIP_PARTITION, "a skip is a run of its own: give no backfill params with it")
@@ -127,6 +155,38 @@ def _skip(params: Mapping[str, Any]) -> SkipRequest | None:
     if "\x00" in reason or not _storable(reason):
         raise RequestError(SKIP_REASON, "must be text Postgres can keep (no NUL character, no lone surrogate)")
     return SkipRequest(positions[0], positions[1], reason.strip())
+
+
+def _redrive(params: Mapping[str, Any]) -> RedriveRequest | None:
+    wanted = params.get(REDRIVE) or False
+    if not isinstance(wanted, bool):
+        raise RequestError(REDRIVE, f"must be true or false, got {wanted!r}")
+    chosen = [name for name in _REDRIVE_CHOICES if params.get(name) is not None]
+    if not wanted:
+        if chosen:
+            raise RequestError(chosen[0], f"only a redrive takes it: set {REDRIVE} to true, or leave it empty")
+        return None
+    error_class = params.get(REDRIVE_CLASS)
+    if error_class is not None and (not isinstance(error_class, str) or not error_class.strip()):
+        raise RequestError(REDRIVE_CLASS, f"must be an error class such as wrong_type, got {error_class!r}")
+    since = params.get(REDRIVE_SINCE)
+    selection = RedriveSelection(
+        error_class and error_class.strip(), None if since is None else _time(REDRIVE_SINCE, since)
+    )
+    numbers = {}
+    for name in (REDRIVE_PARTITION, REDRIVE_FROM, REDRIVE_UNTIL):
+        value = params.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise RequestError(name, f"must be an integer >= 0, got {value!r}")
+        numbers[name] = value
+    partition, lo, hi = numbers[REDRIVE_PARTITION], numbers[REDRIVE_FROM], numbers[REDRIVE_UNTIL]
+    if (lo is None) != (hi is None):
+        raise RequestError(REDRIVE_FROM if lo is None else REDRIVE_UNTIL, "offsets to redrive need both from and until")
+    if lo is not None and partition is None:
+        raise RequestError(REDRIVE_PARTITION, "offsets to redrive belong to one partition: give it")
+    if lo is not None and hi is not None and lo >= hi:
+        raise RequestError(REDRIVE_UNTIL, f"must be greater than {REDRIVE_FROM} ({lo} >= {hi})")
+    return RedriveRequest(selection, partition, None if lo is None or hi is None else (lo, hi))
 
 
 def _storable(text: str) -> bool:

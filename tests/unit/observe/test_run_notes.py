@@ -27,6 +27,15 @@ def test_a_committed_run_says_what_it_wrote():
     assert note(batches(1, 10, 10, 0), remaining=90).endswith("; 90 records left to the next run (time budget spent)")
 
 
+def test_a_redrive_says_what_it_decoded_again_and_what_still_failed():
+    assert note(batches(2, 10, 7, 3, kind="redrive"), summary="redrive of 20 dead letter(s)") == (
+        "redrive: 2 batches, 20 dead letters decoded again, 14 rows written, 6 still dead letters, 42 s"
+    )
+    assert note(summary="redrive: no unresolved dead letter is selected (every error class)") == (
+        "nothing to redrive: no unresolved dead letter selected"
+    )
+
+
 def test_a_run_that_failed_after_committing_says_both():
     text = note(batches(2, 5, 5, 0), ingest="failed")
     assert text.startswith("2 batches, 10 records") and "then failed" in text

@@ -1,9 +1,10 @@
 import json
 import re
+from datetime import datetime, timezone
 
 import pytest
 
-from microingest.batches import OffsetRange, Positions, RunPlan
+from microingest.batches import OffsetRange, Positions, RedriveSelection, RunPlan
 from microingest.errors import PlanningError
 from microingest.plan.offsets import RequestError, backfill_ranges, skip_range
 
@@ -84,6 +85,9 @@ def test_run_plan_round_trips_through_its_xcom_form():
     assert RunPlan.from_dict(json.loads(json.dumps(by_time.to_dict()))) == by_time
     skip = RunPlan("skip", (OffsetRange("t", 0, 5, 9, 5),), 4, topic_id="id-1", note="skipped by me: broken")
     assert RunPlan.from_dict(json.loads(json.dumps(skip.to_dict()))) == skip
+    since = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    redrive = RunPlan("redrive", plan.ranges, 50, note="redriven by me", redrive=RedriveSelection("wrong_type", since))
+    assert RunPlan.from_dict(json.loads(json.dumps(redrive.to_dict()))) == redrive
 
 
 def test_run_plan_rejects_unknown_kinds_and_bad_caps():

@@ -2,6 +2,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from microingest.batches import RedriveSelection
 from microingest.plan.offsets import RequestError
 from microingest.plan.request import parse_request
 
@@ -98,3 +99,50 @@ def test_a_skip_needs_partition_offset_and_reason_and_nothing_else():
         with pytest.raises(RequestError) as refused:
             parse_request(params)
         assert refused.value.field == field, params
+
+
+def test_a_redrive_takes_a_class_a_partition_and_offsets_and_a_time():
+    request = parse_request(
+        {
+            **DEFAULTS,
+            "redrive": True,
+            "redrive_error_class": " wrong_type ",
+            "redrive_partition": 2,
+            "redrive_from_offset": 10,
+            "redrive_until_offset": 20,
+            "redrive_since": "2026-03-01T00:00:00",
+        }
+    )
+    assert request.redrive is not None and not request.is_backfill
+    assert request.redrive.selection == RedriveSelection("wrong_type", T0)
+    assert (request.redrive.partition, request.redrive.offsets) == (2, (10, 20))
+    assert request.describe() == (
+        "redrive of dead letters of partition 2 offsets [10, 20) (error class wrong_type, written since "
+        "2026-03-01T00:00:00+00:00)"
+    )
+    everything = parse_request({**DEFAULTS, "redrive": True}).redrive
+    assert everything is not None and everything.selection == RedriveSelection() and everything.partition is None
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"redrive_error_class": "wrong_type"}, "redrive_error_class"),  # without redrive: true
+        ({"redrive": "yes"}, "redrive"),
+        ({"redrive": True, "redrive_from_offset": 1}, "redrive_until_offset"),  # the one missing
+        ({"redrive": True, "redrive_from_offset": 1, "redrive_until_offset": 5}, "redrive_partition"),
+        (
+            {"redrive": True, "redrive_partition": 0, "redrive_from_offset": 5, "redrive_until_offset": 5},
+            "redrive_until_offset",
+        ),
+        ({"redrive": True, "redrive_partition": -1}, "redrive_partition"),
+        ({"redrive": True, "redrive_error_class": " "}, "redrive_error_class"),
+        ({"redrive": True, "redrive_since": "yesterday"}, "redrive_since"),
+        ({"redrive": True, "backfill_ranges": {"0": [0, 5]}}, "redrive"),
+        ({"redrive": True, "skip_partition": 0, "skip_until_offset": 5, "skip_reason": "x"}, "redrive"),
+    ],
+)
+def test_a_redrive_request_that_makes_no_sense_names_its_field(change, field):
+    with pytest.raises(RequestError) as caught:
+        parse_request({**DEFAULTS, **change})
+    assert caught.value.field == field

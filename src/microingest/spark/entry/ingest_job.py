@@ -26,6 +26,7 @@ from microingest.declare.files import get_pipeline
 from microingest.errors import MicroingestError, exit_code_of
 from microingest.spark.connect import interrupt_own, job_session
 from microingest.spark.job import IngestJob
+from microingest.spark.redrive import redrive_plan
 from microingest.spark.run import run_plan
 from microingest.spark.submit import parse_job_args
 from microingest.systems.connections import get_connection
@@ -42,9 +43,12 @@ def main(argv: list[str]) -> int:
         # Refusals before Spark starts count too: a declaration broken since the plan, a malformed connection.
         pipeline = get_pipeline(args.pipeline)
         systems = PipelineSystems.of(pipeline)
-        spark = session(pipeline.name, args.spark_connect)
-        job = IngestJob.start(spark, pipeline, systems, args.run)
-        run_plan(job, args.plan, outcome)
+        if args.plan.kind == "redrive":  # dead letters read from Postgres and decoded here: no Spark session
+            redrive_plan(IngestJob(None, pipeline, systems, args.run), args.plan, outcome)
+        else:
+            spark = session(pipeline.name, args.spark_connect)
+            job = IngestJob.start(spark, pipeline, systems, args.run)
+            run_plan(job, args.plan, outcome)
         finished = True
     except MicroingestError as exc:  # nothing of the failing batch was committed; the outcome says whether to retry
         finished = True

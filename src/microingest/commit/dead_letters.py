@@ -1,0 +1,85 @@
+"""Reading a pipeline's unresolved dead letters: what a redrive would take (by partition and error class) and the
+records themselves, page by page in position order. Writes nothing; the redrive's commit (`commit.redrive`) decides
+under the pipeline's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from psycopg2 import sql
+
+from microingest.batches import OffsetRange, RedriveSelection, StoredRecord
+from microingest.commit.overlap import ranges_unnest
+
+
+class UnresolvedGroup(NamedTuple):
+    """The unresolved dead letters of one partition and error class."""
+
+    partition: int
+    error_class: str
+    records: int
+    first: int
+    last: int
+    sample: str  # the reason of the first of them
+
+
+def _selected(pipeline: str, ranges: Sequence[OffsetRange], selection: RedriveSelection) -> tuple[sql.Composable, list]:
+    """WHERE of the unresolved dead letters of `pipeline` inside `ranges` that `selection` takes (alias d)."""
+    rows, range_args = ranges_unnest(ranges)
+    where = [
+        sql.SQL("d.pipeline = %s AND d.resolved_by IS NULL"),
+        sql.SQL(
+            "EXISTS (SELECT 1 FROM {} AS r (topic, part, lo, hi) WHERE d.topic = r.topic AND d.partition = r.part AND "
+            'd."offset" >= r.lo AND d."offset" < r.hi)'
+        ).format(rows),
+    ]
+    args: list = [pipeline, *range_args]
+    if selection.error_class is not None:
+        where.append(sql.SQL("d.error_class = %s"))
+        args.append(selection.error_class)
+    if selection.since is not None:
+        where.append(sql.SQL("d.created_at >= %s"))
+        args.append(selection.since)
+    return sql.SQL(" AND ").join(where), args
+
+
+def unresolved_groups(
+    cur, pipeline: str, ranges: Sequence[OffsetRange], selection: RedriveSelection
+) -> list[UnresolvedGroup]:
+    where, args = _selected(pipeline, ranges, selection)
+    cur.execute(
+        sql.SQL(
+            'SELECT d.partition, d.error_class, count(*), min(d."offset"), max(d."offset"), '
+            '(array_agg(d.error_message ORDER BY d."offset"))[1] FROM microingest.dead_letters d WHERE {} '
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).format(where),
+        args,
+    )
+    return [UnresolvedGroup(*row) for row in cur.fetchall()]
+
+
+def unresolved_page(
+    cur,
+    pipeline: str,
+    ranges: Sequence[OffsetRange],
+    selection: RedriveSelection,
+    after: tuple[str, int, int] | None,
+    limit: int,
+) -> list[StoredRecord]:
+    """The next `limit` selected dead letters after position `after` (topic, partition, offset), in position order."""
+    where, args = _selected(pipeline, ranges, selection)
+    if after is not None:
+        where = sql.SQL('{} AND (d.topic, d.partition, d."offset") > (%s, %s, %s)').format(where)
+        args += list(after)
+    cur.execute(
+        sql.SQL(
+            'SELECT d.topic, d.partition, d."offset", d.kafka_timestamp, d.record_key, d.record_value, d.headers '
+            'FROM microingest.dead_letters d WHERE {} ORDER BY d.topic, d.partition, d."offset" LIMIT %s'
+        ).format(where),
+        [*args, limit],
+    )
+    return [
+        StoredRecord(t, p, o, ts, None if k is None else bytes(k), None if v is None else bytes(v), h)
+        for t, p, o, ts, k, v, h in cur.fetchall()
+    ]

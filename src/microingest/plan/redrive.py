@@ -1,0 +1,107 @@
+"""Plan a redrive: the pipeline's unresolved dead letters decoded again, once their cause is fixed (a declaration, a
+transform, a schema registered late), with the declaration, transform and registry as they are now.
+
+The plan names the dead letters' partitions, the span of offsets they lie in and which of them to take (one error
+class, those written since a time); the run's job reads them from microingest.dead_letters page by page and commits
+each page as a batch of kind `redrive` (`spark.redrive`, `commit.redrive`). Kafka is not read: a dead letter keeps
+its record whole, so one whose offsets retention has deleted is redriven all the same.
+
+A dry run decodes the selected dead letters here, record by record with the reference decoder, and says how many
+would land and why the others would not; it writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from microingest.batches import OffsetRange, RunPlan
+from microingest.commit.dead_letters import UnresolvedGroup, unresolved_groups, unresolved_page
+from microingest.declare.pipeline import Pipeline
+from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.staged_rows import processed, stored_records_batch
+from microingest.plan.request import RedriveRequest
+from microingest.systems.pipeline_systems import PipelineSystems
+
+PREVIEWED = 10_000  # dead letters a dry run decodes at most (the first, by position)
+_END = 2**63 - 1  # past any Kafka offset
+
+
+def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple[RunPlan, list[UnresolvedGroup]]:
+    """The redrive's run plan (its ranges empty when no dead letter is selected) and the selected dead letters by
+    partition and error class."""
+    systems = PipelineSystems.of(pipeline)
+    if request.partition is None:
+        with systems.db() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT DISTINCT partition FROM microingest.dead_letters WHERE pipeline = %s AND topic = %s AND "
+                "resolved_by IS NULL ORDER BY 1",
+                (pipeline.name, pipeline.topic),
+            )
+            partitions = [p for (p,) in cur.fetchall()]
+        asked = [OffsetRange(pipeline.topic, p, 0, _END, None) for p in partitions]
+    else:
+        lo, hi = request.offsets or (0, _END)
+        asked = [OffsetRange(pipeline.topic, request.partition, lo, hi, None)]
+    with systems.db() as conn, conn.cursor() as cur:
+        groups = unresolved_groups(cur, pipeline.name, asked, request.selection) if asked else []
+    spans: dict[int, tuple[int, int]] = {}
+    for g in groups:
+        lo, hi = spans.get(g.partition, (g.first, g.last + 1))
+        spans[g.partition] = (min(lo, g.first), max(hi, g.last + 1))
+    ranges = tuple(OffsetRange(pipeline.topic, p, lo, hi, None) for p, (lo, hi) in sorted(spans.items()))
+    note = f"redriven by {who} ({request.selection.describe()})"
+    plan = RunPlan("redrive", ranges, pipeline.max_records_per_batch, note=note, redrive=request.selection)
+    return plan, groups
+
+
+def redrive_summary(plan: RunPlan, groups: list[UnresolvedGroup]) -> str:
+    """What the redrive will take, for the plan's log, its XCom and `microingest redrive`."""
+    total = sum(g.records for g in groups)
+    if not total:
+        return f"redrive: no unresolved dead letter is selected ({plan.redrive.describe() if plan.redrive else ''})"
+    by_class = Counter[str]()
+    for g in groups:
+        by_class[g.error_class] += g.records
+    classes = ", ".join(f"{c} {n:,}" for c, n in sorted(by_class.items()))
+    return (
+        f"redrive of {total:,} dead letter(s) in {', '.join(map(str, plan.ranges))} ({classes}), in batches of at "
+        f"most {plan.batch_cap:,}; {plan.note}"
+    )
+
+
+@dataclass
+class Preview:
+    """What a redrive would do with the dead letters a dry run decoded."""
+
+    decoded: int = 0
+    landing: int = 0
+    failing: Counter[str] = field(default_factory=Counter)
+    reasons: dict[str, str] = field(default_factory=dict)  # the first reason of each error class
+    more: bool = False  # more were selected than PREVIEWED
+
+    def lines(self) -> list[str]:
+        head = f"dry run of the first {self.decoded:,}" if self.more else f"dry run of {self.decoded:,}"
+        out = [f"{head} dead letter(s): {self.landing:,} would land, {sum(self.failing.values()):,} still fail"]
+        out += [f"  {c} {n:,}: e.g. {self.reasons[c]}" for c, n in sorted(self.failing.items())]
+        return out
+
+
+def preview_redrive(pipeline: Pipeline, plan: RunPlan) -> Preview:
+    """Decode the plan's dead letters (at most PREVIEWED) as the redrive would, writing nothing."""
+    systems = PipelineSystems.of(pipeline)
+    preview = Preview()
+    if not plan.ranges or plan.redrive is None:
+        return preview
+    with systems.db() as conn, conn.cursor() as cur:
+        records = unresolved_page(cur, pipeline.name, plan.ranges, plan.redrive, None, PREVIEWED + 1)
+    preview.more = len(records) > PREVIEWED
+    processor = RecordProcessor(pipeline, systems.registry)
+    for _, verdict in processed(stored_records_batch(records[:PREVIEWED]), processor):
+        preview.decoded += 1
+        if isinstance(verdict, BadRecord):
+            preview.failing[verdict.error_class] += 1
+            preview.reasons.setdefault(verdict.error_class, str(verdict))
+        else:
+            preview.landing += 1
+    return preview
