@@ -75,6 +75,7 @@ SERVED_DECLARATIONS = {
     "poison": {},
     "skip": {"dead_letter": {"max_records": 0}},
     "redrive": {},
+    "ui_redrive": {},
     # A bad record in its second batch of 100 fails the run after the first batch committed.
     "announced": {"dead_letter": {"max_records": 0}, "max_records_per_batch": 100},
     "metrics": {"max_records_per_batch": 100},

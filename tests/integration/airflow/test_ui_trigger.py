@@ -1,8 +1,10 @@
 """The trigger form in a real browser: Debian's chromium driven by Selenium logs in to the running Airflow UI, opens a
-pipeline's trigger form, fills a backfill range, triggers, and the run lands exactly the asked records."""
+pipeline's trigger form, fills a backfill range (or asks for a redrive), triggers, and the run lands exactly the asked
+records."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from selenium.webdriver.common.by import By
@@ -10,6 +12,8 @@ from selenium.webdriver.support import expected_conditions as ready
 
 from helpers.browser_session import OUTPUT, button, fill_json_editor, log_in, wait
 from microingest.plan.live import plan_live_run
+from microingest.plan.request import SkipRequest
+from microingest.plan.skip import plan_skip
 from microingest.systems.airflow_api import base_url
 from microingest.systems.kafka_access import partition_bounds
 
@@ -51,3 +55,33 @@ def test_an_operator_backfills_a_range_from_the_trigger_form(browser, served, ap
     assert rows == sorted(r for r in produced if asked.get(r[0], (0, 0))[0] <= r[1] < asked.get(r[0], (0, 0))[1])
     conf = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["conf"]
     assert conf["backfill_ranges"] == {str(p): [lo, hi] for p, (lo, hi) in asked.items()}
+
+
+def test_an_operator_redrives_dead_letters_from_the_trigger_form(browser, served, api):
+    """Records skipped in an incident, redriven from the form's Redrive section: one switch, one partition."""
+    env = served["ui_redrive"]
+    sent = env.send_to(0, [(b"k", json.dumps({"event_id": f"r{i}"}).encode()) for i in range(4)])
+    skipped = env.spark_job(plan_skip(env.pipeline, SkipRequest(0, 4, "incident"), "on-call"))
+    assert skipped.returncode == 0, skipped.stdout[-3000:]
+    dag_id = env.pipeline.dag_id
+
+    log_in(browser)
+    browser.get(f"{base_url()}/dags/{dag_id}")
+    wait(browser, ready.element_to_be_clickable((By.CSS_SELECTOR, "[data-testid=trigger-dag-button]"))).click()
+    button(browser, "Redrive dead letters").click()  # the section
+    # Params are named element_<param> in the form: the switch, then the partition field
+    wait(browser, ready.element_to_be_clickable((By.ID, "switch:element_redrive:control"))).click()
+    wait(browser, ready.element_to_be_clickable((By.NAME, "element_redrive_partition"))).send_keys("0")
+    wait(browser, lambda b: b.find_element(By.ID, "switch:element_redrive").get_attribute("data-state") == "checked")
+    browser.save_screenshot(str(OUTPUT / "trigger-form-redrive.png"))
+
+    button(browser, "Trigger").click()
+    run_id = wait(
+        browser, lambda _: next(iter(api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]), None), timeout=60
+    )["dag_run_id"]
+    run = api.wait_for_run(dag_id, run_id, timeout=600)
+    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
+    conf = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["conf"]
+    assert conf["redrive"] is True and conf["redrive_partition"] == 0
+    assert sorted((p, o) for p, o, _ in env.landed_once()) == sorted(sent)
+    assert api.note(dag_id, run_id).startswith("redrive: 1 batch, 4 dead letters decoded again, 4 rows written")
