@@ -119,6 +119,7 @@ def server_properties(node: int, data: Path) -> str:
                 f"share.coordinator.state.topic.min.isr={min_isr}",
                 "group.initial.rebalance.delay.ms=0",
                 "log.cleaner.backoff.ms=1000",  # compacted-topic tests need the cleaner to come round quickly
+                "log.retention.check.interval.ms=5000",  # so do retention tests (topics of seconds or minutes)
                 "auto.create.topics.enable=false",
             ]
         )

@@ -25,14 +25,23 @@ from microingest.lag.text import age
 from microingest.systems.pipeline_systems import PipelineSystems
 
 CHART_SPAN = timedelta(hours=24)
-COLOURS = {"OK": "#2e7d32", "WARN": "#f9a825", "STALL": "#ef6c00", "STOP": "#c62828", "ERR": "#6a1b9a"}
+COLOURS = {
+    "OK": "#2e7d32",
+    "WARN": "#f9a825",
+    "STALL": "#ef6c00",
+    "STOP": "#c62828",
+    "ERR": "#6a1b9a",
+    "AT_RISK": "#b71c1c",
+}
 
 router = APIRouter(dependencies=[Depends(requires_access_dag("GET"))])
 
 _TEMPLATES = Environment(
     loader=PackageLoader("microingest.airflow", "templates"), autoescape=True, undefined=StrictUndefined
 )
-_TEMPLATES.filters.update(age=age, thousands="{:,}".format)
+_TEMPLATES.filters.update(
+    age=age, seconds_age=lambda seconds: age(timedelta(seconds=seconds or 0)), thousands="{:,}".format
+)
 
 
 def declarations() -> tuple[list[Pipeline], list[str]]:

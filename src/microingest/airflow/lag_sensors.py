@@ -81,7 +81,7 @@ class LagSlaSensor(_LagSensor):
         if result["met"]:
             self.log.info("within the lag SLA: %s", result["summary"])
             return result
-        if result.get("breach") == "time_lag":
+        if result.get("breach") in ("time_lag", "retention"):  # waiting would only bring the loss closer
             raise AirflowFailException(f"lag SLA of {self.pipeline.name} breached: {result['summary']}")
         sla = self.pipeline.lag.declared_sla()
         self.log.warning("%s; waiting up to grace_seconds %s for it to recover", result["summary"], sla.grace_seconds)

@@ -2,6 +2,7 @@
 
 lag:
   window_seconds: 2700          # optional; default: three schedule periods (see lag.states)
+  retention_margin: 6h          # AT_RISK when Kafka's retention deletes unread records sooner (see lag.retention)
   gate:                         # scheduled runs wait (in the triggerer) until there is enough work
     min_records: 10000          # proceed once this many records wait...
     max_wait_seconds: 600       # ...or once the oldest waiting record is this old
@@ -10,6 +11,7 @@ lag:
   sla:                          # checked by the microingest_lag_sla DAG
     max_time_lag_seconds: 1800  # the oldest waiting record may be at most this old...
     grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
+    fail_at_risk: true          # ...and never AT_RISK (default: false; AT_RISK needs retention_margin)
 
 `declare.model` checks the section as declared; these are what it becomes.
 """
@@ -39,6 +41,7 @@ class GatePolicy:
 class SlaPolicy:
     max_time_lag_seconds: int
     grace_seconds: int = 900
+    fail_at_risk: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class LagPolicy:
     window_seconds: int | None = None
     gate: GatePolicy | None = None
     sla: SlaPolicy | None = None
+    retention_margin_seconds: int | None = None
 
     def declared_gate(self) -> GatePolicy:
         """The gate of a pipeline whose runs have a gate sensor (the DAG factory adds one only when declared)."""

@@ -63,7 +63,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
-from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, retention
+from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, duration_seconds, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 _TRANSFORM = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -171,6 +171,8 @@ Positive = Annotated[int, Field(ge=1), _says("must be a positive integer")]
 AtLeastOne = Annotated[int, Field(ge=1), _says("must be an integer >= 1")]
 AtLeastZero = Annotated[int, Field(ge=0), _says("must be an integer >= 0")]
 PositiveSeconds = Annotated[Positive, AfterValidator(_at_most_ten_years)]
+_DURATION_TEXT = "must be seconds or look like '6h', '90 minutes' or '2 days'"
+Duration = Annotated[int, BeforeValidator(duration_seconds), AfterValidator(_at_most_ten_years), _says(_DURATION_TEXT)]
 ConnId = Annotated[str, _TEXT, AfterValidator(check_identifier)]
 
 
@@ -402,12 +404,14 @@ class Gate(_Strict):
 class Sla(_Strict):
     max_time_lag_seconds: PositiveSeconds
     grace_seconds: PositiveSeconds = SlaPolicy.grace_seconds
+    fail_at_risk: Annotated[bool, _says("must be true or false")] = SlaPolicy.fail_at_risk
 
 
 class Lag(_Strict):
     gate: Gate | None = None
     sla: Sla | None = None
     window_seconds: PositiveSeconds | None = None
+    retention_margin: Duration | None = None
 
 
 class Declaration(_Strict):

@@ -106,6 +106,7 @@ def _pipeline(declaration: Declaration, source: str) -> Pipeline:
             lag.window_seconds,
             None if lag.gate is None else GatePolicy(**lag.gate.model_dump()),
             None if lag.sla is None else SlaPolicy(**lag.sla.model_dump()),
+            None if lag.retention_margin is None else int(lag.retention_margin),
         ),
         aggregate=None
         if aggregate is None

@@ -3,7 +3,8 @@
 - gate: is there enough work for a run? offset lag >= min_records, or the oldest waiting record older than
   max_wait_seconds. The offsets cost one query and one ListOffsets round trip; the oldest record's timestamp one
   fetch more, and only when some records wait but fewer than min_records.
-- health: is the pipeline within its lag SLA? time lag <= max_time_lag_seconds and the state not STALL/STOP/ERR.
+- health: is the pipeline within its lag SLA? time lag <= max_time_lag_seconds and the state not STALL/STOP/ERR (and,
+  with fail_at_risk, no partition AT_RISK of losing unread records to retention).
 
 Each check records the partitions it saw caught up (source "gate" or "sla") in the lag history: between runs, and
 on a gated pipeline whose quiet spells start no runs at all, the pokes are what sees a quiet topic caught up, and the
@@ -39,7 +40,7 @@ class Check:
     offset_lag: int
     time_lag_seconds: float | None = None
     state: str | None = None
-    breach: str = ""  # health: "time_lag" (fails at once) or "state" (fails after the grace period)
+    breach: str = ""  # health: "time_lag" or "retention" (fail at once) or "state" (fails after the grace period)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,6 +98,14 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
             f"time lag {seconds:.0f}s exceeds max_time_lag_seconds {sla.max_time_lag_seconds} "
             f"({status.offset_lag:,} records wait; state {state.name}: {status.verdict.reason})",
             breach="time_lag",
+        )
+    if sla.fail_at_risk and status.at_risk:
+        partition, left = status.at_risk[0]
+        return check(
+            False,
+            f"AT_RISK: partition {partition}'s unread records may be deleted by {left.cause} in "
+            f"{left.seconds:.0f}s (retention_margin {status.retention_margin}s)",
+            breach="retention",
         )
     if state in UNHEALTHY:
         return check(False, f"state {state.name}: {status.verdict.reason}", breach="state")

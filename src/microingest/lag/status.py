@@ -1,14 +1,17 @@
 """A pipeline's lag status, as the CLI, the lag page and the lag sensors show it: its state and why, per-partition
-offset and time lag with their own states, and its last batches."""
+offset and time lag with their own states, the time left before retention deletes unread records (AT_RISK when
+shorter than the declared margin), and its last batches."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
+from microingest.lag.retention import Horizon, growth_per_second, horizon
 from microingest.lag.states import (
     LagState,
     Observation,
@@ -19,7 +22,10 @@ from microingest.lag.states import (
     worst,
 )
 from microingest.systems.kafka_access import KafkaAccessError
+from microingest.systems.kafka_retention import partition_sizes, retention_limits
 from microingest.systems.pipeline_systems import PipelineSystems
+
+log = logging.getLogger(__name__)
 
 POINTS_SPAN = timedelta(hours=6)  # observations read for time-lag interpolation
 
@@ -48,6 +54,14 @@ class PipelineStatus:
     last_commit: datetime | None = None
     partitions: list[tuple[PartitionLag, Verdict]] = field(default_factory=list)
     batches: list[BatchSummary] = field(default_factory=list)
+    retention: dict[int, Horizon] = field(default_factory=dict)  # per partition; none when unread records are safe
+    retention_margin: int | None = None  # seconds, as declared (lag.retention_margin)
+
+    @property
+    def at_risk(self) -> list[tuple[int, Horizon]]:
+        """The partitions whose unread records retention deletes sooner than the margin, soonest first."""
+        risky = [(p, h) for p, h in self.retention.items() if h.at_risk(self.retention_margin)]
+        return sorted(risky, key=lambda ph: ph[1].seconds or 0.0)
 
     @property
     def offset_lag(self) -> int:
@@ -73,6 +87,8 @@ class PipelineStatus:
             "last_commit": self.last_commit.isoformat() if self.last_commit else None,
             "offset_lag": self.offset_lag,
             "time_lag_seconds": seconds(self.time_lag),
+            "at_risk": bool(self.at_risk),
+            "retention_margin_seconds": self.retention_margin,
             "partitions": [
                 {
                     "partition": p.partition,
@@ -83,6 +99,9 @@ class PipelineStatus:
                     "time_lag_source": p.time_source or None,
                     "state": v.state.name,
                     "reason": v.reason,
+                    "retention_horizon_seconds": _rounded(self.retention.get(p.partition, Horizon()).seconds),
+                    "retention_bytes_left": self.retention.get(p.partition, Horizon()).bytes_left,
+                    "at_risk": self.retention.get(p.partition, Horizon()).at_risk(self.retention_margin),
                 }
                 for p, v in self.partitions
             ],
@@ -100,6 +119,10 @@ class PipelineStatus:
                 for b in self.batches
             ],
         }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def window_of(pipeline: Pipeline) -> timedelta:
@@ -126,7 +149,13 @@ def pipeline_status(
         error = lag_history.planning_error(conn, pipeline.name)
         batches = recent_batches(conn, pipeline.name, last_batches)
     status = PipelineStatus(
-        pipeline.name, pipeline.topic, Verdict(LagState.OK, ""), rules.window, last_commit, batches=batches
+        pipeline.name,
+        pipeline.topic,
+        Verdict(LagState.OK, ""),
+        rules.window,
+        last_commit,
+        batches=batches,
+        retention_margin=pipeline.lag.retention_margin_seconds,
     )
     try:
         points = {p: [(o.at, o.end) for o in obs] for p, obs in history.items()}
@@ -150,7 +179,30 @@ def pipeline_status(
     status.verdict = (
         Verdict(LagState.ERR, f"planning fails: {error}") if error else worst(v for _, v in status.partitions)
     )
+    for lag in lags:
+        points.setdefault(lag.partition, []).append((now, lag.latest))
+    status.retention = retention_horizons(pipeline, systems, lags, points)
     return status
+
+
+def retention_horizons(
+    pipeline: Pipeline, systems, lags: list[PartitionLag], points: dict[int, list[tuple[datetime, int]]]
+) -> dict[int, Horizon]:
+    """Each waiting partition's horizon; none when no record waits, or when Kafka does not say its retention (a user
+    without DescribeConfigs): the rest of the status stands without them."""
+    waiting = [lag for lag in lags if lag.lag]
+    if not waiting:
+        return {}
+    try:
+        limits = retention_limits(systems.kafka_client, pipeline.topic)
+        sizes = partition_sizes(systems.kafka_client, pipeline.topic) if limits.bytes is not None else {}
+    except KafkaAccessError as exc:
+        log.warning("pipeline %s: retention horizon unknown: %s", pipeline.name, exc)
+        return {}
+    return {
+        lag.partition: horizon(lag, limits, sizes.get(lag.partition), growth_per_second(points.get(lag.partition, [])))
+        for lag in waiting
+    }
 
 
 def recent_batches(conn, pipeline: str, limit: int) -> list[BatchSummary]:

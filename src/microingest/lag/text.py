@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from microingest.lag.retention import Horizon
 from microingest.lag.status import PipelineStatus
 
 
@@ -26,16 +27,23 @@ def status_lines(status: PipelineStatus, now: datetime | None = None) -> list[st
         f"  offset lag {status.offset_lag:,}, time lag {age(status.time_lag)}; last commit {since}; "
         f"window {age(status.window)}",
     ]
+    lines += [
+        f"  AT_RISK: partition {p}'s unread records may be deleted by {h.cause} in {age(_seconds(h))} "
+        f"(retention_margin {age(timedelta(seconds=status.retention_margin or 0))})"
+        for p, h in status.at_risk
+    ]
     if status.partitions:
         lines.append(
-            f"  {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} {'time lag':>10}  "
-            "state  reason"
+            f"  {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} {'time lag':>10} "
+            f"{'retention':>10}  state  reason"
         )
         for lag, verdict in status.partitions:
             time_lag = age(lag.time_lag) + ("~" if lag.time_source == "interpolated" else "")
+            left = status.retention.get(lag.partition, Horizon())
+            horizon = "-" if left.seconds is None else age(_seconds(left))
             lines.append(
-                f"  {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} {time_lag:>10}  "
-                f"{verdict.state.name:<5}  {verdict.reason}"
+                f"  {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} {time_lag:>10} "
+                f"{horizon:>10}  {verdict.state.name:<5}  {verdict.reason}"
             )
     if status.batches:
         lines.append("  last batches:")
@@ -46,3 +54,7 @@ def status_lines(status: PipelineStatus, now: datetime | None = None) -> list[st
                 f"({b.rows_per_second:,.0f} rows/s)" + (f"  {b.note}" if b.note else "")
             )
     return lines
+
+
+def _seconds(h: Horizon) -> timedelta:
+    return timedelta(seconds=h.seconds or 0.0)

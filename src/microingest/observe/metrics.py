@@ -1,6 +1,7 @@
 """Prometheus metrics of every declared pipeline, computed when scraped (a custom collector of prometheus_client).
 
-Per partition: offset lag, time lag and lag state, from the same reading the lag page shows. Per pipeline: its state,
+Per partition: offset lag, time lag, lag state and the time left before retention deletes unread records, from the
+same reading the lag page shows. Per pipeline: its state,
 the age of its last live commit, and counters and a batch-duration histogram from the batch history. A pipeline
 whose figures cannot be read (Postgres away) has microingest_pipeline_up 0 and nothing else in that scrape, rather
 than failing every pipeline's scrape.
@@ -45,6 +46,17 @@ class PipelineFamilies:
             "Lag state of the partition: 1 for the current one of OK, WARN, STALL, STOP, ERR",
             labels=[*part, "state"],
         )
+        self.horizon = GaugeMetricFamily(
+            "microingest_retention_horizon_seconds",
+            "Seconds until Kafka's retention may delete the oldest record not ingested (absent when none waits or "
+            "no retention limits it)",
+            labels=part,
+        )
+        self.at_risk = GaugeMetricFamily(
+            "microingest_retention_at_risk",
+            "1 when some partition's horizon is shorter than the declared lag.retention_margin",
+            labels=["pipeline"],
+        )
         self.pipeline_state = GaugeMetricFamily(
             "microingest_pipeline_state",
             "Lag state of the pipeline (its worst partition's, or ERR): 1 for the current one",
@@ -81,6 +93,10 @@ class PipelineFamilies:
                 self.time_lag.add_metric(labels, lag.time_lag.total_seconds())
             for state in STATES:
                 self.partition_state.add_metric([*labels, state], 1 if verdict.state.name == state else 0)
+            left = status.retention.get(lag.partition)
+            if left is not None and left.seconds is not None:
+                self.horizon.add_metric(labels, left.seconds)
+        self.at_risk.add_metric([name], 1 if status.at_risk else 0)
         for state in STATES:
             self.pipeline_state.add_metric([name, state], 1 if status.verdict.state.name == state else 0)
         if status.last_commit is not None:
@@ -102,6 +118,8 @@ class PipelineFamilies:
             self.offset_lag,
             self.time_lag,
             self.partition_state,
+            self.horizon,
+            self.at_risk,
             self.pipeline_state,
             self.commit_age,
             self.batches,

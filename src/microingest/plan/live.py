@@ -95,8 +95,12 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
     if plan.pins and record_pins:
         pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), topic)
         log.info(
-            "recorded start positions (latest) of new partitions: %s",
-            ", ".join(f"{r.topic}[{r.partition}]@{r.from_offset}" for r in plan.pins),
+            "recorded positions without reading: %s",
+            ", ".join(
+                f"{r.topic}[{r.partition}]@{r.from_offset}"
+                + (f" (past the retention gap [{r.gap[0]}, {r.gap[1]}))" if r.gap else " (a new partition, at latest)")
+                for r in plan.pins
+            ),
         )
     for r in plan.ranges:
         if r.gap:

@@ -54,7 +54,8 @@ class TopicRecreatedError(PlanningError):
 @dataclass(frozen=True)
 class Plan:
     ranges: tuple[OffsetRange, ...]
-    # Partitions new to the ledger that start at 'latest': their position is recorded without reading anything.
+    # Positions recorded without reading anything: partitions new to the ledger that start at 'latest', and those whose
+    # every record past the ledger retention deleted (on_retention_gap: skip; the range keeps the gap).
     pins: tuple[OffsetRange, ...] = field(default=())
 
     @property
@@ -81,7 +82,8 @@ def plan_ranges(
 
     A retention gap (ledger below the earliest offset) raises RetentionGapError, or with on_retention_gap="skip"
     starts at the earliest offset; the range then keeps the old ledger value, so [ledger, from) is the gap the
-    commit records in the batch history.
+    commit records in the batch history. A gap with nothing left after it is a pin at the earliest offset that keeps
+    the old ledger value: its commit moves the position past the gap and records it, without reading.
     """
     ledger, earliest, latest = positions
     if max_records < 1:
@@ -112,6 +114,9 @@ def plan_ranges(
                 start = committed
             elif on_retention_gap == "skip":
                 start = low
+                if high == low:  # everything past the position was deleted: no read, but the gap is recorded now
+                    pins.append(OffsetRange(topic, partition, low, low, committed))
+                    continue
             else:
                 raise RetentionGapError(topic, partition, committed, low)
         if high > start:

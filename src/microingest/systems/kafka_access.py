@@ -49,6 +49,18 @@ def _reader(config: dict[str, Any], timeout_ms: int) -> Iterator[KafkaConsumer]:
         consumer.close()
 
 
+@contextmanager
+def admin_client(config: dict[str, Any]) -> Iterator[KafkaAdminClient]:
+    try:
+        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
+    except (KafkaError, OSError) as exc:
+        raise _unreachable(config, exc) from exc
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
 def partition_bounds(
     config: dict[str, Any], topic: str, timeout_ms: int = 15000
 ) -> tuple[dict[int, int], dict[int, int]]:
@@ -116,16 +128,11 @@ def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[in
 def topic_id(config: dict[str, Any], topic: str) -> str | None:
     """The id Kafka gave the topic when it was created (a topic deleted and made again under its name gets a new
     one); None from a broker too old to have topic ids."""
-    try:
-        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
-    except (KafkaError, OSError) as exc:
-        raise _unreachable(config, exc) from exc
-    try:
-        [described] = admin.describe_topics([topic])
-    except KafkaError as exc:
-        raise KafkaAccessError(f"could not describe topic '{topic}': {exc!r}") from exc
-    finally:
-        admin.close()
+    with admin_client(config) as admin:
+        try:
+            [described] = admin.describe_topics([topic])
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not describe topic '{topic}': {exc!r}") from exc
     found = described.get("topic_id")
     return None if found is None or str(found) == _NO_TOPIC_ID else str(found)
 
@@ -136,28 +143,17 @@ _NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
 def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = -1) -> bool:
     """Create the topic, replicated as the cluster's default.replication.factor says unless `replication` is given;
     returns False when it already existed."""
-    try:
-        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
-    except (KafkaError, OSError) as exc:
-        raise _unreachable(config, exc) from exc
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication)])
-        return True
-    except TopicAlreadyExistsError:
-        return False
-    finally:
-        admin.close()
+    with admin_client(config) as admin:
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication)])
+            return True
+        except TopicAlreadyExistsError:
+            return False
 
 
 def delete_topic(config: dict[str, Any], topic: str) -> None:
-    try:
-        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
-    except (KafkaError, OSError) as exc:
-        raise _unreachable(config, exc) from exc
-    try:
+    with admin_client(config) as admin:
         admin.delete_topics([topic])
-    finally:
-        admin.close()
 
 
 def produce(

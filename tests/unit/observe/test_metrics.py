@@ -5,6 +5,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from microingest.lag.figures import PartitionLag
+from microingest.lag.retention import Horizon
 from microingest.lag.states import LagState, Verdict
 from microingest.lag.status import PipelineStatus
 from microingest.observe.batch_totals import DURATION_BUCKETS, KindTotals
@@ -40,6 +41,8 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
             (PartitionLag("t", 1, 40, 40, 0), Verdict(LagState.OK, "")),
             (PartitionLag("t", 2, None, 10, 0), Verdict(LagState.OK, "")),
         ],
+        retention={0: Horizon(600.0, None, "retention.ms")},
+        retention_margin=3600,
     )
     les = (0, 1, 2, 2, 3, 3, 3, 3, 3, 3)
     families = PipelineFamilies()
@@ -60,6 +63,9 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     assert at("microingest_partition_state", state="WARN", **p0) == 1
     assert at("microingest_partition_state", state="OK", **p0) == 0
     assert at("microingest_pipeline_state", pipeline="orders", state="WARN") == 1
+    assert at("microingest_retention_horizon_seconds", **p0) == 600
+    assert ("microingest_retention_horizon_seconds", tuple(sorted(p2.items()))) not in samples
+    assert at("microingest_retention_at_risk", pipeline="orders") == 1
     assert at("microingest_last_commit_age_seconds", pipeline="orders") == 90
     kind = {"pipeline": "orders", "kind": "ingest"}
     assert at("microingest_batches_total", **kind) == 3 and at("microingest_records_read_total", **kind) == 3000

@@ -106,6 +106,19 @@ def test_retention_gap_can_be_skipped_and_the_range_remembers_the_gap():
     assert (r.from_offset, r.until_offset, r.ledger_offset, r.gap) == (20, 30, 5, (5, 20))
 
 
+def test_a_gap_with_nothing_left_after_it_is_a_pin_that_records_the_gap():
+    """Retention deleted every record past the position: nothing to read, but the position moves past the gap now
+    (and the gap is recorded) instead of counting deleted records as waiting until a new one arrives."""
+    plan = plan_ranges(
+        "t", Positions({0: 5, 1: 3}, {0: 20, 1: 0}, {0: 20, 1: 9}), max_records=100, on_retention_gap="skip"
+    )
+    [pin] = plan.pins
+    assert (pin.partition, pin.from_offset, pin.until_offset, pin.gap) == (0, 20, 20, (5, 20))
+    assert [(r.partition, r.from_offset) for r in plan.ranges] == [(1, 3)]
+    with pytest.raises(RetentionGapError):
+        plan_ranges("t", Positions({0: 5}, {0: 20}, {0: 20}), max_records=100)
+
+
 def test_ranges_without_a_gap_report_none():
     plan = plan_ranges("t", Positions({0: 5}, {0: 0}, {0: 30}), max_records=100, on_retention_gap="skip")
     assert plan.ranges[0].gap is None
