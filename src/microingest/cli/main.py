@@ -9,6 +9,8 @@ microingest skip PIPELINE --partition P --until OFFSET --reason TEXT
                                 records as dead letters
 microingest redrive PIPELINE    decode the unresolved dead letters again through Airflow, once their cause is fixed;
                                 those that now decode land, each once (--dry-run: how many would, writing nothing)
+microingest explain PIPELINE --partition P --offset O
+                                the story of one offset: the batch that read it and what became of it
 microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
 microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
                                 declared pipeline's target table (audited in microingest.schema_changes)
@@ -174,6 +176,16 @@ def cmd_redrive(args) -> int:
     return _through_airflow(pipeline, conf, "microingest redrive", args.timeout)
 
 
+def cmd_explain(args) -> None:
+    from microingest.observe.offset_reads import offset_facts  # kafka-python, as in cmd_plan
+    from microingest.observe.offset_story import story, to_dict
+
+    if args.partition < 0 or args.offset < 0:
+        raise UsageError("--partition and --offset are numbers >= 0")
+    facts = offset_facts(get_pipeline(args.pipeline), args.partition, args.offset)
+    print(json.dumps(to_dict(facts), indent=2, default=str) if args.json else "\n".join(story(facts)))
+
+
 def _through_airflow(pipeline: Pipeline, conf: dict, note: str, timeout: float) -> int:
     """Trigger the pipeline's DAG with these Params, follow the run, report it; the exit code says how it ended."""
     run = run_and_report(
@@ -274,6 +286,19 @@ def build_parser() -> argparse.ArgumentParser:
     skipping.add_argument("--dry-run", action="store_true", help="check against the ledger and Kafka, write nothing")
     skipping.add_argument("--timeout", type=float, default=3600, help="seconds to follow the run (default 3600)")
     skipping.set_defaults(func=cmd_skip)
+    explain = sub.add_parser(
+        "explain",
+        help="the story of one offset: which batch read it and what became of it",
+        description="Tell where the record at OFFSET of PIPELINE's topic went: the batch that read it (its kind, DAG "
+        "run, note, time), the target row it became (or the aggregate's group, or the newer record its key holds), its "
+        "dead letter and whether a redrive resolved it, the skip or the retention gap that passed over it, or why no "
+        "batch read it yet; and whether the consumer group mirror agrees with the ledger.",
+    )
+    explain.add_argument("pipeline")
+    explain.add_argument("--partition", type=int, required=True)
+    explain.add_argument("--offset", type=int, required=True)
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(func=cmd_explain)
     redrive = sub.add_parser(
         "redrive",
         help="decode the unresolved dead letters again, through Airflow",

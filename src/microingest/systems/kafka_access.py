@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -112,6 +112,43 @@ def record_timestamps(
         except KafkaError as exc:
             raise KafkaAccessError(f"could not read records of topic '{topic}': {exc!r}") from exc
     return found
+
+
+class KafkaRecord(NamedTuple):
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def record_at(config: dict[str, Any], topic: str, partition: int, offset: int, timeout_ms: int = 5000):
+    """The committed record at exactly `offset`, or None: deleted, never there (a transaction marker, an aborted or
+    compacted record), or not read within the time."""
+    with _reader(config, timeout_ms) as consumer:
+        tp = TopicPartition(topic, partition)
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, offset)
+            deadline = time.monotonic() + timeout_ms / 1000
+            while time.monotonic() < deadline:
+                for record in consumer.poll(timeout_ms=200, max_records=1).get(tp, []):
+                    if record.offset != offset:
+                        return None
+                    return KafkaRecord(record.offset, record.timestamp, record.key, record.value, list(record.headers))
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not read {topic}[{partition}]@{offset}: {exc!r}") from exc
+    return None
+
+
+def group_offsets(config: dict[str, Any], group: str, topic: str) -> dict[int, int]:
+    """The offsets consumer group `group` has committed on `topic`, per partition (none: the group never did)."""
+    with admin_client(config) as admin:
+        try:
+            found = admin.list_group_offsets({group: None}).get(group, {})
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not read the offsets of consumer group '{group}': {exc!r}") from exc
+    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
 
 
 def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:
