@@ -11,6 +11,8 @@ microingest redrive PIPELINE    decode the unresolved dead letters again through
                                 those that now decode land, each once (--dry-run: how many would, writing nothing)
 microingest explain PIPELINE --partition P --offset O
                                 the story of one offset: the batch that read it and what became of it
+microingest doctor [PIPELINE]   the ledger, history, consumer group mirror, Asset events and Kafka compared: what
+                                disagrees and what to do (exit 1 when something is wrong)
 microingest schema PIPELINE     the schema fields its registered writer schema gives, as YAML to declare
 microingest migrate             apply sql/ migrations to the pipelines' Postgres, then create or evolve each
                                 declared pipeline's target table (audited in microingest.schema_changes)
@@ -186,6 +188,25 @@ def cmd_explain(args) -> None:
     print(json.dumps(to_dict(facts), indent=2, default=str) if args.json else "\n".join(story(facts)))
 
 
+def cmd_doctor(args) -> int:
+    from microingest.observe.doctor import examine  # kafka-python, as in cmd_plan
+    from microingest.observe.doctor_rules import BAD
+
+    airflow = None
+    if not args.no_airflow:
+        try:
+            airflow = AirflowClient()
+        except MicroingestError as exc:
+            print(f"microingest: Asset events not compared (--no-airflow to leave them out): {exc}", file=sys.stderr)
+    names = [args.pipeline] if args.pipeline else [p.name for p in declared_pipelines()]
+    wrong = 0
+    for name in names:
+        findings = examine(get_pipeline(name), airflow)
+        print(f"{name}:\n" + "\n".join("  " + line for f in findings for line in f.lines()) + "\n")
+        wrong += sum(f.severity == BAD for f in findings)
+    return 1 if wrong else 0
+
+
 def _through_airflow(pipeline: Pipeline, conf: dict, note: str, timeout: float) -> int:
     """Trigger the pipeline's DAG with these Params, follow the run, report it; the exit code says how it ended."""
     run = run_and_report(
@@ -299,6 +320,18 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--offset", type=int, required=True)
     explain.add_argument("--json", action="store_true", help="machine-readable output")
     explain.set_defaults(func=cmd_explain)
+    doctor = sub.add_parser(
+        "doctor",
+        help="compare the ledger, history, consumer group mirror, Asset events and Kafka; say what disagrees",
+        description="For PIPELINE (default: every declared one) compare the ledger with Kafka's offsets (positions "
+        "beyond the log end, or below what retention kept), with the batch history (each position where the batch "
+        "it names ended), with the consumer group mirror, and the batches of the last day's finished DAG runs with "
+        "their Asset events; count the unresolved dead letters. Says in words what disagrees and what to do; exit "
+        "1 when something is wrong.",
+    )
+    doctor.add_argument("pipeline", nargs="?")
+    doctor.add_argument("--no-airflow", action="store_true", help="leave out the Asset events (no Airflow API)")
+    doctor.set_defaults(func=cmd_doctor)
     redrive = sub.add_parser(
         "redrive",
         help="decode the unresolved dead letters again, through Airflow",

@@ -227,3 +227,9 @@ def test_skipped_records_are_redriven_through_airflow(api, served):
     run = api.dag_run(env.pipeline.dag_id, run_id)
     assert run.tasks == {"plan": "success", "ingest": "success", "announce": "success"}
     assert api.note(env.pipeline.dag_id, run_id).startswith("redrive: 1 batch, 5 dead letters decoded again")
+    doctor = subprocess.run(
+        ["microingest", "doctor", env.pipeline.name], capture_output=True, text=True, env=os.environ
+    )
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "ok   every batch of the 1 finished run(s) looked at was announced" in doctor.stdout
+    assert "ok   no unresolved dead letters" in doctor.stdout

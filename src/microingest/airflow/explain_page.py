@@ -1,0 +1,42 @@
+"""The story of an offset in the Airflow UI (`/microingest/explain`, and `/microingest/explain.json` for scripts):
+what `microingest explain` prints, for a pipeline, partition and offset asked in the lag page's form. Behind
+Airflow's login like the lag page (see `lag_page`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import HTMLResponse, JSONResponse
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from microingest.declare.files import load_declarations
+from microingest.observe.offset_reads import offset_facts
+from microingest.observe.offset_story import OffsetFacts, story, to_dict
+
+router = APIRouter(dependencies=[Depends(requires_access_dag("GET"))])
+_TEMPLATES = Environment(
+    loader=PackageLoader("microingest.airflow", "templates"), autoescape=True, undefined=StrictUndefined
+)
+Position = Annotated[int, Query(ge=0)]
+
+
+def _facts(pipeline: str, partition: int, offset: int) -> OffsetFacts:
+    declared = {p.name: p for p in load_declarations()[0]}
+    if pipeline not in declared:
+        raise HTTPException(status_code=404, detail=f"no valid declaration of a pipeline named {pipeline!r}")
+    return offset_facts(declared[pipeline], partition, offset)
+
+
+@router.get("/explain", response_class=HTMLResponse)
+def explain_page(pipeline: str, partition: Position, offset: Position) -> str:
+    facts = _facts(pipeline, partition, offset)
+    return _TEMPLATES.get_template("explain.html.j2").render(facts=facts, lines=story(facts))
+
+
+@router.get("/explain.json")
+def explain_json(pipeline: str, partition: Position, offset: Position) -> JSONResponse:
+    # datetimes as ISO text, as the command's --json gives them
+    return JSONResponse(json.loads(json.dumps(to_dict(_facts(pipeline, partition, offset)), default=str)))
