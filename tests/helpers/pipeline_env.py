@@ -76,6 +76,8 @@ SERVED_DECLARATIONS = {
     "skip": {"dead_letter": {"max_records": 0}},
     "redrive": {},
     "ui_redrive": {},
+    # Woken by records: an AssetWatcher's trigger starts a run once a record waits (looking every 2 s).
+    "woken": {"schedule": "on_records", "on_records": {"min_records": 1, "max_wait_seconds": 30, "poke_seconds": 2}},
     # A bad record in its second batch of 100 fails the run after the first batch committed.
     "announced": {"dead_letter": {"max_records": 0}, "max_records_per_batch": 100},
     "metrics": {"max_records_per_batch": 100},

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG, CronDataIntervalTimetable, task
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from microingest.airflow.assets import target_asset
+from microingest.airflow.assets import records_asset, target_asset
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
@@ -30,9 +30,7 @@ def build_dag(pipeline: Pipeline) -> DAG:
     )
     with DAG(
         dag_id=pipeline.dag_id,
-        # Data intervals, not Airflow 3's default cron trigger (whose runs have an empty interval): a run of
-        # Airflow's own backfill replays the records timestamped inside its interval.
-        schedule=CronDataIntervalTimetable(pipeline.schedule, timezone="UTC") if pipeline.schedule else None,
+        schedule=_schedule(pipeline),
         start_date=START_DATE,
         catchup=False,
         # By default runs of one pipeline queue behind each other; whatever races anyway (more active runs,
@@ -106,6 +104,15 @@ def build_dag(pipeline: Pipeline) -> DAG:
                 >> planned
             )
     return dag
+
+
+def _schedule(pipeline: Pipeline) -> CronDataIntervalTimetable | list | None:
+    """A cron's runs with data intervals, not Airflow 3's default cron trigger (whose runs have an empty interval): a
+    run of Airflow's own backfill replays the records timestamped inside its interval. Or runs woken by records
+    (event-driven scheduling: the DAG scheduled on an Asset its trigger watches)."""
+    if pipeline.woken_by_records:
+        return [records_asset(pipeline)]
+    return CronDataIntervalTimetable(pipeline.schedule, timezone="UTC") if pipeline.schedule else None
 
 
 def topic_tag(topic: str) -> str:

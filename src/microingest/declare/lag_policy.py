@@ -13,7 +13,14 @@ lag:
     grace_seconds: 900          # ...and the pipeline STALL/STOP/ERR at most this long (default: 900)
     fail_at_risk: true          # ...and never AT_RISK (default: false; AT_RISK needs retention_margin)
 
-`declare.model` checks the section as declared; these are what it becomes.
+Pipelines woken by records (`schedule: on_records`) take their thresholds from the `on_records:` section:
+
+on_records:
+  min_records: 1                # wake the DAG once this many records wait...
+  max_wait_seconds: 60          # ...or once the oldest waiting record is this old; and at most once this often
+  poke_seconds: 10              # how often the triggerer looks
+
+`declare.model` checks the sections as declared; these are what they become.
 """
 
 from __future__ import annotations
@@ -42,6 +49,18 @@ class SlaPolicy:
     max_time_lag_seconds: int
     grace_seconds: int = 900
     fail_at_risk: bool = False
+
+
+@dataclass(frozen=True)
+class OnRecords:
+    """When the triggerer wakes a pipeline's DAG (`schedule: on_records`): a gate, checked all the time."""
+
+    min_records: int = 1
+    max_wait_seconds: int = 60
+    poke_seconds: int = 10
+
+    def gate(self) -> GatePolicy:
+        return GatePolicy(self.min_records, self.max_wait_seconds, poke_seconds=self.poke_seconds)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from microingest.declare.identifiers import (
     check_target_table,
     check_topic,
 )
-from microingest.declare.lag_policy import GatePolicy, SlaPolicy
+from microingest.declare.lag_policy import GatePolicy, OnRecords, SlaPolicy
 from microingest.declare.pipeline import (
     FIELD_SOURCES,
     FIELD_TYPES,
@@ -44,6 +44,7 @@ from microingest.declare.pipeline import (
     ITEM_TYPES,
     KEY_FORMATS,
     MAX_DECIMAL_PRECISION,
+    ON_RECORDS,
     RECORD_TYPES,
     RECREATED_TOPIC_POLICIES,
     ROUNDINGS,
@@ -148,8 +149,12 @@ def _schedule(schedule: str) -> str:
     from croniter import CroniterBadDateError, croniter
 
     schedule = schedule.strip()
+    if schedule == ON_RECORDS:
+        return schedule
     if not _CRON_OR_PRESET.match(schedule):
-        raise ValueError(f"must be a cron expression or @preset ({', '.join(_PRESETS)}), got {_shown(schedule)}")
+        raise ValueError(
+            f"must be a cron expression, @preset ({', '.join(_PRESETS)}) or {ON_RECORDS}, got {_shown(schedule)}"
+        )
     try:
         croniter(schedule, datetime(2026, 1, 1)).get_next(datetime)
     except CroniterBadDateError:
@@ -407,6 +412,12 @@ class Sla(_Strict):
     fail_at_risk: Annotated[bool, _says("must be true or false")] = SlaPolicy.fail_at_risk
 
 
+class Wake(_Strict):
+    min_records: Positive = OnRecords.min_records
+    max_wait_seconds: PositiveSeconds = OnRecords.max_wait_seconds
+    poke_seconds: PositiveSeconds = OnRecords.poke_seconds
+
+
 class Lag(_Strict):
     gate: Gate | None = None
     sla: Sla | None = None
@@ -450,6 +461,7 @@ class Declaration(_Strict):
     )
     dead_letter: DeadLetter | None = None  # Pipeline's DeadLetterPolicy()
     lag: Lag | None = None  # Pipeline's LagPolicy()
+    on_records: Wake | None = None  # Pipeline's OnRecords()
     aggregate: AggregateSpec | None = Field(None, validate_default=True)
     partition_by: PartitionSpec | None = None
 
@@ -481,6 +493,8 @@ class Declaration(_Strict):
             self.aggregate.check_against(self.schema_)
         if self.partition_by is not None:
             self.partition_by.check_against(self.schema_, self.sink_mode, self.target_table)
+        if self.on_records is not None and self.schedule != ON_RECORDS:
+            raise _fault(("on_records",), f"only applies to schedule: {ON_RECORDS}, not {self.schedule}")
         reads_keys = self.sink_mode == "upsert_latest" or any(f.from_ == "key" for f in self.schema_.values())
         if self.key_format != "string" and not reads_keys:
             raise _fault(

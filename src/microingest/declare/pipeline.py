@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Literal, get_args
 
-from microingest.declare.lag_policy import LagPolicy
+from microingest.declare.lag_policy import LagPolicy, OnRecords
 from microingest.errors import Refused
 
 # Each choice a declaration makes: the Literal types the declaration's model checks, and their values in order.
@@ -164,6 +164,9 @@ class PartitionBy:
     retain: str | None = None
 
 
+ON_RECORDS = "on_records"  # the schedule of a pipeline woken by records
+
+
 @dataclass(frozen=True)
 class Pipeline:
     name: str
@@ -194,7 +197,13 @@ class Pipeline:
     retry_delay_seconds: int = 30
     max_active_runs: int = 1
     lag: LagPolicy = LagPolicy()
+    on_records: OnRecords = OnRecords()  # thresholds of schedule: on_records
     source: str = dataclass_field(default="", compare=False)  # the file it was read from; not a declaration field
+
+    @property
+    def woken_by_records(self) -> bool:
+        """Runs started by the triggerer when records wait (Airflow's event-driven scheduling), not by a clock."""
+        return self.schedule == ON_RECORDS
 
     @property
     def reads_registry(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
+from microingest.declare.lag_policy import GatePolicy, LagPolicy, OnRecords, SlaPolicy
 from microingest.declare.model import Declaration, FieldSpec
 from microingest.declare.pipeline import (
     Aggregate,
@@ -94,9 +94,10 @@ def _field(name: str, spec: FieldSpec) -> Field:
 
 def _pipeline(declaration: Declaration, source: str) -> Pipeline:
     dead_letter, lag, aggregate = declaration.dead_letter, declaration.lag, declaration.aggregate
-    partition_by = declaration.partition_by
+    partition_by, on_records = declaration.partition_by, declaration.on_records
     return Pipeline(
-        **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate", "partition_by"}),
+        **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate", "partition_by", "on_records"}),
+        on_records=OnRecords() if on_records is None else OnRecords(**on_records.model_dump()),
         partition_by=None if partition_by is None else PartitionBy(**partition_by.model_dump()),
         schema=tuple(_field(name, spec) for name, spec in declaration.schema_.items()),
         dead_letter=DeadLetterPolicy() if dead_letter is None else DeadLetterPolicy(**dead_letter.model_dump()),

@@ -13,6 +13,7 @@ from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
 from microingest.lag.retention import Horizon, growth_per_second, horizon
 from microingest.lag.states import (
+    MIN_WINDOW,
     LagState,
     Observation,
     Rules,
@@ -130,6 +131,8 @@ def window_of(pipeline: Pipeline) -> timedelta:
     policy = pipeline.lag
     if policy.window_seconds:
         return timedelta(seconds=policy.window_seconds)
+    if pipeline.woken_by_records:  # a run at least every max_wait_seconds while records wait
+        return max(MIN_WINDOW, 3 * timedelta(seconds=pipeline.on_records.max_wait_seconds))
     gate_wait = timedelta(seconds=policy.gate.max_wait_seconds) if policy.gate else None
     return default_window(pipeline.schedule, gate_wait)
 

@@ -109,3 +109,35 @@ def test_the_sla_sensor_fails_a_pipeline_that_stalls(api, served):
     )
     errors = " ".join(error_events(api, run, task))
     assert "breached for longer than grace_seconds 15" in errors and "STALL" in errors, errors
+
+
+def test_records_arriving_on_an_idle_topic_wake_the_pipeline(api, served):
+    """schedule: on_records: no cron and no manual trigger; the AssetWatcher's trigger sees the records and the runs
+    it wakes land them."""
+    env = served["woken"]
+    dag_id = env.pipeline.dag_id
+
+    def runs():
+        return api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
+
+    api.unpause(dag_id)
+    try:
+        time.sleep(5)  # an idle topic wakes nothing: no run appears
+        assert runs() == []
+        sent = env.produce(12)
+        deadline = time.monotonic() + 300
+        while not runs() and time.monotonic() < deadline:
+            time.sleep(2)
+        assert runs(), "no run woke" + service_log("triggerer", env.pipeline.name)
+        first = api.wait_for_run(dag_id, runs()[-1]["dag_run_id"], timeout=600)
+        # The producer's records may straddle two looks of the trigger: the next wake takes what the first left.
+        while env.target_rows() != sorted(sent) and time.monotonic() < deadline:
+            time.sleep(2)
+        woken = [api.wait_for_run(dag_id, r["dag_run_id"], timeout=600) for r in runs()]
+    finally:
+        api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": True})
+    assert (first.state, first.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"}), (
+        first.describe() + service_log("triggerer", env.pipeline.name)
+    )
+    assert {r["run_type"] for r in runs()} == {"asset_triggered"} and {r.state for r in woken} == {"success"}
+    assert env.landed_once() == sorted(sent)

@@ -12,7 +12,7 @@ from microingest.declare.validate import parse_pipeline
 
 KNOWN = (
     "aggregate, dead_letter, description, kafka_conn_id, key_format, lag, max_active_runs, max_records_per_batch, "
-    "max_records_per_run, max_run_seconds, max_value_bytes, name, on_retention_gap, on_topic_recreated, "
+    "max_records_per_run, max_run_seconds, max_value_bytes, name, on_records, on_retention_gap, on_topic_recreated, "
     "partition_by, postgres_conn_id, retries, retry_delay_seconds, schedule, schema, schema_registry_conn_id, "
     "sink_mode, spark_conn_id, start_from, target_table, topic, transform, value_format"
 )
@@ -62,6 +62,8 @@ SECONDS = {
     ("lag", "gate", "poke_seconds"): {"min_records": 1, "max_wait_seconds": 1},
     ("lag", "sla", "max_time_lag_seconds"): {},
     ("lag", "sla", "grace_seconds"): {"max_time_lag_seconds": 1},
+    ("on_records", "max_wait_seconds"): {},
+    ("on_records", "poke_seconds"): {},
 }
 
 
@@ -69,7 +71,8 @@ def declaring(path: tuple[str, ...], beside: dict, value: int) -> dict:
     section: dict = {**beside, path[-1]: value}
     for name in reversed(path[:-1]):
         section = {name: section}
-    return {**VALID, **section}
+    woken = {"schedule": "on_records"} if path[0] == "on_records" else {}  # the section needs that schedule
+    return {**VALID, **woken, **section}
 
 
 def test_every_seconds_field_is_at_most_ten_years():

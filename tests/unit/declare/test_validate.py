@@ -286,7 +286,8 @@ def aggregate(**spec):
         (
             {**VALID, "schedule": "@once"},
             "schedule",
-            "must be a cron expression or @preset (@hourly, @daily, @weekly, @monthly, @yearly), got '@once'",
+            "must be a cron expression, @preset (@hourly, @daily, @weekly, @monthly, @yearly) or on_records, "
+            "got '@once'",
         ),
         (
             {**VALID, "retry_delay_seconds": 10**15},

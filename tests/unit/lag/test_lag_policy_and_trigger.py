@@ -5,8 +5,8 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 from microingest.airflow import lag_triggers as triggers
-from microingest.airflow.lag_triggers import LagTrigger
-from microingest.declare.lag_policy import GatePolicy, LagPolicy, SlaPolicy
+from microingest.airflow.lag_triggers import LagTrigger, RecordsTrigger
+from microingest.declare.lag_policy import GatePolicy, LagPolicy, OnRecords, SlaPolicy
 from microingest.declare.validate import parse_pipeline
 from microingest.lag.status import window_of
 
@@ -84,3 +84,53 @@ def test_the_trigger_gives_up_at_its_deadline_with_the_last_answer(monkeypatch):
     monkeypatch.setattr(triggers, "datetime", Clock)
     event = collect(LagTrigger("orders", "health", deadline.isoformat(), 0.01))
     assert event == {"status": "deadline", "pokes": 2, "met": False, "summary": "quiet"}
+
+
+def test_a_pipeline_woken_by_records_and_its_thresholds():
+    p = parse_pipeline({**BASE, "schedule": "on_records", "on_records": {"min_records": 500, "max_wait_seconds": 600}})
+    assert p.woken_by_records and p.on_records == OnRecords(500, 600, 10)
+    assert p.on_records.gate() == GatePolicy(500, 600, poke_seconds=10)
+    assert window_of(p) == timedelta(minutes=30)  # three max_wait_seconds
+    assert window_of(parse_pipeline({**BASE, "schedule": "on_records"})) == timedelta(minutes=15)  # at least 15 min
+    assert not parse_pipeline({**BASE, "schedule": "@hourly"}).woken_by_records
+
+
+def test_the_records_trigger_wakes_when_records_wait_and_not_again_before_its_quiet_time(monkeypatch):
+    answers = iter(
+        [
+            {"met": False, "summary": "no records wait"},
+            RuntimeError("broker away"),
+            {"met": True, "summary": "3 records wait"},
+            {"met": True, "summary": "3 records wait"},  # within the quiet time: the woken run has them
+            {"met": False, "summary": "no records wait"},
+        ]
+        + [{"met": True, "summary": "8 records wait"}] * 10
+    )
+    checked = []
+
+    def check(name, pipeline):
+        checked.append(name)
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(triggers, "run_check", check)
+    trigger = RecordsTrigger("orders", poke_seconds=0.001, quiet_seconds=60)
+    trigger.clock = lambda: 10.0 * len(checked)  # ten seconds a look
+    path, kwargs = trigger.serialize()
+    assert path == "microingest.airflow.lag_triggers.RecordsTrigger" and RecordsTrigger(**kwargs).serialize() == (
+        path,
+        kwargs,
+    )
+
+    async def two_events():
+        events = []
+        async for event in trigger.run():
+            events.append((len(checked), event.payload["summary"]))
+            if len(events) == 2:
+                return events
+
+    (first_at, first), (second_at, second) = asyncio.run(two_events())
+    assert (first_at, first, second) == (3, "3 records wait", "8 records wait")
+    assert second_at == 9 and set(checked) == {"wake"}  # 60 s after the first wake, the looks between stayed quiet
