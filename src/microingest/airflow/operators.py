@@ -125,7 +125,8 @@ class SparkIngestOperator(BaseOperator):
     def _committed_earlier(self, plan: RunPlan, run: RunInfo) -> dict | None:
         """On a retry: the outcome, when earlier tries of this run committed its whole plan (e.g. the job died after
         its last commit, or the commit's acknowledgement was lost), so no Spark job is started for nothing."""
-        if run.task_try is None or run.task_try <= 1:
+        # A redrive's job finds what is left itself, without Spark (its pages start wherever dead letters remain)
+        if run.task_try is None or run.task_try <= 1 or plan.kind == "redrive":
             return None
         with self.systems.db() as conn:
             before = committed_by_run(conn, self.pipeline.name, run, plan.kind)

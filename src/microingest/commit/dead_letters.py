@@ -34,6 +34,14 @@ def _selected(pipeline: str, ranges: Sequence[OffsetRange], selection: RedriveSe
             'd."offset" >= r.lo AND d."offset" < r.hi)'
         ).format(rows),
     ]
+    # A topic deleted and created again under its name starts its offsets over: dead letters written before the
+    # pipeline restarted on it hold the old topic's records, whose positions the new one's may take.
+    where.append(
+        sql.SQL(
+            "d.created_at > coalesce((SELECT max(b.committed_at) FROM microingest.batches b WHERE b.pipeline = "
+            "d.pipeline AND b.kind = 'restart'), '-infinity')"
+        )
+    )
     args: list = [pipeline, *range_args]
     if selection.error_class is not None:
         where.append(sql.SQL("d.error_class = %s"))

@@ -68,14 +68,15 @@ def committed_by_run(conn, pipeline: str, run: RunInfo, kind: str) -> RunOutcome
 
     A backfill's earlier tries are those since the run was last cleared: an operator clears a finished backfill run
     to replay it (after fixing a transform, with overlap replace, say), so the batches of an earlier clearing are
-    history, not progress. A live run's batches count whenever they were made: its plan starts at the ledger, and a
+    history, not progress; so for a redrive, whose clearing tries again the dead letters still failing. A live
+    run's batches count whenever they were made: its plan starts at the ledger, and a
     cleared live run has nothing of its own to read twice."""
     outcome = RunOutcome()
     with conn.cursor() as cur:
         cur.execute(
             "SELECT batch_id::text, rows_written, records_read, dead_letters, ranges FROM microingest.batches "
-            "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s AND (kind <> 'backfill' OR "
-            "clear_number = %s)",
+            "WHERE pipeline = %s AND dag_id = %s AND run_id = %s AND kind = %s AND (kind NOT IN ('backfill', "
+            "'redrive') OR clear_number = %s)",
             (pipeline, run.dag_id, run.run_id, kind, run.clear_number),
         )
         for batch_id, written, read, dead, ranges in cur.fetchall():

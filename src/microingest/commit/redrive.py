@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
-from microingest.commit.sinks import Sink, StagedCounts
+from microingest.commit.sinks import SKIPPED, Sink, StagedCounts
 
 _ROW_POSITION = ("source_topic", "source_partition", "source_offset")
 _DEAD_POSITION = ("topic", "partition", "offset")
@@ -51,10 +51,15 @@ def resolve_redriven(cur, sink: Sink, batch_id: str) -> None:
         ).format(sink.staging, _matches(_ROW_POSITION)),
         (batch_id, batch_id, batch_id, sink.pipeline.name),
     )
+    # A skipped record that still fails stays `skipped`: it was never ingested, so a backfill over the skip still
+    # resolves it (and an aggregate, whose history never counted it, may count it then); today's reason goes in
+    # its message.
     cur.execute(
         sql.SQL(
-            "UPDATE microingest.dead_letters d SET error_class = s.error_class, error_message = s.error_message, "
-            "redriven_by = %s, redrives = d.redrives + 1 FROM {} s WHERE s.batch_id = %s AND {}"
-        ).format(sink.staged_dead, _matches(_DEAD_POSITION)),
+            "UPDATE microingest.dead_letters d SET error_class = CASE WHEN d.error_class = {skipped} THEN "
+            "d.error_class ELSE s.error_class END, error_message = CASE WHEN d.error_class = {skipped} THEN "
+            "'still failing after a redrive: ' || s.error_class || ': ' || s.error_message ELSE s.error_message END, "
+            "redriven_by = %s, redrives = d.redrives + 1 FROM {table} s WHERE s.batch_id = %s AND {matches}"
+        ).format(skipped=sql.Literal(SKIPPED), table=sink.staged_dead, matches=_matches(_DEAD_POSITION)),
         (batch_id, batch_id, sink.pipeline.name),
     )

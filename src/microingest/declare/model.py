@@ -495,6 +495,11 @@ class Declaration(_Strict):
             self.partition_by.check_against(self.schema_, self.sink_mode, self.target_table)
         if self.on_records is not None and self.schedule != ON_RECORDS:
             raise _fault(("on_records",), f"only applies to schedule: {ON_RECORDS}, not {self.schedule}")
+        lag = self.lag
+        if lag is not None and lag.gate is not None and self.schedule == ON_RECORDS:
+            raise _fault(("lag", "gate"), f"gates scheduled runs; with schedule: {ON_RECORDS} use on_records' own")
+        if lag is not None and lag.sla is not None and lag.sla.fail_at_risk and lag.retention_margin is None:
+            raise _fault(("lag", "sla", "fail_at_risk"), "needs lag.retention_margin: AT_RISK is measured against it")
         reads_keys = self.sink_mode == "upsert_latest" or any(f.from_ == "key" for f in self.schema_.values())
         if self.key_format != "string" and not reads_keys:
             raise _fault(

@@ -54,7 +54,8 @@ def examine(pipeline: Pipeline, airflow: AirflowClient | None) -> list[Finding]:
         earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
         found += kafka_findings(pipeline.topic, ledger, earliest, latest)
         group = group_id(pipeline.name)
-        found += mirror_findings(group, ledger, group_offsets(systems.kafka_client, group, pipeline.topic))
+        pinned = [p for p, _, _, kind, _ in ledger_rows if kind == "pin"]
+        found += mirror_findings(group, ledger, group_offsets(systems.kafka_client, group, pipeline.topic), pinned)
     except MicroingestError as exc:
         found.append(Finding(BAD, f"Kafka could not be read: {exc}", "check the broker and the Kafka connection"))
     found += history_findings(ledger_rows)

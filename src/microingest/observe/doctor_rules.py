@@ -92,11 +92,17 @@ def history_findings(ledger_rows: Iterable[tuple[int, int, str | None, str | Non
     return out
 
 
-def mirror_findings(group: str, ledger: Mapping[int, int], mirrored: Mapping[int, int]) -> list[Finding]:
-    out = []
+def mirror_findings(
+    group: str, ledger: Mapping[int, int], mirrored: Mapping[int, int], pinned: Iterable[int] = ()
+) -> list[Finding]:
+    """`pinned`: partitions whose position a pin recorded (a plan, no job), which the mirror learns only when a batch
+    of theirs commits."""
+    out, unmirrored = [], set(pinned)
     for p, position in sorted(ledger.items()):
         at = mirrored.get(p)
         if at is None or at < position:
+            if p in unmirrored:
+                continue
             behind = "has no offset" if at is None else f"is {position - at:,} behind the ledger ({at} < {position})"
             out.append(
                 Finding(

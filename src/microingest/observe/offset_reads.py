@@ -11,8 +11,8 @@ from psycopg2 import sql
 from microingest.commit.ledger import read_ledger
 from microingest.declare.identifiers import table_identifier
 from microingest.declare.pipeline import Pipeline
+from microingest.decode.keys import key_decoder
 from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.storable import key_text
 from microingest.lag.mirror import group_id
 from microingest.observe.offset_story import BatchMention, DeadLetterFacts, OffsetFacts
 from microingest.systems.kafka_access import KafkaAccessError, group_offsets, partition_bounds, record_at
@@ -33,7 +33,13 @@ def offset_facts(pipeline: Pipeline, partition: int, offset: int) -> OffsetFacts
     where = (pipeline.name, pipeline.topic, partition, offset, offset)
     with systems.db() as conn, conn.cursor() as cur:
         facts.position = read_ledger(conn, pipeline.name, pipeline.topic).get(partition)
-        cur.execute(_MENTION + "CROSS JOIN LATERAL jsonb_array_elements(b.ranges) e " + _HOLDING, where)
+        # A redrive's ranges span the dead letters of a page: its batch is told by the dead letter it resolved.
+        cur.execute(
+            _MENTION
+            + "CROSS JOIN LATERAL jsonb_array_elements(b.ranges) e "
+            + _HOLDING.replace("WHERE", "WHERE b.kind <> 'redrive' AND", 1),
+            where,
+        )
         facts.read_by = [BatchMention(*row) for row in cur.fetchall()]
         cur.execute(_MENTION + "CROSS JOIN LATERAL jsonb_array_elements(b.gaps) e " + _HOLDING, where)
         facts.lost_in = [BatchMention(*row) for row in cur.fetchall()]
@@ -68,7 +74,8 @@ def _kafka_facts(pipeline: Pipeline, systems: PipelineSystems, facts: OffsetFact
             facts.partition
         )
         readable = facts.earliest is not None and facts.earliest <= facts.offset < (facts.latest or 0)
-        if readable and facts.read_by and not facts.has_row and facts.dead_letter is None:
+        unresolved = facts.dead_letter is not None and facts.dead_letter.resolved_by is None
+        if readable and facts.read_by and not facts.has_row and not unresolved:
             record = record_at(systems.kafka_client, pipeline.topic, facts.partition, facts.offset)
             facts.in_kafka = record is not None
             if record is not None:
@@ -84,7 +91,7 @@ def _where_it_counts(pipeline: Pipeline, systems: PipelineSystems, facts: Offset
                 sql.SQL("SELECT source_offset FROM {} WHERE record_key = %s").format(
                     table_identifier(pipeline.target_table)
                 ),
-                (key_text(record.key),),
+                (key_decoder(pipeline.key_format, systems.registry)(record.key),),
             )
             row = cur.fetchone()
         facts.key_holds = None if row is None else row[0]

@@ -86,6 +86,11 @@ def _what_became(f: OffsetFacts) -> str:
         return landed
     if f.lost_in:
         return "lost: retention deleted it before it was read (the gap is recorded in the history)"
+    if f.earliest is not None and f.offset < f.earliest and f.position is not None and f.offset >= f.position:
+        return (
+            f"lost: retention deleted it before it was read (Kafka holds from {f.earliest}); the next run fails "
+            "naming the gap, or with on_retention_gap: skip records it"
+        )
     if f.position is None or f.offset >= f.position:
         waiting = "" if f.position is None else f" (the live position is {f.position})"
         return f"not read yet{waiting}"

@@ -11,8 +11,9 @@ import pytest
 
 from helpers.pipeline_env import DEMO_SCHEMA, UPSERT_TARGET, job_result, reached_pause
 from microingest.batches import RedriveSelection, RunInfo
+from microingest.plan.backfill import plan_backfill
 from microingest.plan.redrive import plan_redrive, preview_redrive
-from microingest.plan.request import RedriveRequest, SkipRequest
+from microingest.plan.request import RedriveRequest, SkipRequest, parse_request
 from microingest.plan.skip import plan_skip
 
 # The declaration of the incident: user_id wrongly required, and a business rule refusing what it should not.
@@ -233,3 +234,56 @@ def test_skipped_records_are_redriven_through_airflow(api, served):
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "ok   every batch of the 1 finished run(s) looked at was announced" in doctor.stdout
     assert "ok   no unresolved dead letters" in doctor.stdout
+
+
+def test_a_skipped_record_still_failing_stays_skipped_so_a_backfill_still_counts_it_once(env):
+    """A redrive that cannot land a skipped record keeps it `skipped` (today's reason in its message): the skip
+    batch counted nothing, so a backfill over the skip, once the cause is fixed, resolves it and an aggregate
+    counts it once, and a redrive after that finds nothing to add."""
+    env.replace_target("event_type text PRIMARY KEY, events bigint NOT NULL")
+    aggregate = {"group_by": ["event_type"], "measures": {"events": "count"}}
+    strict = {
+        "event_id": "string",
+        "event_type": {"type": "string", "required": True},
+        "user_id": {"type": "string", "required": True},
+    }
+    env.redeclare(sink_mode="aggregate", aggregate=aggregate, schema=strict)
+    env.send_to(0, [(b"k", json.dumps({"event_id": f"e{i}", "event_type": "click"}).encode()) for i in range(3)])
+    skipped = env.spark_job(plan_skip(env.pipeline, SkipRequest(0, 3, "incident"), "on-call"))
+    assert skipped.returncode == 0, skipped.stdout[-3000:]
+    _, result = redrive(env)
+    assert result.returncode == 0 and '"dead_letters": 3' in result.stdout, result.stdout[-3000:]
+    assert {(cls, msg.split(":")[0]) for _, _, cls, msg, *_ in env.dead_letters()} == {
+        ("skipped", "still failing after a redrive")
+    }
+    assert env.query(f"SELECT event_type FROM {env.pipeline.target_table}") == []
+
+    env.redeclare(schema={**strict, "user_id": "string"})
+    backfilled = env.spark_job(plan_backfill(env.pipeline, parse_request({"backfill_ranges": {"0": [0, 3]}})))
+    assert backfilled.returncode == 0, backfilled.stdout[-3000:]
+    assert env.query(f"SELECT event_type, events FROM {env.pipeline.target_table}") == [("click", 3)]
+    _, again = redrive(env)
+    assert again.returncode == 0 and env.query(f"SELECT event_type, events FROM {env.pipeline.target_table}") == [
+        ("click", 3)
+    ]
+
+
+def test_a_cleared_redrive_run_tries_its_failing_dead_letters_again_and_a_retry_does_not(env):
+    """A retry of a redrive run goes on after what it committed; a cleared run (Airflow's clear_number) starts over,
+    so the dead letters still failing are decoded again with the declaration fixed in between."""
+    incident(env)
+    env.redeclare(**TOO_STRICT)  # nothing fixed yet: all four still fail
+    plan, _ = plan_redrive(env.pipeline, RedriveRequest(), "on-call")
+    first = env.spark_job(plan, run=RunInfo("microingest_test", "redrive_run", 1, 0))
+    assert first.returncode == 0 and '"rows_written": 0, "dead_letters": 4' in first.stdout, first.stdout[-3000:]
+    env.redeclare(**FIXED)
+    retried = env.spark_job(plan, run=RunInfo("microingest_test", "redrive_run", 2, 0))
+    assert retried.returncode == 0 and len(redrive_batches(env)) == 1, retried.stdout[-3000:]
+    cleared = env.spark_job(plan, run=RunInfo("microingest_test", "redrive_run", 1, 1))
+    assert cleared.returncode == 0 and '"rows_written": 3, "dead_letters": 1' in cleared.stdout, cleared.stdout[-3000:]
+    assert [(o, resolved is not None) for o, _, resolved, _ in dead_state(env)] == [
+        (1, True),
+        (2, True),
+        (3, False),
+        (5, True),
+    ]

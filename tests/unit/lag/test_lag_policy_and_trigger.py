@@ -4,9 +4,12 @@ run against Kafka and Postgres in the integration tests)."""
 import asyncio
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from microingest.airflow import lag_triggers as triggers
 from microingest.airflow.lag_triggers import LagTrigger, RecordsTrigger
 from microingest.declare.lag_policy import GatePolicy, LagPolicy, OnRecords, SlaPolicy
+from microingest.declare.pipeline import DeclarationError
 from microingest.declare.validate import parse_pipeline
 from microingest.lag.status import window_of
 
@@ -134,3 +137,23 @@ def test_the_records_trigger_wakes_when_records_wait_and_not_again_before_its_qu
     (first_at, first), (second_at, second) = asyncio.run(two_events())
     assert (first_at, first, second) == (3, "3 records wait", "8 records wait")
     assert second_at == 9 and set(checked) == {"wake"}  # 60 s after the first wake, the looks between stayed quiet
+
+
+def test_on_records_and_retention_settings_that_cannot_work_are_refused():
+    cases = [
+        ({"on_records": {"min_records": 5}}, "on_records", "only applies to schedule: on_records"),
+        (
+            {"schedule": "on_records", "lag": {"gate": {"min_records": 5, "max_wait_seconds": 60}}},
+            "lag.gate",
+            "gates scheduled runs",
+        ),
+        (
+            {"lag": {"sla": {"max_time_lag_seconds": 60, "fail_at_risk": True}}},
+            "lag.sla.fail_at_risk",
+            "needs lag.retention_margin",
+        ),
+    ]
+    for declared, field, problem in cases:
+        with pytest.raises(DeclarationError) as err:
+            parse_pipeline({**BASE, **declared})
+        assert err.value.field == field and problem in err.value.problem

@@ -39,6 +39,7 @@ def test_a_mirror_behind_is_a_warning_and_one_ahead_is_wrong():
         (BAD, "partition 2: consumer group g is ahead of the ledger (12 > 10): something else commits offsets to it"),
     ]
     assert severities(mirror_findings("g", {0: 3}, {})) == [WARN]
+    assert severities(mirror_findings("g", {0: 3, 1: 5}, {1: 5}, pinned=[0])) == [OK]  # a pin mirrors nothing
     assert severities(mirror_findings("g", {0: 3}, {0: 3})) == [OK]
 
 
