@@ -62,12 +62,29 @@ class OffsetRange:
 
 
 class Positions(NamedTuple):
-    """Where a pipeline is and what Kafka holds, per partition: the ledger's next offset to read (no entry for a
-    partition never read), the earliest offset Kafka retains, and the latest (the end under read_committed)."""
+    """Where a pipeline is on one topic and what Kafka holds, per partition: the ledger's next offset to read (no
+    entry for a partition never read), the earliest offset Kafka retains, and the latest (the end under
+    read_committed)."""
 
     ledger: Mapping[int, int]
     earliest: Mapping[int, int]
     latest: Mapping[int, int]
+
+
+# A partition of one of a pipeline's topics, as lag figures, observations and horizons key it.
+PartitionId = tuple[str, int]
+
+
+class Sources(NamedTuple):
+    """Where a pipeline is on each topic it reads now (the topics declared, or those matching its pattern), and the
+    topics its ledger holds positions on that Kafka no longer lists: reported, their positions kept, never read."""
+
+    positions: Mapping[str, Positions]
+    gone: tuple[str, ...] = ()
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted(self.positions))
 
 
 def fair_shares(available: Sequence[int], budget: int) -> list[int]:
@@ -128,7 +145,9 @@ class RunPlan:
     # Backfills by time: [from, until) in epoch ms. The ranges span the window's offsets, but producers' clocks are not
     # monotonic: only the records timestamped inside it are staged.
     time_window_ms: tuple[int, int] | None = None
-    topic_id: str | None = None  # Kafka's id of the topic planned from: the commit refuses a topic made again since
+    # Kafka's id of each topic planned from (absent where the broker gave none): the commit refuses a topic made again
+    # since
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
     note: str | None = None  # skips: who skipped and why, kept with every skipped record and in the history
     # redrives: which dead letters inside the ranges; the job reads them page by page (`spark.redrive`), never by
     # next_batch, since they lie scattered over their ranges
@@ -166,7 +185,7 @@ class RunPlan:
                 number,
                 self.overlap,
                 self.time_window_ms,
-                self.topic_id,
+                self.topic_ids,
                 self.note,
             ),
             replace(self, ranges=tuple(sorted(rest, key=_position))),
@@ -211,7 +230,7 @@ class RunPlan:
             "time_budget_seconds": self.time_budget_seconds,
             "overlap": self.overlap,
             "time_window_ms": None if self.time_window_ms is None else list(self.time_window_ms),
-            "topic_id": self.topic_id,
+            "topic_ids": dict(self.topic_ids),
             "note": self.note,
             "redrive": None if self.redrive is None else self.redrive.to_dict(),
             "records": self.total_records,
@@ -227,7 +246,7 @@ class RunPlan:
             d.get("time_budget_seconds"),
             str(d.get("overlap", "refuse")),
             None if window is None else (int(window[0]), int(window[1])),
-            d.get("topic_id"),
+            dict(d.get("topic_ids") or {}),
             d.get("note"),
             None if d.get("redrive") is None else RedriveSelection.from_dict(d["redrive"]),
         )
@@ -244,7 +263,7 @@ class Batch:
     number: int | None = None  # 1, 2, ... within its DAG run, counting the batches of earlier tries
     overlap: str = "refuse"
     time_window_ms: tuple[int, int] | None = None
-    topic_id: str | None = None
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
     note: str | None = None
 
     @property

@@ -121,16 +121,21 @@ class Env:
     def table(self) -> sql.Identifier:
         return table_identifier(self.pipeline.target_table)
 
+    @property
+    def topic(self) -> str:
+        """The topic the env was made on (the first of those the pipeline names)."""
+        return self.pipeline.topics[0]
+
     def send(self, records: list[tuple]) -> list[tuple[int, int]]:
         """Raw (key, value[, headers]) records; returns their (partition, offset)."""
-        return produce(self.kafka, self.pipeline.topic, records)
+        return produce(self.kafka, self.topic, records)
 
     def send_to(self, partition: int, records: list[tuple], timestamp_ms: int | None = None) -> list[tuple[int, int]]:
         """Raw records into one partition, all with one Kafka timestamp (default: the producer's clock; the broker
         deletes records timestamped beyond its retention, 7 days); returns their (partition, offset)."""
         return produce(
             self.kafka,
-            self.pipeline.topic,
+            self.topic,
             records,
             partition_of=lambda i, k: partition,
             timestamp_of=None if timestamp_ms is None else lambda i: timestamp_ms,
@@ -184,7 +189,7 @@ class Env:
             )
             for k, i in enumerate(ids, start)
         ]
-        positions = produce(self.kafka, self.pipeline.topic, records, timestamp_of=timestamp_of)
+        positions = produce(self.kafka, self.topic, records, timestamp_of=timestamp_of)
         return [(p, o, i) for (p, o), i in zip(positions, ids)]
 
     def query(self, statement, args=()):

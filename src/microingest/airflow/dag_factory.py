@@ -23,7 +23,7 @@ _TAG_MAX_LEN = 100  # Airflow's limit on a DAG tag
 def build_dag(pipeline: Pipeline) -> DAG:
     asset = target_asset(pipeline)
     doc = (
-        f"Ingest Kafka topic `{pipeline.topic}` into `{pipeline.target_table}` ({pipeline.sink_mode}): each run "
+        f"Ingest Kafka {pipeline.sources_named} into `{pipeline.target_table}` ({pipeline.sink_mode}): each run "
         f"reads up to {pipeline.max_records_per_run:,} records in batches of at most "
         f"{pipeline.max_records_per_batch:,}, each batch one transaction. Trigger with a backfill range or time "
         f"window to replay history. Declared in `pipelines/{pipeline.name}.yaml`.\n\n{pipeline.description}"
@@ -36,7 +36,7 @@ def build_dag(pipeline: Pipeline) -> DAG:
         # By default runs of one pipeline queue behind each other; whatever races anyway (more active runs,
         # backfills, manual job runs) is settled by the ledger fence.
         max_active_runs=pipeline.max_active_runs,
-        tags=["microingest", topic_tag(pipeline.topic)],
+        tags=["microingest", *topic_tags(pipeline)],
         doc_md=doc,
         params=pipeline_params(pipeline),
         # Transient trouble (broker, Postgres, a lost executor) fails a task with nothing committed; the retry
@@ -115,10 +115,13 @@ def _schedule(pipeline: Pipeline) -> CronDataIntervalTimetable | list | None:
     return CronDataIntervalTimetable(pipeline.schedule, timezone="UTC") if pipeline.schedule else None
 
 
-def topic_tag(topic: str) -> str:
-    """Airflow refuses a DAG whose tag is longer than 100 characters, and so the whole DAG file, every pipeline's DAG
-    with it; a Kafka topic may have 249. A cut tag still finds the topic's DAGs by its start."""
-    return f"topic:{topic}"[:_TAG_MAX_LEN]
+def topic_tags(pipeline: Pipeline) -> list[str]:
+    """A tag per topic named, or the pattern's. Airflow refuses a DAG whose tag is longer than 100 characters, and so
+    the whole DAG file, every pipeline's DAG with it; a Kafka topic may have 249. A cut tag still finds the topic's
+    DAGs by its start."""
+    if pipeline.topic_pattern is not None:
+        return [f"topic_pattern:{pipeline.topic_pattern}"[:_TAG_MAX_LEN]]
+    return [f"topic:{topic}"[:_TAG_MAX_LEN] for topic in pipeline.topics]
 
 
 SLA_DAG_ID = "microingest_lag_sla"

@@ -23,20 +23,24 @@ _TEMPLATES = Environment(
 Position = Annotated[int, Query(ge=0)]
 
 
-def _facts(pipeline: str, partition: int, offset: int) -> OffsetFacts:
+def _facts(pipeline: str, topic: str | None, partition: int, offset: int) -> OffsetFacts:
     declared = {p.name: p for p in load_declarations()[0]}
     if pipeline not in declared:
         raise HTTPException(status_code=404, detail=f"no valid declaration of a pipeline named {pipeline!r}")
-    return offset_facts(declared[pipeline], partition, offset)
+    try:
+        asked = declared[pipeline].topic_asked(topic or None)  # the form sends an empty topic for "its only one"
+    except ValueError as exc:
+        raise HTTPException(status_code=400, detail=str(exc)) from None
+    return offset_facts(declared[pipeline], asked, partition, offset)
 
 
 @router.get("/explain", response_class=HTMLResponse)
-def explain_page(pipeline: str, partition: Position, offset: Position) -> str:
-    facts = _facts(pipeline, partition, offset)
+def explain_page(pipeline: str, partition: Position, offset: Position, topic: str | None = None) -> str:
+    facts = _facts(pipeline, topic, partition, offset)
     return _TEMPLATES.get_template("explain.html.j2").render(facts=facts, lines=story(facts))
 
 
 @router.get("/explain.json")
-def explain_json(pipeline: str, partition: Position, offset: Position) -> JSONResponse:
+def explain_json(pipeline: str, partition: Position, offset: Position, topic: str | None = None) -> JSONResponse:
     # datetimes as ISO text, as the command's --json gives them
-    return JSONResponse(json.loads(json.dumps(to_dict(_facts(pipeline, partition, offset)), default=str)))
+    return JSONResponse(json.loads(json.dumps(to_dict(_facts(pipeline, topic, partition, offset)), default=str)))

@@ -112,11 +112,12 @@ def main() -> int:
     pipeline = get_pipeline(PIPELINE)
     systems = PipelineSystems.of(pipeline)
     kafka = systems.kafka_client
-    if create_topic(kafka, pipeline.topic, PARTITIONS):
-        print(f"created topic {pipeline.topic} with {PARTITIONS} partitions")
+    [topic] = pipeline.topics  # each demo pipeline reads one topic
+    if create_topic(kafka, topic, PARTITIONS):
+        print(f"created topic {topic} with {PARTITIONS} partitions")
     started = time.time()
-    produced = len(produce(kafka, pipeline.topic, sample_events(EVENTS, seed=time.time_ns())))
-    _, latest = partition_bounds(kafka, pipeline.topic)
+    produced = len(produce(kafka, topic, sample_events(EVENTS, seed=time.time_ns())))
+    _, latest = partition_bounds(kafka, topic)
     print(
         f"produced {produced} events in {time.time() - started:.1f}s; topic now holds {sum(latest.values())} "
         f"offsets across {len(latest)} partitions"
@@ -140,10 +141,11 @@ def orders_demo(api: AirflowClient) -> bool:
     """The second example: sample orders through the `orders` pipeline, and what landed of them."""
     pipeline = get_pipeline(demo_orders.PIPELINE)
     systems = PipelineSystems.of(pipeline)
-    if create_topic(systems.kafka_client, pipeline.topic, PARTITIONS):
-        print(f"\ncreated topic {pipeline.topic} with {PARTITIONS} partitions")
+    [topic] = pipeline.topics
+    if create_topic(systems.kafka_client, topic, PARTITIONS):
+        print(f"\ncreated topic {topic} with {PARTITIONS} partitions")
     orders = demo_orders.sample_orders(ORDERS, seed=time.time_ns())
-    produce(systems.kafka_client, pipeline.topic, [demo_orders.as_record(o) for o in orders])
+    produce(systems.kafka_client, topic, [demo_orders.as_record(o) for o in orders])
     print(f"\nproduced {len(orders)} orders (totals {sum(o['total'] for o in orders)} EUR in all)")
     api.wait_for_dag(pipeline.dag_id, say=lambda m: print(f"  {m}", flush=True))
     runs = run_dag(api, pipeline.dag_id)

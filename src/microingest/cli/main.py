@@ -45,6 +45,7 @@ from microingest.plan.request import (
     SKIP_PARTITION,
     SKIP_REASON,
     SKIP_UNTIL,
+    TOPIC,
     parse_request,
 )
 from microingest.systems.airflow_api import AirflowClient, credentials
@@ -61,7 +62,7 @@ class UsageError(Refused, ValueError):
 def cmd_validate(args) -> int:
     pipelines, errors = load_declarations()
     for p in pipelines:
-        print(f"ok  {p.name}: topic {p.topic} -> {p.target_table} (DAG {p.dag_id}, schedule {p.schedule})")
+        print(f"ok  {p.name}: {p.sources_named} -> {p.target_table} (DAG {p.dag_id}, schedule {p.schedule})")
     for error in errors:
         print(f"bad {error}")
     print(f"{len(pipelines)} pipeline declaration(s) valid" + (f", {len(errors)} malformed" if errors else ""))
@@ -96,13 +97,16 @@ def cmd_lag(args) -> None:
         print("\n".join(status_lines(status)) + "\n")
 
 
+_TOPIC_HELP = "the topic whose partitions are meant (needed when the pipeline reads several)"
+
+
 def backfill_conf(args) -> dict:
     """The DAG run's Params for `microingest backfill`; Airflow and the plan task judge the values."""
     by_offsets = args.partition or args.from_offset or args.until_offset
     by_time = args.from_time or args.until_time
     if bool(by_offsets) == bool(by_time):
         raise UsageError("give --partition/--from/--until (offsets) or --from-time/--until-time, one of the two")
-    conf = {"overlap": args.overlap, "dry_run": args.dry_run}
+    conf = {"overlap": args.overlap, "dry_run": args.dry_run, **_topic(args)}
     if by_time:
         if not (args.from_time and args.until_time):
             raise UsageError("a time window needs both --from-time and --until-time")
@@ -122,6 +126,11 @@ def backfill_conf(args) -> dict:
     return {**conf, "backfill_ranges": ranges}
 
 
+def _topic(args) -> dict:
+    """The run's topic Param, when the command names one (a pipeline reading several topics needs it)."""
+    return {} if args.topic is None else {TOPIC: args.topic}
+
+
 def _utc_iso(value: str, option: str) -> str:
     """ISO 8601 with an explicit offset, as the Params require; a time without one is taken as UTC."""
     try:
@@ -139,7 +148,7 @@ def cmd_skip(args) -> int:
     from microingest.plan.skip import plan_skip, skip_summary  # kafka-python, as in cmd_plan
 
     pipeline = get_pipeline(args.pipeline)
-    conf = {SKIP_PARTITION: args.partition, SKIP_UNTIL: args.until, SKIP_REASON: args.reason}
+    conf = {SKIP_PARTITION: args.partition, SKIP_UNTIL: args.until, SKIP_REASON: args.reason, **_topic(args)}
     request = parse_request(conf).skip
     assert request is not None
     # Checked here first for an answer at once (the run's plan checks again). Who skips is the Airflow user the run
@@ -164,6 +173,7 @@ def cmd_redrive(args) -> int:
         REDRIVE_FROM: args.from_offset,
         REDRIVE_UNTIL: args.until_offset,
         REDRIVE_SINCE: args.since and _utc_iso(args.since, "--since"),
+        **_topic(args),
     }
     conf = {k: v for k, v in conf.items() if v is not None}
     request = parse_request(conf).redrive
@@ -184,7 +194,12 @@ def cmd_explain(args) -> None:
 
     if args.partition < 0 or args.offset < 0:
         raise UsageError("--partition and --offset are numbers >= 0")
-    facts = offset_facts(get_pipeline(args.pipeline), args.partition, args.offset)
+    pipeline = get_pipeline(args.pipeline)
+    try:
+        topic = pipeline.topic_asked(args.topic)
+    except ValueError as exc:
+        raise UsageError(f"--topic: {exc}") from None
+    facts = offset_facts(pipeline, topic, args.partition, args.offset)
     print(json.dumps(to_dict(facts), indent=2, default=str) if args.json else "\n".join(story(facts)))
 
 
@@ -235,7 +250,9 @@ def cmd_migrate(args) -> int:
 def cmd_schema(args) -> None:
 
     pipeline = get_pipeline(args.pipeline)
-    subject = args.subject or f"{pipeline.topic}-value"
+    if args.subject is None and (pipeline.topic_pattern is not None or len(pipeline.topics) != 1):
+        raise UsageError(f"pipeline {pipeline.name} reads {pipeline.sources_named}: give --subject")
+    subject = args.subject or f"{pipeline.topics[0]}-value"
     version = "latest" if args.version == "latest" else int(args.version)
     derived, origin = derive(pipeline.schema_registry_conn_id, subject, version)
     print(f"# the fields of {origin}, as a declaration writes them")
@@ -301,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         "holds, backfill instead.",
     )
     skipping.add_argument("pipeline")
+    skipping.add_argument("--topic", help=_TOPIC_HELP)
     skipping.add_argument("--partition", type=int, required=True)
     skipping.add_argument("--until", type=int, required=True, help="the new live position (exclusive end)")
     skipping.add_argument("--reason", required=True, help="why: kept with the records and in the history")
@@ -316,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         "batch read it yet; and whether the consumer group mirror agrees with the ledger.",
     )
     explain.add_argument("pipeline")
+    explain.add_argument("--topic", help=_TOPIC_HELP)
     explain.add_argument("--partition", type=int, required=True)
     explain.add_argument("--offset", type=int, required=True)
     explain.add_argument("--json", action="store_true", help="machine-readable output")
@@ -342,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         "others keep their row with today's reason. Repeating a redrive resolves nothing twice.",
     )
     redrive.add_argument("pipeline")
+    redrive.add_argument("--topic", help="only dead letters of this topic (default: every topic the pipeline reads)")
     redrive.add_argument("--error-class", help="only dead letters of this error class (e.g. wrong_type)")
     redrive.add_argument("--partition", type=int, help="only this partition")
     redrive.add_argument("--from", dest="from_offset", type=int, metavar="OFFSET", help="with --partition: from here")
@@ -360,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
         "local platform's login; API address: AIRFLOW__API__BASE_URL.",
     )
     backfill.add_argument("pipeline")
+    backfill.add_argument("--topic", help=_TOPIC_HELP + "; a time window without it replays every topic")
     backfill.add_argument("--partition", type=int, action="append", help="partition to replay (repeatable)")
     backfill.add_argument(
         "--from",

@@ -16,6 +16,7 @@ from microingest.commit.overlap import ranges_unnest
 class UnresolvedGroup(NamedTuple):
     """The unresolved dead letters of one partition and error class."""
 
+    topic: str
     partition: int
     error_class: str
     records: int
@@ -39,7 +40,8 @@ def _selected(pipeline: str, ranges: Sequence[OffsetRange], selection: RedriveSe
     where.append(
         sql.SQL(
             "d.created_at > coalesce((SELECT max(b.committed_at) FROM microingest.batches b WHERE b.pipeline = "
-            "d.pipeline AND b.kind = 'restart'), '-infinity')"
+            "d.pipeline AND b.kind = 'restart' AND b.ranges @> jsonb_build_array(jsonb_build_object('topic', "
+            "d.topic))), '-infinity')"
         )
     )
     args: list = [pipeline, *range_args]
@@ -58,9 +60,9 @@ def unresolved_groups(
     where, args = _selected(pipeline, ranges, selection)
     cur.execute(
         sql.SQL(
-            'SELECT d.partition, d.error_class, count(*), min(d."offset"), max(d."offset"), '
+            'SELECT d.topic, d.partition, d.error_class, count(*), min(d."offset"), max(d."offset"), '
             '(array_agg(d.error_message ORDER BY d."offset"))[1] FROM microingest.dead_letters d WHERE {} '
-            "GROUP BY 1, 2 ORDER BY 1, 2"
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
         ).format(where),
         args,
     )

@@ -18,7 +18,9 @@ from microingest.batches import CommitResult, CommittedBatch, OffsetRange, RunIn
 class BatchRecord:
     """What one batch did, as the history keeps it."""
 
-    kind: str  # ingest | backfill | redrive (a run's batches, from its plan) | pin | skip | restart (a recreated topic)
+    # ingest | backfill | redrive (a run's batches, from its plan) | pin | skip | restart (a recreated topic) |
+    # new_topic (a topic the pipeline starts reading after its first)
+    kind: str
     records_read: int
     rows_written: int
     dead_letters: int

@@ -7,9 +7,10 @@ at and above a partition's position is the live pipeline's to take.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -43,22 +44,36 @@ def lock_pipeline(cur, pipeline: str) -> None:
     advisory_lock(cur, f"microingest:pipeline:{pipeline}", transaction=True)
 
 
-def ledger_topic_ids(conn, pipeline: str, topic: str) -> set[str]:
-    """The Kafka topic ids the pipeline's live positions on `topic` were committed under (none before the first)."""
+def read_ledgers(conn, pipeline: str) -> dict[str, dict[int, int]]:
+    """The pipeline's live positions on every topic it holds any on."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT topic, partition, next_offset FROM microingest.ledger WHERE pipeline = %s", (pipeline,))
+        found: dict[str, dict[int, int]] = {}
+        for topic, partition, offset in cur.fetchall():
+            found.setdefault(topic, {})[partition] = offset
+        return found
+
+
+def ledger_topic_ids(conn, pipeline: str, topics: Sequence[str]) -> dict[str, set[str]]:
+    """Per topic, the Kafka topic ids the pipeline's live positions on it were committed under (none before the
+    first)."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT DISTINCT topic_id::text FROM microingest.ledger WHERE pipeline = %s AND topic = %s AND "
-            "topic_id IS NOT NULL",
-            (pipeline, topic),
+            "SELECT DISTINCT topic, topic_id::text FROM microingest.ledger WHERE pipeline = %s AND topic = ANY(%s) "
+            "AND topic_id IS NOT NULL",
+            (pipeline, list(topics)),
         )
-        return {r[0] for r in cur.fetchall()}
+        found: dict[str, set[str]] = {}
+        for topic, tid in cur.fetchall():
+            found.setdefault(topic, set()).add(tid)
+        return found
 
 
 def _locked_positions(
-    cur, pipeline: str, ranges: Sequence[OffsetRange], topic_id: str | None
+    cur, pipeline: str, ranges: Sequence[OffsetRange], topic_ids: Mapping[str, str]
 ) -> dict[tuple[str, int], int]:
-    """The ledger rows of the ranges' topics, locked until COMMIT; FencedError when they belong to another topic id
-    than the batch was planned on (the topic was deleted and created again since)."""
+    """The ledger rows of the ranges' topics, locked until COMMIT; FencedError when a topic's rows belong to another
+    topic id than the batch was planned on (the topic was deleted and created again since)."""
     lock_pipeline(cur, pipeline)
     cur.execute(
         "SELECT topic, partition, next_offset, topic_id::text FROM microingest.ledger WHERE pipeline = %s "
@@ -66,22 +81,24 @@ def _locked_positions(
         (pipeline, sorted({r.topic for r in ranges})),
     )
     rows = cur.fetchall()
-    others = sorted({t for _, _, _, t in rows if t is not None and topic_id is not None and t != topic_id})
+    others = sorted({(topic, t) for topic, _, _, t in rows if t is not None and topic_ids.get(topic, t) != t})
     if others:
+        detail = "; ".join(
+            f"{topic}: planned on topic id {topic_ids[topic]}, positions under {t}" for topic, t in others
+        )
         raise FencedError(
-            f"fenced: pipeline '{pipeline}' was planned on topic id {topic_id} but its live positions "
-            f"belong to topic id {', '.join(others)}: the topic was deleted and created again in "
-            "between; nothing from this batch was written"
+            f"fenced: pipeline '{pipeline}' was planned on other topic ids than its live positions belong to "
+            f"({detail}): the topic was deleted and created again in between; nothing from this batch was written"
         )
     return {(t, p): o for t, p, o, _ in rows}
 
 
 def fence_and_advance(
-    cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str, topic_id: str | None = None
+    cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str, topic_ids: Mapping[str, str]
 ) -> None:
     """Inside the commit transaction: verify every range's planned start, then move the ledger to its end (recording
     the topic id it was planned on, when known)."""
-    current = _locked_positions(cur, pipeline, ranges, topic_id)
+    current = _locked_positions(cur, pipeline, ranges, topic_ids)
     stale = [
         (r, current.get((r.topic, r.partition)))
         for r in ranges
@@ -102,16 +119,16 @@ def fence_and_advance(
         "VALUES (%s, %s, %s, %s, %s, %s, now()) ON CONFLICT (pipeline, topic, partition) DO UPDATE "
         "SET next_offset = EXCLUDED.next_offset, batch_id = EXCLUDED.batch_id, "
         "topic_id = coalesce(EXCLUDED.topic_id, microingest.ledger.topic_id), updated_at = now()",
-        [(pipeline, r.topic, r.partition, r.until_offset, batch_id, topic_id) for r in ranges],
+        [(pipeline, r.topic, r.partition, r.until_offset, batch_id, topic_ids.get(r.topic)) for r in ranges],
     )
 
 
-def fence_below(cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str, topic_id: str | None = None) -> None:
+def fence_below(cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str, topic_ids: Mapping[str, str]) -> None:
     """Inside a backfill batch's transaction: every range must end at or below its partition's live position.
 
     Holding the pipeline lock and the ledger rows until COMMIT means no live batch can commit in between, and the
     ledger never moves backwards, so the live pipeline will never read these offsets."""
-    current = _locked_positions(cur, pipeline, ranges, topic_id)
+    current = _locked_positions(cur, pipeline, ranges, topic_ids)
     above = [
         (r, current.get((r.topic, r.partition)))
         for r in ranges
@@ -126,7 +143,7 @@ def fence_below(cur, pipeline: str, ranges: Sequence[OffsetRange], batch_id: str
 
 
 def pin_positions(
-    params: dict[str, Any], pipeline: str, pins: Sequence[OffsetRange], run: RunInfo, topic_id: str | None = None
+    params: dict[str, Any], pipeline: str, pins: Sequence[OffsetRange], run: RunInfo, topic_ids: Mapping[str, str]
 ) -> str | None:
     """Record the starting position of partitions new to the ledger without reading them (start_from=latest)."""
     if not pins:
@@ -134,7 +151,7 @@ def pin_positions(
     batch_id = str(uuid.uuid4())
     started = datetime.now(timezone.utc)
     with connection(params) as conn, conn, conn.cursor() as cur:
-        fence_and_advance(cur, pipeline, pins, batch_id, topic_id)
+        fence_and_advance(cur, pipeline, pins, batch_id, topic_ids)
         record_batch(cur, pipeline, batch_id, pins, run, BatchRecord("pin", 0, 0, 0, started))
     return batch_id
 
@@ -169,6 +186,31 @@ def restart_topic(
         record_batch(cur, pipeline, batch_id, left, run, BatchRecord("restart", 0, 0, 0, started, note=note))
     log.warning(note)
     return batch_id
+
+
+def record_new_topic(
+    params: dict[str, Any], pipeline: str, starts: Sequence[OffsetRange], run: RunInfo, note: str
+) -> bool:
+    """Record in the history that the pipeline starts a topic (a batch of kind `new_topic`: its ranges where each
+    partition is read from, its note why), unless it holds positions on it already or recorded its start since the
+    topic was last restarted. Nothing moves: the ledger is the first batch's to set. False when nothing was new."""
+    topic = starts[0].topic
+    with connection(params) as conn, conn, conn.cursor() as cur:
+        lock_pipeline(cur, pipeline)
+        cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM microingest.ledger WHERE pipeline = %(p)s AND topic = %(t)s) OR EXISTS ("
+            "SELECT 1 FROM microingest.batches b WHERE pipeline = %(p)s AND kind = 'new_topic' AND ranges @> %(r)s "
+            "AND committed_at > coalesce((SELECT max(committed_at) FROM microingest.batches WHERE pipeline = %(p)s "
+            "AND kind = 'restart' AND ranges @> %(r)s), '-infinity'))",
+            {"p": pipeline, "t": topic, "r": json.dumps([{"topic": topic}])},
+        )
+        if cur.fetchone()[0]:
+            return False
+        started = datetime.now(timezone.utc)
+        record_batch(
+            cur, pipeline, str(uuid.uuid4()), starts, run, BatchRecord("new_topic", 0, 0, 0, started, note=note)
+        )
+    return True
 
 
 def _shown(offset: int | None) -> str:

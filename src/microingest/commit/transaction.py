@@ -76,11 +76,11 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
         with conn.cursor() as cur:
             _bound_transaction(cur)
             if batch.is_backfill:
-                fence_below(cur, pipeline, batch.ranges, batch_id, batch.topic_id)
+                fence_below(cur, pipeline, batch.ranges, batch_id, batch.topic_ids)
             elif batch.is_redrive:
                 lock_pipeline(cur, pipeline)
             else:
-                fence_and_advance(cur, pipeline, batch.ranges, batch_id, batch.topic_id)
+                fence_and_advance(cur, pipeline, batch.ranges, batch_id, batch.topic_ids)
             yield cur
         faults.crash_point("before_commit")
         conn.commit()

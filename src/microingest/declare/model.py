@@ -127,6 +127,25 @@ def _text(value: Any) -> Any:
     return value
 
 
+def _topic_pattern(pattern: str) -> str:
+    """A pattern of Kafka topic names, matched whole by Python's re (Kafka Connect's topics.regex is Java's: the
+    common syntax agrees)."""
+    if not pattern:
+        raise ValueError("must be a regular expression matching topic names, got nothing")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{_shown(pattern)} is not a valid regular expression: {exc}") from None
+    return pattern
+
+
+def _distinct(topics: list[str]) -> list[str]:
+    repeated = sorted({t for t in topics if topics.count(t) > 1})
+    if repeated:
+        raise ValueError(f"names {', '.join(repeated)} more than once")
+    return topics
+
+
 def _at_most_ten_years(seconds: int) -> int:
     if seconds > MAX_SECONDS:
         raise ValueError(f"must be at most {MAX_SECONDS:,} (ten years), got {seconds}")
@@ -179,6 +198,9 @@ PositiveSeconds = Annotated[Positive, AfterValidator(_at_most_ten_years)]
 _DURATION_TEXT = "must be seconds or look like '6h', '90 minutes' or '2 days'"
 Duration = Annotated[int, BeforeValidator(duration_seconds), AfterValidator(_at_most_ten_years), _says(_DURATION_TEXT)]
 ConnId = Annotated[str, _TEXT, AfterValidator(check_identifier)]
+Topic = Annotated[str, _TEXT, AfterValidator(check_topic)]
+# The topics a pipeline reads: exactly one of these three.
+TOPIC_FIELDS = ("topic", "topics", "topic_pattern")
 
 
 class _Strict(BaseModel):
@@ -430,7 +452,17 @@ class Declaration(_Strict):
     malformed one is reported."""
 
     name: Annotated[str, _TEXT, AfterValidator(check_pipeline_name)]
-    topic: Annotated[str, _TEXT, AfterValidator(check_topic)]
+    topic: Topic | None = None
+    topics: (
+        Annotated[
+            list[Topic],
+            Field(min_length=1),
+            _says("must be a non-empty list of topic names", got=None),
+            AfterValidator(_distinct),
+        ]
+        | None
+    ) = None
+    topic_pattern: Annotated[str, _TEXT, AfterValidator(_topic_pattern)] | None = None
     target_table: Annotated[str, _TEXT, AfterValidator(check_target_table)]
     schema_: Annotated[
         dict[Annotated[str, AfterValidator(check_field_name)], FieldSpec],
@@ -470,7 +502,7 @@ class Declaration(_Strict):
     def _a_mapping_named_in_text(cls, raw: Any) -> Any:
         required = [field.alias or name for name, field in cls.model_fields.items() if field.is_required()]
         if raw is None:
-            raise ValueError("the file is empty; declare at least " + ", ".join(required))
+            raise ValueError(f"the file is empty; declare at least {', '.join(required)} and one of {_TOPICS_NAMED}")
         if not isinstance(raw, dict):
             raise ValueError(f"expected a mapping of fields, got {_kind(raw)}")
         _check_keys(raw)
@@ -489,6 +521,13 @@ class Declaration(_Strict):
 
     @model_validator(mode="after")
     def _fields_agree(self) -> Declaration:
+        declared = [name for name in TOPIC_FIELDS if getattr(self, name) is not None]
+        if len(declared) != 1:
+            raise _fault(
+                (declared[-1] if declared else "topic",),
+                f"declare exactly one of {_TOPICS_NAMED}"
+                + (f", not {' and '.join(declared)}" if declared else ": which topics does the pipeline read?"),
+            )
         if self.aggregate is not None:
             self.aggregate.check_against(self.schema_)
         if self.partition_by is not None:
@@ -508,6 +547,9 @@ class Declaration(_Strict):
                 "without one",
             )
         return self
+
+
+_TOPICS_NAMED = "topic, topics or topic_pattern"
 
 
 def _check_keys(raw: dict) -> None:

@@ -6,6 +6,7 @@ into a `Pipeline`; `declare.files` finds and reads the files of the pipelines fo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Literal, get_args
@@ -170,7 +171,9 @@ ON_RECORDS = "on_records"  # the schedule of a pipeline woken by records
 @dataclass(frozen=True)
 class Pipeline:
     name: str
-    topic: str
+    # The topics it reads: those named (`topic:` or `topics:`), or every topic whose whole name `topic_pattern`
+    # matches (the plan lists them).
+    topics: tuple[str, ...]
     target_table: str
     schema: tuple[Field, ...]
     kafka_conn_id: str = "microingest_kafka"
@@ -193,12 +196,37 @@ class Pipeline:
     partition_by: PartitionBy | None = None
     on_retention_gap: str = "fail"
     on_topic_recreated: str = "fail"  # the topic's Kafka id changed: refuse, or start it again from start_from
+    topic_pattern: str | None = None
     retries: int = 3
     retry_delay_seconds: int = 30
     max_active_runs: int = 1
     lag: LagPolicy = LagPolicy()
     on_records: OnRecords = OnRecords()  # thresholds of schedule: on_records
     source: str = dataclass_field(default="", compare=False)  # the file it was read from; not a declaration field
+
+    def reads_topic(self, topic: str) -> bool:
+        """Whether `topic` is one of the pipeline's: named, or matched whole by its pattern."""
+        if self.topic_pattern is None:
+            return topic in self.topics
+        return re.fullmatch(self.topic_pattern, topic) is not None
+
+    def topic_asked(self, topic: str | None) -> str:
+        """The topic a question about one partition means: the one named, else the pipeline's only topic.
+        ValueError when it reads no such topic, or several and none is named."""
+        if topic is not None:
+            if not self.reads_topic(topic):
+                raise ValueError(f"pipeline {self.name} does not read topic {topic} ({self.sources_named})")
+            return topic
+        if self.topic_pattern is not None or len(self.topics) != 1:
+            raise ValueError(f"pipeline {self.name} reads {self.sources_named}: say which topic")
+        return self.topics[0]
+
+    @property
+    def sources_named(self) -> str:
+        """Its topics as a message names them."""
+        if self.topic_pattern is not None:
+            return f"topics matching '{self.topic_pattern}'"
+        return f"topic {self.topics[0]}" if len(self.topics) == 1 else f"topics {', '.join(self.topics)}"
 
     @property
     def woken_by_records(self) -> bool:

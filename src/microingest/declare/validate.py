@@ -96,7 +96,10 @@ def _pipeline(declaration: Declaration, source: str) -> Pipeline:
     dead_letter, lag, aggregate = declaration.dead_letter, declaration.lag, declaration.aggregate
     partition_by, on_records = declaration.partition_by, declaration.on_records
     return Pipeline(
-        **declaration.model_dump(exclude={"schema_", "dead_letter", "lag", "aggregate", "partition_by", "on_records"}),
+        **declaration.model_dump(
+            exclude={"topic", "topics", "schema_", "dead_letter", "lag", "aggregate", "partition_by", "on_records"}
+        ),
+        topics=(declaration.topic,) if declaration.topic is not None else tuple(declaration.topics or ()),
         on_records=OnRecords() if on_records is None else OnRecords(**on_records.model_dump()),
         partition_by=None if partition_by is None else PartitionBy(**partition_by.model_dump()),
         schema=tuple(_field(name, spec) for name, spec in declaration.schema_.items()),

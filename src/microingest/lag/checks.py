@@ -57,9 +57,15 @@ def gate_check(pipeline: Pipeline, gate: GatePolicy, now: datetime | None = None
         return Check(True, f"{waiting:,} records wait (min_records {gate.min_records:,})", waiting)
     if not waiting:
         return Check(False, "no records wait", 0, 0.0)
-    lagging = {lag.partition: lag.position for lag in lags if lag.lag}
-    stamps = record_timestamps(systems.kafka_client, pipeline.topic, lagging)
-    ages = [time_lag(lag.position, lag.latest, now, stamps.get(lag.partition))[0] for lag in lags if lag.lag]
+    lagging = [lag for lag in lags if lag.lag]
+    stamps = {
+        (topic, partition): ms
+        for topic in sorted({lag.topic for lag in lagging})
+        for partition, ms in record_timestamps(
+            systems.kafka_client, topic, {lag.partition: lag.position for lag in lagging if lag.topic == topic}
+        ).items()
+    }
+    ages = [time_lag(lag.position, lag.latest, now, stamps.get(lag.key))[0] for lag in lagging]
     oldest = max((a for a in ages if a is not None), default=None)
     seconds = None if oldest is None else oldest.total_seconds()
     if oldest is not None and oldest >= timedelta(seconds=gate.max_wait_seconds):
@@ -100,10 +106,10 @@ def health_check(pipeline: Pipeline, sla: SlaPolicy, now: datetime | None = None
             breach="time_lag",
         )
     if sla.fail_at_risk and status.at_risk:
-        partition, left = status.at_risk[0]
+        (topic, partition), left = status.at_risk[0]
         return check(
             False,
-            f"AT_RISK: partition {partition}'s unread records may be deleted by {left.cause} in "
+            f"AT_RISK: {topic}[{partition}]'s unread records may be deleted by {left.cause} in "
             f"{left.seconds:.0f}s (retention_margin {status.retention_margin}s)",
             breach="retention",
         )
@@ -129,8 +135,8 @@ def record_caught_up(pipeline: Pipeline, systems, lags: Iterable[PartitionLag], 
             lag_history.record(
                 conn,
                 pipeline.name,
-                {lag.partition: lag.next_offset for lag in seen},
-                {lag.partition: lag.latest for lag in seen},
+                {lag.key: lag.next_offset for lag in seen},
+                {lag.key: lag.latest for lag in seen},
                 source,
                 at=now,
             )

@@ -9,15 +9,14 @@ A partition with no offset lag has no time lag, however long ago its producer la
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from microingest.batches import Positions
-from microingest.commit.ledger import read_ledger
+from microingest.batches import PartitionId, Sources
 from microingest.declare.pipeline import Pipeline
-from microingest.systems.kafka_access import KafkaAccessError, partition_bounds, record_timestamps
-from microingest.systems.pipeline_systems import PipelineSystems
+from microingest.lag.sources import pipeline_sources
+from microingest.systems.kafka_access import KafkaAccessError, record_timestamps
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,10 @@ class PartitionLag:
     @property
     def lag(self) -> int:
         return max(self.latest - self.position, 0)
+
+    @property
+    def key(self) -> PartitionId:
+        return self.topic, self.partition
 
 
 def interpolated_time(offset: int, points: Sequence[tuple[datetime, int]]) -> datetime | None:
@@ -77,38 +80,34 @@ def time_lag(
     return max(now - estimated, timedelta(0)), "interpolated"
 
 
-def pipeline_positions(pipeline: Pipeline, systems: PipelineSystems) -> Positions:
-    """Where the pipeline is (its ledger), and what Kafka holds."""
-    with systems.db() as conn:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
-    earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
-    return Positions(ledger, earliest, latest)
-
-
 def partition_lags(
     pipeline: Pipeline,
     systems,
     now: datetime | None = None,
-    points: dict[int, list[tuple[datetime, int]]] | None = None,
+    points: Mapping[PartitionId, list[tuple[datetime, int]]] | None = None,
     fetch_records: bool = True,
+    sources: Sources | None = None,
 ) -> list[PartitionLag]:
-    """Offset and time lag of every partition: the ledger against Kafka (one ListOffsets round trip and one
-    query), plus one fetch for the timestamps of the oldest waiting records unless `fetch_records` is off;
-    `points` (observations per partition) fill in where no record was fetched."""
+    """Offset and time lag of every partition of every topic the pipeline reads: the ledger against Kafka (one
+    ListOffsets round trip and one query, unless `sources` were read already), plus one fetch per topic for the
+    timestamps of the oldest waiting records unless `fetch_records` is off; `points` (observations per partition)
+    fill in where no record was fetched."""
     now = now or datetime.now(timezone.utc)
-    ledger, earliest, latest = pipeline_positions(pipeline, systems)
-    base = [PartitionLag(pipeline.topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]
-    waiting = {lag.partition: lag.position for lag in base if lag.lag}
-    stamps: dict[int, int] = {}
-    if waiting and fetch_records:
-        try:
-            stamps = record_timestamps(systems.kafka_client, pipeline.topic, waiting)
-        except KafkaAccessError:
-            stamps = {}  # the offsets were just read; interpolation still gives a figure
+    sources = sources or pipeline_sources(pipeline, systems)
     out = []
-    for lag in base:
-        age, source = time_lag(
-            lag.position, lag.latest, now, stamps.get(lag.partition), (points or {}).get(lag.partition, ())
-        )
-        out.append(PartitionLag(lag.topic, lag.partition, lag.next_offset, lag.latest, lag.earliest, age, source))
+    for topic in sources.topics:
+        ledger, earliest, latest = sources.positions[topic]
+        base = [PartitionLag(topic, p, ledger.get(p), latest[p], earliest[p]) for p in sorted(latest)]
+        waiting = {lag.partition: lag.position for lag in base if lag.lag}
+        stamps: dict[int, int] = {}
+        if waiting and fetch_records:
+            try:
+                stamps = record_timestamps(systems.kafka_client, topic, waiting)
+            except KafkaAccessError:
+                stamps = {}  # the offsets were just read; interpolation still gives a figure
+        for lag in base:
+            age, source = time_lag(
+                lag.position, lag.latest, now, stamps.get(lag.partition), (points or {}).get(lag.key, ())
+            )
+            out.append(PartitionLag(topic, lag.partition, lag.next_offset, lag.latest, lag.earliest, age, source))
     return out

@@ -12,6 +12,8 @@ import logging
 import threading
 from typing import Any
 
+from microingest.batches import PartitionId
+
 log = logging.getLogger(__name__)
 
 METADATA = "mirrored from the microingest ledger"
@@ -22,20 +24,20 @@ def group_id(pipeline: str) -> str:
 
 
 class GroupMirror:
-    def __init__(self, kafka_config: dict[str, Any], pipeline: str, topic: str, timeout_ms: int = 5000):
-        self.config, self.group, self.topic, self.timeout_ms = kafka_config, group_id(pipeline), topic, timeout_ms
-        self._pending: dict[int, int] = {}
+    def __init__(self, kafka_config: dict[str, Any], pipeline: str, timeout_ms: int = 5000):
+        self.config, self.group, self.timeout_ms = kafka_config, group_id(pipeline), timeout_ms
+        self._pending: dict[PartitionId, int] = {}
         self._wake = threading.Condition()
         self._closing = False
         self._consumer: Any = None  # a KafkaConsumer, made on the first commit
         self._thread = threading.Thread(target=self._loop, name=f"group-mirror-{pipeline}", daemon=True)
         self._thread.start()
 
-    def publish(self, positions: dict[int, int]) -> None:
-        """Queue the committed positions (next offset to read, per partition); returns at once."""
+    def publish(self, positions: dict[PartitionId, int]) -> None:
+        """Queue the committed positions (next offset to read, per topic and partition); returns at once."""
         with self._wake:
-            for partition, offset in positions.items():
-                self._pending[partition] = max(offset, self._pending.get(partition, offset))
+            for key, offset in positions.items():
+                self._pending[key] = max(offset, self._pending.get(key, offset))
             self._wake.notify()
 
     def close(self, timeout: float = 3.0) -> None:
@@ -63,7 +65,7 @@ class GroupMirror:
         if self._consumer is not None:
             self._consumer.close(autocommit=False)
 
-    def _commit(self, positions: dict[int, int]) -> None:
+    def _commit(self, positions: dict[PartitionId, int]) -> None:
         from kafka import KafkaConsumer, TopicPartition
         from kafka.structs import OffsetAndMetadata
 
@@ -77,13 +79,13 @@ class GroupMirror:
                     request_timeout_ms=self.timeout_ms + 1000,
                 )
             self._consumer.commit(
-                {TopicPartition(self.topic, p): OffsetAndMetadata(o, METADATA, -1) for p, o in positions.items()},
+                {TopicPartition(t, p): OffsetAndMetadata(o, METADATA, -1) for (t, p), o in positions.items()},
                 timeout_ms=self.timeout_ms,
             )
             log.info(
                 "consumer group %s: mirrored %s",
                 self.group,
-                ", ".join(f"{self.topic}[{p}]@{o}" for p, o in sorted(positions.items())),
+                ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(positions.items())),
             )
         except Exception as exc:  # best effort by design: the Postgres commit already happened and stands
             log.warning(

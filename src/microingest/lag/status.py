@@ -8,10 +8,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from microingest.batches import PartitionId
 from microingest.declare.pipeline import Pipeline
 from microingest.lag import observations as lag_history
 from microingest.lag.figures import PartitionLag, partition_lags
 from microingest.lag.retention import Horizon, growth_per_second, horizon
+from microingest.lag.sources import pipeline_sources
 from microingest.lag.states import (
     MIN_WINDOW,
     LagState,
@@ -49,17 +51,22 @@ class BatchSummary:
 @dataclass
 class PipelineStatus:
     pipeline: str
-    topic: str
+    sources: str  # its topics as a message names them (Pipeline.sources_named)
     verdict: Verdict
     window: timedelta
     last_commit: datetime | None = None
     partitions: list[tuple[PartitionLag, Verdict]] = field(default_factory=list)
     batches: list[BatchSummary] = field(default_factory=list)
-    retention: dict[int, Horizon] = field(default_factory=dict)  # per partition; none when unread records are safe
+    retention: dict[PartitionId, Horizon] = field(default_factory=dict)  # none when unread records are safe
     retention_margin: int | None = None  # seconds, as declared (lag.retention_margin)
+    gone: tuple[str, ...] = ()  # matched topics Kafka no longer lists, their positions kept in the ledger
 
     @property
-    def at_risk(self) -> list[tuple[int, Horizon]]:
+    def topics(self) -> list[str]:
+        return sorted({lag.topic for lag, _ in self.partitions})
+
+    @property
+    def at_risk(self) -> list[tuple[PartitionId, Horizon]]:
         """The partitions whose unread records retention deletes sooner than the margin, soonest first."""
         risky = [(p, h) for p, h in self.retention.items() if h.at_risk(self.retention_margin)]
         return sorted(risky, key=lambda ph: ph[1].seconds or 0.0)
@@ -81,7 +88,8 @@ class PipelineStatus:
 
         return {
             "pipeline": self.pipeline,
-            "topic": self.topic,
+            "topics": self.topics,
+            "gone_topics": list(self.gone),
             "state": self.verdict.state.name,
             "reason": self.verdict.reason,
             "window_seconds": seconds(self.window),
@@ -92,6 +100,7 @@ class PipelineStatus:
             "retention_margin_seconds": self.retention_margin,
             "partitions": [
                 {
+                    "topic": p.topic,
                     "partition": p.partition,
                     "position": p.position,
                     "last_stable_offset": p.latest,
@@ -100,9 +109,9 @@ class PipelineStatus:
                     "time_lag_source": p.time_source or None,
                     "state": v.state.name,
                     "reason": v.reason,
-                    "retention_horizon_seconds": _rounded(self.retention.get(p.partition, Horizon()).seconds),
-                    "retention_bytes_left": self.retention.get(p.partition, Horizon()).bytes_left,
-                    "at_risk": self.retention.get(p.partition, Horizon()).at_risk(self.retention_margin),
+                    "retention_horizon_seconds": _rounded(self.retention.get(p.key, Horizon()).seconds),
+                    "retention_bytes_left": self.retention.get(p.key, Horizon()).bytes_left,
+                    "at_risk": self.retention.get(p.key, Horizon()).at_risk(self.retention_margin),
                 }
                 for p, v in self.partitions
             ],
@@ -153,7 +162,7 @@ def pipeline_status(
         batches = recent_batches(conn, pipeline.name, last_batches)
     status = PipelineStatus(
         pipeline.name,
-        pipeline.topic,
+        pipeline.sources_named,
         Verdict(LagState.OK, ""),
         rules.window,
         last_commit,
@@ -161,8 +170,9 @@ def pipeline_status(
         retention_margin=pipeline.lag.retention_margin_seconds,
     )
     try:
-        points = {p: [(o.at, o.end) for o in obs] for p, obs in history.items()}
-        lags = partition_lags(pipeline, systems, now, points, fetch_records)
+        points = {key: [(o.at, o.end) for o in obs] for key, obs in history.items()}
+        sources = pipeline_sources(pipeline, systems)
+        lags = partition_lags(pipeline, systems, now, points, fetch_records, sources)
     except KafkaAccessError as exc:
         status.verdict = Verdict(LagState.ERR, str(exc))
         return status
@@ -171,7 +181,7 @@ def pipeline_status(
         (
             lag,
             evaluate_partition(
-                [*history.get(lag.partition, []), Observation(now, lag.next_offset, lag.latest)],
+                [*history.get(lag.key, []), Observation(now, lag.next_offset, lag.latest)],
                 now,
                 rules,
                 last_commit,
@@ -179,33 +189,34 @@ def pipeline_status(
         )
         for lag in lags
     ]
+    status.gone = sources.gone
     status.verdict = (
         Verdict(LagState.ERR, f"planning fails: {error}") if error else worst(v for _, v in status.partitions)
     )
     for lag in lags:
-        points.setdefault(lag.partition, []).append((now, lag.latest))
+        points.setdefault(lag.key, []).append((now, lag.latest))
     status.retention = retention_horizons(pipeline, systems, lags, points)
     return status
 
 
 def retention_horizons(
-    pipeline: Pipeline, systems, lags: list[PartitionLag], points: dict[int, list[tuple[datetime, int]]]
-) -> dict[int, Horizon]:
-    """Each waiting partition's horizon; none when no record waits, or when Kafka does not say its retention (a user
-    without DescribeConfigs): the rest of the status stands without them."""
-    waiting = [lag for lag in lags if lag.lag]
-    if not waiting:
-        return {}
-    try:
-        limits = retention_limits(systems.kafka_client, pipeline.topic)
-        sizes = partition_sizes(systems.kafka_client, pipeline.topic) if limits.bytes is not None else {}
-    except KafkaAccessError as exc:
-        log.warning("pipeline %s: retention horizon unknown: %s", pipeline.name, exc)
-        return {}
-    return {
-        lag.partition: horizon(lag, limits, sizes.get(lag.partition), growth_per_second(points.get(lag.partition, [])))
-        for lag in waiting
-    }
+    pipeline: Pipeline, systems, lags: list[PartitionLag], points: dict[PartitionId, list[tuple[datetime, int]]]
+) -> dict[PartitionId, Horizon]:
+    """Each waiting partition's horizon; none when no record waits, or when Kafka does not say its topic's retention
+    (a user without DescribeConfigs): the rest of the status stands without them."""
+    horizons = {}
+    for topic in sorted({lag.topic for lag in lags if lag.lag}):
+        try:
+            limits = retention_limits(systems.kafka_client, topic)
+            sizes = partition_sizes(systems.kafka_client, topic) if limits.bytes is not None else {}
+        except KafkaAccessError as exc:
+            log.warning("pipeline %s: retention horizon of %s unknown: %s", pipeline.name, topic, exc)
+            continue
+        for lag in lags:
+            if lag.lag and lag.topic == topic:
+                growth = growth_per_second(points.get(lag.key, []))
+                horizons[lag.key] = horizon(lag, limits, sizes.get(lag.partition), growth)
+    return horizons
 
 
 def recent_batches(conn, pipeline: str, limit: int) -> list[BatchSummary]:

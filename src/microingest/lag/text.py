@@ -23,27 +23,32 @@ def status_lines(status: PipelineStatus, now: datetime | None = None) -> list[st
     now = now or datetime.now(timezone.utc)
     since = f"{age(now - status.last_commit)} ago" if status.last_commit else "never"
     lines = [
-        f"{status.pipeline} ({status.topic}): {status.verdict.state.name}  {status.verdict.reason}",
+        f"{status.pipeline} ({status.sources}): {status.verdict.state.name}  {status.verdict.reason}",
         f"  offset lag {status.offset_lag:,}, time lag {age(status.time_lag)}; last commit {since}; "
         f"window {age(status.window)}",
     ]
     lines += [
-        f"  AT_RISK: partition {p}'s unread records may be deleted by {h.cause} in {age(_seconds(h))} "
+        f"  GONE: topic {topic} matches but Kafka no longer lists it; its positions stay in the ledger"
+        for topic in status.gone
+    ]
+    lines += [
+        f"  AT_RISK: {t}[{p}]'s unread records may be deleted by {h.cause} in {age(_seconds(h))} "
         f"(retention_margin {age(timedelta(seconds=status.retention_margin or 0))})"
-        for p, h in status.at_risk
+        for (t, p), h in status.at_risk
     ]
     if status.partitions:
+        width = max(len("topic"), *(len(lag.topic) for lag, _ in status.partitions))
         lines.append(
-            f"  {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} {'time lag':>10} "
-            f"{'retention':>10}  state  reason"
+            f"  {'topic':<{width}} {'partition':>9} {'position':>12} {'last stable':>12} {'offset lag':>11} "
+            f"{'time lag':>10} {'retention':>10}  state  reason"
         )
         for lag, verdict in status.partitions:
             time_lag = age(lag.time_lag) + ("~" if lag.time_source == "interpolated" else "")
-            left = status.retention.get(lag.partition, Horizon())
+            left = status.retention.get(lag.key, Horizon())
             horizon = "-" if left.seconds is None else age(_seconds(left))
             lines.append(
-                f"  {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} {time_lag:>10} "
-                f"{horizon:>10}  {verdict.state.name:<5}  {verdict.reason}"
+                f"  {lag.topic:<{width}} {lag.partition:>9} {lag.position:>12,} {lag.latest:>12,} {lag.lag:>11,} "
+                f"{time_lag:>10} {horizon:>10}  {verdict.state.name:<5}  {verdict.reason}"
             )
     if status.batches:
         lines.append("  last batches:")

@@ -22,14 +22,14 @@ class KindTotals:
 
 
 def batch_totals(conn, pipeline: str) -> list[KindTotals]:
-    """Per kind of batch that reads records (pins read none)."""
+    """Per kind of batch that reads records (pins and a new topic's record read none)."""
     buckets = ", ".join("count(*) FILTER (WHERE d <= %s)" for _ in DURATION_BUCKETS)
     with conn.cursor() as cur:
         cur.execute(
             f"SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), {buckets} "
             "FROM (SELECT kind, records_read, rows_written, dead_letters, "
             "extract(epoch FROM committed_at - started_at)::float8 AS d FROM microingest.batches "
-            "WHERE pipeline = %s AND kind <> 'pin') b GROUP BY kind ORDER BY kind",
+            "WHERE pipeline = %s AND kind NOT IN ('pin', 'new_topic')) b GROUP BY kind ORDER BY kind",
             (*DURATION_BUCKETS, pipeline),
         )
         return [

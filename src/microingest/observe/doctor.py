@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from microingest.commit.ledger import read_ledger
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
 from microingest.lag import observations as lag_history
 from microingest.lag.mirror import group_id
+from microingest.lag.sources import pipeline_sources
 from microingest.observe.announcements import announced_batch_ids
 from microingest.observe.doctor_rules import (
     BAD,
@@ -17,12 +17,13 @@ from microingest.observe.doctor_rules import (
     Finding,
     announcement_findings,
     dead_letter_findings,
+    gone_findings,
     history_findings,
     kafka_findings,
     mirror_findings,
 )
 from microingest.systems.airflow_api import AirflowClient
-from microingest.systems.kafka_access import group_offsets, partition_bounds
+from microingest.systems.kafka_access import group_offsets
 from microingest.systems.pipeline_systems import PipelineSystems
 
 ANNOUNCED_KINDS = ("ingest", "backfill", "redrive")  # the batches an Asset event names
@@ -33,15 +34,14 @@ def examine(pipeline: Pipeline, airflow: AirflowClient | None) -> list[Finding]:
     """Everything that disagrees about `pipeline` (and what agrees); `airflow` None: Asset events left out."""
     systems = PipelineSystems.of(pipeline)
     with systems.db() as conn, conn.cursor() as cur:
-        ledger = read_ledger(conn, pipeline.name, pipeline.topic)
         cur.execute(
-            "SELECT l.partition, l.next_offset, l.batch_id::text, b.kind, (SELECT max((e->>'until')::bigint) FROM "
-            "jsonb_array_elements(b.ranges) e WHERE (e->>'partition')::int = l.partition AND e->>'topic' = l.topic) "
-            "FROM microingest.ledger l LEFT JOIN microingest.batches b ON b.batch_id = l.batch_id "
-            "WHERE l.pipeline = %s AND l.topic = %s ORDER BY 1",
-            (pipeline.name, pipeline.topic),
+            "SELECT l.topic, l.partition, l.next_offset, l.batch_id::text, b.kind, (SELECT max((e->>'until')::bigint) "
+            "FROM jsonb_array_elements(b.ranges) e WHERE (e->>'partition')::int = l.partition AND e->>'topic' = "
+            "l.topic) FROM microingest.ledger l LEFT JOIN microingest.batches b ON b.batch_id = l.batch_id "
+            "WHERE l.pipeline = %s ORDER BY 1, 2",
+            (pipeline.name,),
         )
-        ledger_rows = cur.fetchall()
+        ledger_rows = [row for row in cur.fetchall() if pipeline.reads_topic(row[0])]
         cur.execute(
             "SELECT error_class, count(*) FROM microingest.dead_letters WHERE pipeline = %s AND resolved_by IS NULL "
             "GROUP BY 1",
@@ -51,11 +51,14 @@ def examine(pipeline: Pipeline, airflow: AirflowClient | None) -> list[Finding]:
         planning = lag_history.planning_error(conn, pipeline.name)
     found = [Finding(BAD, f"its latest planning failed: {planning}", "see the plan task's log")] if planning else []
     try:
-        earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
-        found += kafka_findings(pipeline.topic, ledger, earliest, latest)
+        sources = pipeline_sources(pipeline, systems)
         group = group_id(pipeline.name)
-        pinned = [p for p, _, _, kind, _ in ledger_rows if kind == "pin"]
-        found += mirror_findings(group, ledger, group_offsets(systems.kafka_client, group, pipeline.topic), pinned)
+        for topic in sources.topics:
+            ledger, earliest, latest = sources.positions[topic]
+            found += kafka_findings(topic, ledger, earliest, latest)
+            pinned = [p for t, p, _, _, kind, _ in ledger_rows if kind == "pin" and t == topic]
+            found += mirror_findings(group, topic, ledger, group_offsets(systems.kafka_client, group, topic), pinned)
+        found += gone_findings(sources.gone)
     except MicroingestError as exc:
         found.append(Finding(BAD, f"Kafka could not be read: {exc}", "check the broker and the Kafka connection"))
     found += history_findings(ledger_rows)

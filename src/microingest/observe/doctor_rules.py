@@ -62,17 +62,19 @@ def kafka_findings(
     return out
 
 
-def history_findings(ledger_rows: Iterable[tuple[int, int, str | None, str | None, int | None]]) -> list[Finding]:
-    """`ledger_rows`: (partition, position, the batch the ledger names, that batch's kind in the history or None,
-    where that batch's range of the partition ends or None)."""
+def history_findings(
+    ledger_rows: Iterable[tuple[str, int, int, str | None, str | None, int | None]],
+) -> list[Finding]:
+    """`ledger_rows`: (topic, partition, position, the batch the ledger names, that batch's kind in the history or
+    None, where that batch's range of the partition ends or None)."""
     out = []
     rows = list(ledger_rows)
-    for p, position, batch_id, kind, until in rows:
+    for topic, p, position, batch_id, kind, until in rows:
         if kind is None:
             out.append(
                 Finding(
                     BAD,
-                    f"partition {p}: the ledger's position {position} names batch {batch_id}, which "
+                    f"{topic}[{p}]: the ledger's position {position} names batch {batch_id}, which "
                     "the batch history lacks",
                     "the ledger was changed outside microingest; compare "
                     "microingest.batches and move positions only by runs, skips or backfills",
@@ -82,7 +84,7 @@ def history_findings(ledger_rows: Iterable[tuple[int, int, str | None, str | Non
             out.append(
                 Finding(
                     BAD,
-                    f"partition {p}: the ledger's position {position} is not where its batch "
+                    f"{topic}[{p}]: the ledger's position {position} is not where its batch "
                     f"{batch_id} ({kind}) ended ({until})",
                     "the ledger was changed outside microingest",
                 )
@@ -93,10 +95,10 @@ def history_findings(ledger_rows: Iterable[tuple[int, int, str | None, str | Non
 
 
 def mirror_findings(
-    group: str, ledger: Mapping[int, int], mirrored: Mapping[int, int], pinned: Iterable[int] = ()
+    group: str, topic: str, ledger: Mapping[int, int], mirrored: Mapping[int, int], pinned: Iterable[int] = ()
 ) -> list[Finding]:
-    """`pinned`: partitions whose position a pin recorded (a plan, no job), which the mirror learns only when a batch
-    of theirs commits."""
+    """`ledger` and `mirrored`: positions on `topic`; `pinned`: its partitions whose position a pin recorded (a
+    plan, no job), which the mirror learns only when a batch of theirs commits."""
     out, unmirrored = [], set(pinned)
     for p, position in sorted(ledger.items()):
         at = mirrored.get(p)
@@ -107,7 +109,7 @@ def mirror_findings(
             out.append(
                 Finding(
                     WARN,
-                    f"partition {p}: consumer group {group} {behind}",
+                    f"{topic}[{p}]: consumer group {group} {behind}",
                     "the mirror is written after each commit, best effort: the next commit mirrors "
                     "again; only Kafka's tools read it",
                 )
@@ -116,14 +118,14 @@ def mirror_findings(
             out.append(
                 Finding(
                     BAD,
-                    f"partition {p}: consumer group {group} is ahead of the ledger ({at} > "
+                    f"{topic}[{p}]: consumer group {group} is ahead of the ledger ({at} > "
                     f"{position}): something else commits offsets to it",
                     "stop that consumer; Kafka's "
                     "tools under-report the lag meanwhile, the pipeline itself reads only the ledger",
                 )
             )
     if not out:
-        out.append(Finding(OK, f"consumer group {group} agrees with the ledger"))
+        out.append(Finding(OK, f"consumer group {group} agrees with the ledger on {topic}"))
     return out
 
 
@@ -145,6 +147,20 @@ def announcement_findings(runs: Mapping[tuple[str, str], tuple[set[str], set[str
     if not out:
         out.append(Finding(OK, f"every batch of the {len(runs)} finished run(s) looked at was announced"))
     return out
+
+
+def gone_findings(gone: Iterable[str]) -> list[Finding]:
+    """Topics the pattern matched, whose positions the ledger keeps, that Kafka no longer lists."""
+    return [
+        Finding(
+            WARN,
+            f"topic {topic} matches the pipeline's topic_pattern and the ledger holds positions on it, but Kafka no "
+            "longer lists it: nothing is read from it",
+            "if it was deleted for good, nothing is lost that was not read already (its positions say how far); "
+            "if it comes back under its name, on_topic_recreated decides",
+        )
+        for topic in gone
+    ]
 
 
 def dead_letter_findings(unresolved: Mapping[str, int]) -> list[Finding]:

@@ -53,7 +53,9 @@ def ingest_lineage(
     batches: Sequence[CommittedBatch] | None = None,
 ) -> Lineage:
     """The datasets of a run; with its committed `batches` (after the run, or after it failed), their figures too."""
-    topic = topic_dataset(kafka, pipeline.topic)
+    # The topics named, and those a pattern's batches read (before a run of a pattern's: none known yet).
+    read = {r.topic for b in batches or () for r in b.ranges}
+    topics = [topic_dataset(kafka, t) for t in sorted(read | set(pipeline.topics))]
     target = TableName.of(postgres, pipeline.target_table).dataset
     dead = TableName.of(postgres, DEAD_LETTERS_TABLE).dataset
     fields = [
@@ -76,7 +78,7 @@ def ingest_lineage(
             ranges=merged_ranges(r for b in batches for r in b.ranges),
         )
     return Lineage(
-        inputs=[InputDataset(namespace=topic.namespace, name=topic.name)],
+        inputs=[InputDataset(namespace=topic.namespace, name=topic.name) for topic in topics],
         outputs=[
             OutputDataset(
                 namespace=target.namespace,

@@ -93,7 +93,7 @@ class PipelineFamilies:
                 self.time_lag.add_metric(labels, lag.time_lag.total_seconds())
             for state in STATES:
                 self.partition_state.add_metric([*labels, state], 1 if verdict.state.name == state else 0)
-            left = status.retention.get(lag.partition)
+            left = status.retention.get(lag.key)
             if left is not None and left.seconds is not None:
                 self.horizon.add_metric(labels, left.seconds)
         self.at_risk.add_metric([name], 1 if status.at_risk else 0)

@@ -27,12 +27,12 @@ _HOLDING = (
 )
 
 
-def offset_facts(pipeline: Pipeline, partition: int, offset: int) -> OffsetFacts:
+def offset_facts(pipeline: Pipeline, topic: str, partition: int, offset: int) -> OffsetFacts:
     systems = PipelineSystems.of(pipeline)
-    facts = OffsetFacts(pipeline.name, pipeline.sink_mode, pipeline.target_table, pipeline.topic, partition, offset)
-    where = (pipeline.name, pipeline.topic, partition, offset, offset)
+    facts = OffsetFacts(pipeline.name, pipeline.sink_mode, pipeline.target_table, topic, partition, offset)
+    where = (pipeline.name, topic, partition, offset, offset)
     with systems.db() as conn, conn.cursor() as cur:
-        facts.position = read_ledger(conn, pipeline.name, pipeline.topic).get(partition)
+        facts.position = read_ledger(conn, pipeline.name, topic).get(partition)
         # A redrive's ranges span the dead letters of a page: its batch is told by the dead letter it resolved.
         cur.execute(
             _MENTION
@@ -68,15 +68,13 @@ def _kafka_facts(pipeline: Pipeline, systems: PipelineSystems, facts: OffsetFact
     """Kafka's bounds and the mirror's offset; the record itself where the story needs it (a record read into no
     row: an upsert's key, an aggregate's group)."""
     try:
-        earliest, latest = partition_bounds(systems.kafka_client, pipeline.topic)
+        earliest, latest = partition_bounds(systems.kafka_client, facts.topic)
         facts.earliest, facts.latest = earliest.get(facts.partition), latest.get(facts.partition)
-        facts.mirrored = group_offsets(systems.kafka_client, group_id(pipeline.name), pipeline.topic).get(
-            facts.partition
-        )
+        facts.mirrored = group_offsets(systems.kafka_client, group_id(pipeline.name), facts.topic).get(facts.partition)
         readable = facts.earliest is not None and facts.earliest <= facts.offset < (facts.latest or 0)
         unresolved = facts.dead_letter is not None and facts.dead_letter.resolved_by is None
         if readable and facts.read_by and not facts.has_row and not unresolved:
-            record = record_at(systems.kafka_client, pipeline.topic, facts.partition, facts.offset)
+            record = record_at(systems.kafka_client, facts.topic, facts.partition, facts.offset)
             facts.in_kafka = record is not None
             if record is not None:
                 _where_it_counts(pipeline, systems, facts, record)

@@ -8,29 +8,32 @@ from __future__ import annotations
 
 import logging
 
-from microingest.batches import Positions, RunInfo, RunPlan
-from microingest.commit.ledger import ledger_topic_ids, pin_positions, restart_topic
+from microingest.batches import OffsetRange, RunInfo, RunPlan, Sources
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, record_new_topic, restart_topic
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
-from microingest.lag.figures import pipeline_positions
+from microingest.lag.sources import pipeline_sources
 from microingest.plan.offsets import Plan, TopicRecreatedError, plan_ranges
-from microingest.systems.kafka_access import KafkaAccessError, topic_id
+from microingest.systems.kafka_access import KafkaAccessError, topic_ids
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
 
 
-def checked_topic_id(pipeline: Pipeline, systems: PipelineSystems, positions: Positions) -> str | None:
-    """Kafka's id of the pipeline's topic; TopicRecreatedError when the ledger's positions were committed under
-    another id (the topic was deleted and created again under its name)."""
-    current = topic_id(systems.kafka_client, pipeline.topic)
+def checked_topic_ids(pipeline: Pipeline, sources: Sources, systems: PipelineSystems) -> dict[str, str]:
+    """Kafka's id of each topic the pipeline reads; TopicRecreatedError when the ledger's positions on one were
+    committed under another id (the topic was deleted and created again under its name)."""
+    current = topic_ids(systems.kafka_client, sources.topics)
     with systems.db() as conn:
-        committed = ledger_topic_ids(conn, pipeline.name, pipeline.topic)
-    old = sorted(committed - {current}) if current is not None else []
-    if old:
-        raise TopicRecreatedError(pipeline.name, pipeline.topic, ", ".join(old), str(current), positions.ledger)
+        committed = ledger_topic_ids(conn, pipeline.name, sources.topics)
+    for topic in sources.topics:
+        old = sorted(committed.get(topic, set()) - {current[topic]}) if topic in current else []
+        if old:
+            raise TopicRecreatedError(
+                pipeline.name, topic, ", ".join(old), current[topic], sources.positions[topic].ledger
+            )
     return current
 
 
@@ -44,8 +47,24 @@ def plan_live_run(
 ) -> RunPlan:
     """Plan a live run: everything up to the last stable offsets, at most `max_records` (default: the pipeline's
     max_records_per_run), in batches of max_records_per_batch, within max_run_seconds."""
-    plan, topic = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
-    return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds, topic_id=topic)
+    plan, ids = _plan(pipeline, max_records or pipeline.max_records_per_run, run, record_pins)
+    return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds, topic_ids=ids)
+
+
+def _record_new_topics(pipeline: Pipeline, sources: Sources, systems: PipelineSystems, run: RunInfo) -> None:
+    """A topic the pipeline starts reading after its first (one that came to match its pattern, or was added to its
+    list) is recorded in the history, once, with where it is read from."""
+    if not sources.gone and not any(p.ledger for p in sources.positions.values()):
+        return  # the pipeline's first topics: its first batches say where they started
+    for topic, positions in sources.positions.items():
+        if positions.ledger:
+            continue
+        starts = positions.earliest if pipeline.start_from == "earliest" else positions.latest
+        why = f"matches topic_pattern '{pipeline.topic_pattern}'" if pipeline.topic_pattern else "is declared"
+        note = f"topic {topic} {why} and joins the pipeline: read from its {pipeline.start_from} offsets (start_from)"
+        ranges = [OffsetRange(topic, p, o, o, None) for p, o in sorted(starts.items())]
+        if record_new_topic(systems.postgres, pipeline.name, ranges, run, note):
+            log.info(note)
 
 
 def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: Exception) -> None:
@@ -57,43 +76,56 @@ def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: 
         log.warning("could not record the planning failure of %s: Postgres unavailable", pipeline.name)
 
 
-def _observe_topic(
+def _observe_sources(
     pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None, writes: bool
-) -> tuple[Positions, str | None]:
-    """The positions and Kafka's topic id. A topic made again since the last commit is refused, or with
-    on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the plan
-    may write, else only planned as if forgotten."""
-    positions = pipeline_positions(pipeline, systems)
-    try:
-        return positions, checked_topic_id(pipeline, systems, positions)
-    except TopicRecreatedError as exc:
-        if pipeline.on_topic_recreated != "restart":
-            raise
-        if not writes:
-            return Positions({}, positions.earliest, positions.latest), exc.new_id
-        restart_topic(
-            systems.postgres, pipeline.name, pipeline.topic, exc.new_id, pipeline.start_from, run or RunInfo()
-        )
-        return pipeline_positions(pipeline, systems), exc.new_id
+) -> tuple[Sources, dict[str, str]]:
+    """The positions on each topic and Kafka's topic ids. A topic made again since the last commit is refused, or
+    with on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the
+    plan may write, else only planned as if forgotten."""
+    sources = pipeline_sources(pipeline, systems)
+    forgotten: set[str] = set()
+    while True:
+        try:
+            return sources, checked_topic_ids(pipeline, sources, systems)
+        except TopicRecreatedError as exc:
+            if pipeline.on_topic_recreated != "restart" or exc.topic in forgotten:
+                raise
+            if writes:
+                restart_topic(
+                    systems.postgres, pipeline.name, exc.topic, exc.new_id, pipeline.start_from, run or RunInfo()
+                )
+                sources = pipeline_sources(pipeline, systems)
+            else:
+                forgotten.add(exc.topic)
+                old = sources.positions[exc.topic]
+                sources = sources._replace(positions={**sources.positions, exc.topic: old._replace(ledger={})})
 
 
-def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, str | None]:
+def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, dict[str, str]]:
     """With record_pins, partitions new to a start_from=latest pipeline get their position recorded in the ledger
     now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
     try:
-        positions, topic = _observe_topic(pipeline, systems, run, record_pins)
-        plan = plan_ranges(pipeline.topic, positions, max_records, pipeline.start_from, pipeline.on_retention_gap)
+        sources, ids = _observe_sources(pipeline, systems, run, record_pins)
+        plan = plan_ranges(sources.positions, max_records, pipeline.start_from, pipeline.on_retention_gap)
     except (KafkaAccessError, PlanningError) as exc:
         if record_pins:
             _record_planning_failure(pipeline, systems, exc)
         raise
+    for topic in sources.gone:
+        log.warning(
+            "topic %s matches pipeline %s's topic_pattern and the ledger holds positions on it, but Kafka no longer "
+            "lists it: nothing is read from it, its positions are kept",
+            topic,
+            pipeline.name,
+        )
     if record_pins:  # a run's planning, not a look: it feeds the lag history
         with systems.db() as conn, conn:
-            lag_history.record(conn, pipeline.name, positions.ledger, positions.latest, "plan")
+            lag_history.record_sources(conn, pipeline.name, sources, "plan")
             lag_history.record_planning(conn, pipeline.name, None)
+        _record_new_topics(pipeline, sources, systems, run or RunInfo())
     if plan.pins and record_pins:
-        pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), topic)
+        pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), ids)
         log.info(
             "recorded positions without reading: %s",
             ", ".join(
@@ -113,5 +145,5 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
             )
         log.info("planned %s[%d] [%d, %d): %d records", r.topic, r.partition, r.from_offset, r.until_offset, r.size)
     if not plan.ranges:
-        log.info("nothing new on %s for pipeline %s", pipeline.topic, pipeline.name)
-    return plan, topic
+        log.info("nothing new on %s for pipeline %s", pipeline.sources_named, pipeline.name)
+    return plan, ids

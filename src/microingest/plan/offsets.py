@@ -39,7 +39,7 @@ class TopicRecreatedError(PlanningError):
     id): its offsets start over, so reading on from those positions would silently leave records out."""
 
     def __init__(self, pipeline: str, topic: str, old_id: str, new_id: str, positions: Mapping[int, int]):
-        self.old_id, self.new_id = old_id, new_id
+        self.topic, self.old_id, self.new_id = topic, old_id, new_id
         at = ", ".join(f"[{p}] {o}" for p, o in sorted(positions.items()))
         super().__init__(
             f"topic {topic} was deleted and created again since pipeline '{pipeline}' last committed (Kafka topic id "
@@ -65,37 +65,59 @@ class Plan:
 
 
 def plan_ranges(
-    topic: str,
-    positions: Positions,
+    positions: Mapping[str, Positions],
     max_records: int,
     start_from: str = "earliest",
     on_retention_gap: str = "fail",
 ) -> Plan:
-    """Plan the next batch for one topic.
+    """Plan the next ranges over the pipeline's topics, each with its positions.
 
     Partitions are discovered from `latest` (every partition Kafka reports). `start_from` says where the partitions
-    a pipeline starts with begin: `latest` pins them at their end without reading. A partition added after the
-    pipeline started (the ledger knows others of the topic) holds nothing older than the pipeline, so it is read
-    from its earliest offset whatever `start_from` says (as Flink's Kafka source does): pinning it at the end the
-    plan first sees would drop what producers wrote to it in between. The cap is shared fairly: partitions with
-    little pending data get all of it, the rest split what is left evenly.
+    of a topic the pipeline starts begin (its first topics, or one that joins later): `latest` pins them at their end
+    without reading. A partition added to a topic after the pipeline started on it (the ledger knows others of the
+    topic) holds nothing older than the pipeline, so it is read from its earliest offset whatever `start_from` says
+    (as Flink's Kafka source does): pinning it at the end the plan first sees would drop what producers wrote to it
+    in between. The cap is shared fairly over every partition of every topic: partitions with little pending data
+    get all of it, the rest split what is left evenly.
 
     A retention gap (ledger below the earliest offset) raises RetentionGapError, or with on_retention_gap="skip"
     starts at the earliest offset; the range then keeps the old ledger value, so [ledger, from) is the gap the
     commit records in the batch history. A gap with nothing left after it is a pin at the earliest offset that keeps
     the old ledger value: its commit moves the position past the gap and records it, without reading.
     """
-    ledger, earliest, latest = positions
     if max_records < 1:
         raise PlanningError(f"max_records must be positive, got {max_records}")
     if start_from not in ("earliest", "latest"):
         raise PlanningError(f"start_from must be 'earliest' or 'latest', got {start_from!r}")
+    pending: list[tuple[int, str, int, int, int | None]] = []  # (available, topic, partition, start, ledger)
+    pins: list[OffsetRange] = []
+    for topic in sorted(positions):
+        _topic_pending(topic, positions[topic], start_from, on_retention_gap, pending, pins)
+
+    pending.sort()
+    takes = fair_shares([p[0] for p in pending], max_records)
+    ranges = [
+        OffsetRange(topic, partition, start, start + take, committed)
+        for (_, topic, partition, start, committed), take in zip(pending, takes)
+        if take
+    ]
+    ranges.sort(key=lambda r: (r.topic, r.partition))
+    return Plan(tuple(ranges), tuple(pins))
+
+
+def _topic_pending(
+    topic: str,
+    positions: Positions,
+    start_from: str,
+    on_retention_gap: str,
+    pending: list[tuple[int, str, int, int, int | None]],
+    pins: list[OffsetRange],
+) -> None:
+    """What waits on one topic's partitions (added to `pending`), and the positions to record without reading."""
+    ledger, earliest, latest = positions
     missing = sorted(set(latest) ^ set(earliest))
     if missing:
         raise PlanningError(f"{topic}: partitions {missing} lack an earliest or latest offset")
-
-    pending: list[tuple[int, int, int, int | None]] = []  # (available, partition, start, ledger)
-    pins = []
     for partition in sorted(latest):
         low, high = earliest[partition], latest[partition]
         committed = ledger.get(partition)
@@ -120,17 +142,7 @@ def plan_ranges(
             else:
                 raise RetentionGapError(topic, partition, committed, low)
         if high > start:
-            pending.append((high - start, partition, start, committed))
-
-    pending.sort()
-    takes = fair_shares([p[0] for p in pending], max_records)
-    ranges = [
-        OffsetRange(topic, partition, start, start + take, committed)
-        for (_, partition, start, committed), take in zip(pending, takes)
-        if take
-    ]
-    ranges.sort(key=lambda r: r.partition)
-    return Plan(tuple(ranges), tuple(pins))
+            pending.append((high - start, topic, partition, start, committed))
 
 
 def backfill_ranges(

@@ -20,7 +20,8 @@ from microingest.commit.dead_letters import UnresolvedGroup, unresolved_groups, 
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import processed, stored_records_batch
-from microingest.plan.request import RedriveRequest
+from microingest.plan.offsets import RequestError
+from microingest.plan.request import TOPIC, RedriveRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
 PREVIEWED = 10_000  # dead letters a dry run decodes at most (the first, by position)
@@ -31,25 +32,33 @@ def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple
     """The redrive's run plan (its ranges empty when no dead letter is selected) and the selected dead letters by
     partition and error class."""
     systems = PipelineSystems.of(pipeline)
+    with systems.db() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT DISTINCT topic, partition FROM microingest.dead_letters WHERE pipeline = %s AND "
+            "resolved_by IS NULL ORDER BY 1, 2",
+            (pipeline.name,),
+        )
+        held = [(t, p) for t, p in cur.fetchall() if pipeline.reads_topic(t)]
+    if request.topic is not None and not pipeline.reads_topic(request.topic):
+        raise RequestError(TOPIC, f"pipeline {pipeline.name} does not read {request.topic} ({pipeline.sources_named})")
+    # A partition names one topic's: the one asked for, or the only one there is.
+    candidates = sorted({t for t, _ in held} | ({*pipeline.topics} if pipeline.topic_pattern is None else set()))
+    topic = request.topic or (candidates[0] if len(candidates) == 1 else None)
+    if request.partition is not None and topic is None:
+        which = ", ".join(candidates) or "its topics"
+        raise RequestError(TOPIC, f"a partition belongs to one topic: say which of {which}")
     if request.partition is None:
-        with systems.db() as conn, conn.cursor() as cur:
-            cur.execute(
-                "SELECT DISTINCT partition FROM microingest.dead_letters WHERE pipeline = %s AND topic = %s AND "
-                "resolved_by IS NULL ORDER BY 1",
-                (pipeline.name, pipeline.topic),
-            )
-            partitions = [p for (p,) in cur.fetchall()]
-        asked = [OffsetRange(pipeline.topic, p, 0, _END, None) for p in partitions]
+        asked = [OffsetRange(t, p, 0, _END, None) for t, p in held if topic is None or t == topic]
     else:
         lo, hi = request.offsets or (0, _END)
-        asked = [OffsetRange(pipeline.topic, request.partition, lo, hi, None)]
+        asked = [OffsetRange(str(topic), request.partition, lo, hi, None)]
     with systems.db() as conn, conn.cursor() as cur:
         groups = unresolved_groups(cur, pipeline.name, asked, request.selection) if asked else []
-    spans: dict[int, tuple[int, int]] = {}
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
     for g in groups:
-        lo, hi = spans.get(g.partition, (g.first, g.last + 1))
-        spans[g.partition] = (min(lo, g.first), max(hi, g.last + 1))
-    ranges = tuple(OffsetRange(pipeline.topic, p, lo, hi, None) for p, (lo, hi) in sorted(spans.items()))
+        lo, hi = spans.get((g.topic, g.partition), (g.first, g.last + 1))
+        spans[(g.topic, g.partition)] = (min(lo, g.first), max(hi, g.last + 1))
+    ranges = tuple(OffsetRange(t, p, lo, hi, None) for (t, p), (lo, hi) in sorted(spans.items()))
     note = f"redriven by {who} ({request.selection.describe()})"
     plan = RunPlan("redrive", ranges, pipeline.max_records_per_batch, note=note, redrive=request.selection)
     return plan, groups

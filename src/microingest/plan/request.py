@@ -17,6 +17,7 @@ from microingest.batches import RedriveSelection
 from microingest.commit.overlap import OVERLAP_POLICIES
 from microingest.plan.offsets import RequestError
 
+TOPIC = "topic"  # which topic a backfill, skip or redrive takes, of a pipeline reading several
 BACKFILL_RANGES = "backfill_ranges"
 FROM_TIME, UNTIL_TIME = "backfill_from_time", "backfill_until_time"
 SKIP_PARTITION, SKIP_UNTIL, SKIP_REASON = "skip_partition", "skip_until_offset", "skip_reason"
@@ -32,19 +33,22 @@ class SkipRequest:
     partition: int
     until: int
     reason: str
+    topic: str | None = None  # None: the pipeline's only one
 
 
 @dataclass(frozen=True)
 class RedriveRequest:
-    """Decode the pipeline's unresolved dead letters again (plan.redrive): those of `selection`, in one partition
-    (and offsets [from, until) of it) when given."""
+    """Decode the pipeline's unresolved dead letters again (plan.redrive): those of `selection`, of one topic and in
+    one partition (and offsets [from, until) of it) when given."""
 
     selection: RedriveSelection = field(default_factory=RedriveSelection)
     partition: int | None = None
     offsets: tuple[int, int] | None = None
+    topic: str | None = None
 
     def describe(self) -> str:
-        where = "" if self.partition is None else f" of partition {self.partition}"
+        where = "" if self.topic is None else f" of topic {self.topic}"
+        where += "" if self.partition is None else f" of partition {self.partition}"
         if self.offsets is not None:
             where += f" offsets [{self.offsets[0]}, {self.offsets[1]})"
         return f"redrive of dead letters{where} ({self.selection.describe()})"
@@ -60,6 +64,7 @@ class RunRequest:
     field: str = BACKFILL_RANGES  # the param the backfill ranges came from, for error messages
     skip: SkipRequest | None = None
     redrive: RedriveRequest | None = None
+    topic: str | None = None  # a backfill's or skip's topic; None: the pipeline's only one (a backfill by time: all)
 
     @property
     def is_backfill(self) -> bool:
@@ -69,13 +74,15 @@ class RunRequest:
         if self.redrive is not None:
             return self.redrive.describe()
         if self.skip is not None:
-            return f"skip of partition {self.skip.partition} to offset {self.skip.until} ({self.skip.reason})"
+            of = "" if self.skip.topic is None else f" of topic {self.skip.topic}"
+            return f"skip{of} of partition {self.skip.partition} to offset {self.skip.until} ({self.skip.reason})"
+        of = "" if self.topic is None else f" of topic {self.topic}"
         if self.offsets is not None:
             spans = ", ".join(f"{p}: [{lo}, {hi})" for p, (lo, hi) in sorted(self.offsets.items()))
-            return f"backfill of offsets {{{spans}}} (overlap {self.overlap})"
+            return f"backfill{of} of offsets {{{spans}}} (overlap {self.overlap})"
         if self.window is not None:
             return (
-                f"backfill of records timestamped [{self.window[0].isoformat()}, {self.window[1].isoformat()}) "
+                f"backfill{of} of records timestamped [{self.window[0].isoformat()}, {self.window[1].isoformat()}) "
                 f"(overlap {self.overlap})"
             )
         cap = f", at most {self.max_records} records" if self.max_records else ""
@@ -99,7 +106,10 @@ def parse_request(
     overlap = params.get("overlap") or "refuse"
     if overlap not in OVERLAP_POLICIES:
         raise RequestError("overlap", f"must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}")
-    common = RunRequest(max_records=max_records, dry_run=dry_run, overlap=overlap)
+    topic = params.get(TOPIC)
+    if topic is not None and (not isinstance(topic, str) or not topic.strip()):
+        raise RequestError(TOPIC, f"must be a topic name, got {topic!r}")
+    common = RunRequest(max_records=max_records, dry_run=dry_run, overlap=overlap, topic=topic and topic.strip())
 
     skip = _skip(params)
     redrive = _redrive(params)
@@ -109,11 +119,11 @@ def parse_request(
     if redrive is not None:
         if skip is not None or ranges is not None or start is not None or end is not None:
             raise RequestError(REDRIVE, "a redrive is a run of its own: give no backfill or skip params with it")
-        return replace(common, redrive=redrive)
+        return replace(common, redrive=replace(redrive, topic=common.topic), topic=None)
     if skip is not None:
         if ranges is not None or start is not None or end is not None:
             raise RequestError(SKIP_PARTITION, "a skip is a run of its own: give no backfill params with it")
-        return replace(common, skip=skip)
+        return replace(common, skip=replace(skip, topic=common.topic), topic=None)
     if ranges is not None:
         return replace(common, offsets=_offsets(ranges))
     if start is not None or end is not None:
@@ -132,6 +142,8 @@ def parse_request(
                 "data_interval", f"an Airflow backfill run replays its data interval, got {data_interval}"
             )
         return replace(common, window=(interval_start, interval_end), field="data_interval")
+    if common.topic is not None:
+        raise RequestError(TOPIC, "only a backfill, a skip or a redrive takes a topic: a live run reads them all")
     return common
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 from microingest.batches import RunPlan
 from microingest.commit.sinks import SKIPPED
 from microingest.declare.pipeline import Pipeline
-from microingest.lag.figures import pipeline_positions
-from microingest.plan.live import checked_topic_id
+from microingest.lag.sources import pipeline_sources
+from microingest.plan.backfill import requested_topics
+from microingest.plan.live import checked_topic_ids
 from microingest.plan.offsets import skip_range
-from microingest.plan.request import SkipRequest
+from microingest.plan.request import SKIP_PARTITION, SkipRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
 
@@ -27,10 +28,11 @@ def plan_skip(pipeline: Pipeline, request: SkipRequest, who: str) -> RunPlan:
     run then splits it, as any batch). RequestError, with nothing written, when the request makes no sense against
     the ledger and Kafka."""
     systems = PipelineSystems.of(pipeline)
-    positions = pipeline_positions(pipeline, systems)
-    topic = checked_topic_id(pipeline, systems, positions)
-    skipped = skip_range(pipeline.topic, request.partition, request.until, positions, pipeline.start_from)
-    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_id=topic, note=f"skipped by {who}: {request.reason}")
+    sources = pipeline_sources(pipeline, systems)
+    ids = checked_topic_ids(pipeline, sources, systems)
+    [topic] = requested_topics(pipeline, sources, request.topic, SKIP_PARTITION)
+    skipped = skip_range(topic, request.partition, request.until, sources.positions[topic], pipeline.start_from)
+    return RunPlan("skip", (skipped,), max(1, skipped.size), topic_ids=ids, note=f"skipped by {who}: {request.reason}")
 
 
 def skip_summary(plan: RunPlan) -> str:

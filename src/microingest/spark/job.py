@@ -26,7 +26,7 @@ class IngestJob:
     @classmethod
     def start(cls, spark, pipeline: Pipeline, systems: PipelineSystems, run: RunInfo) -> IngestJob:
         run = replace(run, spark_app_id=spark.conf.get("spark.app.id"))
-        mirror = GroupMirror(systems.kafka_client, pipeline.name, pipeline.topic)
+        mirror = GroupMirror(systems.kafka_client, pipeline.name)
         jvm = prepare(spark, pipeline, systems.registry)
         return cls(spark, pipeline, systems, run, mirror, jvm, settings.read_ahead())
 

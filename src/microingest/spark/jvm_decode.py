@@ -21,14 +21,14 @@ from pathlib import Path
 from microingest import faults, settings
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import jvm_avro, jvm_spec
-from microingest.systems.schema_registry import subject_schemas
+from microingest.systems.schema_registry import subject_schemas, subjects
 
 log = logging.getLogger(__name__)
 
 # The driver re-decodes about this many of the records the JVM took in each batch (`sample_every`): all of a small
 # batch, about 100 of a large one (at 30 µs a record, 3 ms of the driver's time).
 SAMPLE_RECORDS = 100
-# An Avro pipeline's writer schemas the JVM reads: those of this many newest versions of the topic's value subject.
+# An Avro pipeline's writer schemas the JVM reads: those of this many newest versions of each topic's value subject.
 # Records of any other schema go to the reference, as do those of a version registered after the job began.
 WRITER_VERSIONS = 20
 # What the decoder's refusals to run say (RecordDecoder.checkBuild, RecordSpec, AvroWriterPlan).
@@ -63,7 +63,7 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
     if reason is None and pipeline.value_format == "avro":
         writers = _writer_plans(pipeline, registry)
         if not writers:
-            reason = f"no writer schema of subject {_subject(pipeline)} is one the JVM reads"
+            reason = "no writer schema of its topics' value subjects is one the JVM reads"
     if reason is not None or jar is None:
         log.info("pipeline %s: records decoded by the reference decoder in Python: %s", pipeline.name, reason)
         return None
@@ -88,19 +88,29 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
     return JvmDecoding(function, jvm_spec.spec(pipeline, writers, faults.executor_faults(), jar=sent))
 
 
-def _subject(pipeline: Pipeline) -> str:
-    return f"{pipeline.topic}-value"  # the registry's default naming (TopicNameStrategy)
+def _subjects(pipeline: Pipeline, registry: dict[str, str] | None) -> list[str]:
+    """The value subjects of the pipeline's topics, as the registry's default naming (TopicNameStrategy) has them: of
+    each topic named, or each registered one whose topic the pattern matches."""
+    if pipeline.topic_pattern is None:
+        return [f"{topic}-value" for topic in pipeline.topics]
+    found = subjects(registry) if registry is not None else []
+    return sorted(s for s in found if s.endswith("-value") and pipeline.reads_topic(s.removesuffix("-value")))
 
 
 def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[int, dict]:
-    """The JVM's plan of each writer schema of the topic's value subject it can read, by schema id; the others'
-    reasons logged. A registry that does not answer leaves every record to the reference, which asks it again."""
+    """The JVM's plan of each writer schema of its topics' value subjects it can read, by schema id (the registry
+    numbers schemas across subjects); the others' reasons logged. A registry that does not answer leaves every
+    record to the reference, which asks it again."""
     if registry is None:
         return {}
     try:
-        schemas = subject_schemas(registry, _subject(pipeline), WRITER_VERSIONS)
+        schemas = [
+            found
+            for subject in _subjects(pipeline, registry)
+            for found in subject_schemas(registry, subject, WRITER_VERSIONS)
+        ]
     except Exception as exc:  # any failure here only costs speed: the reference decodes and judges every record
-        log.warning("pipeline %s: the registry did not list %s's schemas: %s", pipeline.name, _subject(pipeline), exc)
+        log.warning("pipeline %s: the registry did not list its value subjects' schemas: %s", pipeline.name, exc)
         return {}
     plans = {}
     for schema_id, schema in schemas:

@@ -73,7 +73,7 @@ def run_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None, c
             plan = rest
             outcome.add(result)
             if job.mirror is not None and not batch.is_backfill:
-                job.mirror.publish({r.partition: r.until_offset for r in batch.ranges})
+                job.mirror.publish({(r.topic, r.partition): r.until_offset for r in batch.ranges})
             done += batch.offsets
             seconds = max(clock() - batch_started, 1e-6)
             skipped = f", {result.skipped} already there and skipped" if result.skipped else ""

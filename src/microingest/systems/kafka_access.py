@@ -61,18 +61,39 @@ def admin_client(config: dict[str, Any]) -> Iterator[KafkaAdminClient]:
         admin.close()
 
 
-def partition_bounds(
-    config: dict[str, Any], topic: str, timeout_ms: int = 15000
-) -> tuple[dict[int, int], dict[int, int]]:
+Bounds = tuple[dict[int, int], dict[int, int]]  # (earliest, latest) offset per partition of a topic
+
+
+def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> Bounds:
     """(earliest, latest) offset per partition of `topic`."""
+    return topics_bounds(config, [topic], timeout_ms)[topic]
+
+
+def topics_bounds(config: dict[str, Any], topics: Iterable[str], timeout_ms: int = 15000) -> dict[str, Bounds]:
+    """(earliest, latest) offset per partition of each topic, in one ListOffsets round trip for all."""
+    topics = sorted(set(topics))
     with _reader(config, timeout_ms) as consumer:
         try:
-            tps = [TopicPartition(topic, p) for p in _partitions(consumer, topic, timeout_ms)]
+            tps = [TopicPartition(t, p) for t in topics for p in _partitions(consumer, t, timeout_ms)]
             earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
             latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
         except KafkaError as exc:
-            raise KafkaAccessError(f"could not read offsets of topic '{topic}': {exc!r}") from exc
-    return ({tp.partition: o for tp, o in earliest.items()}, {tp.partition: o for tp, o in latest.items()})
+            raise KafkaAccessError(f"could not read offsets of topics {', '.join(topics)}: {exc!r}") from exc
+    bounds: dict[str, Bounds] = {t: ({}, {}) for t in topics}
+    for tp, offset in earliest.items():
+        bounds[tp.topic][0][tp.partition] = offset
+    for tp, offset in latest.items():
+        bounds[tp.topic][1][tp.partition] = offset
+    return bounds
+
+
+def list_topics(config: dict[str, Any], timeout_ms: int = 15000) -> set[str]:
+    """The names of the cluster's topics (the internal ones, such as __consumer_offsets, left out)."""
+    with _reader(config, timeout_ms) as consumer:
+        try:
+            return {t for t in consumer.topics() if not t.startswith("__")}
+        except KafkaError as exc:
+            raise KafkaAccessError(f"could not list the cluster's topics: {exc!r}") from exc
 
 
 def offsets_at(config: dict[str, Any], topic: str, timestamp_ms: int, timeout_ms: int = 15000) -> dict[int, int | None]:
@@ -162,16 +183,19 @@ def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[in
     return sorted(partitions)
 
 
-def topic_id(config: dict[str, Any], topic: str) -> str | None:
-    """The id Kafka gave the topic when it was created (a topic deleted and made again under its name gets a new
-    one); None from a broker too old to have topic ids."""
+def topic_ids(config: dict[str, Any], topics: Iterable[str]) -> dict[str, str]:
+    """The id Kafka gave each topic when it was created (a topic deleted and made again under its name gets a new
+    one); a broker too old to have topic ids gives none."""
+    topics = sorted(set(topics))
+    if not topics:
+        return {}
     with admin_client(config) as admin:
         try:
-            [described] = admin.describe_topics([topic])
+            described = admin.describe_topics(topics)
         except KafkaError as exc:
-            raise KafkaAccessError(f"could not describe topic '{topic}': {exc!r}") from exc
-    found = described.get("topic_id")
-    return None if found is None or str(found) == _NO_TOPIC_ID else str(found)
+            raise KafkaAccessError(f"could not describe topics {', '.join(topics)}: {exc!r}") from exc
+    found = {d["name"]: d.get("topic_id") for d in described}
+    return {t: str(i) for t, i in found.items() if i is not None and str(i) != _NO_TOPIC_ID}
 
 
 _NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"

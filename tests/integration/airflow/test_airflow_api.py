@@ -80,7 +80,7 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
     base = int((datetime.now(timezone.utc) - timedelta(hours=1)).timestamp()) * 1000
     produced = env.produce(180, timestamp_of=lambda i: base + i * 1000)  # one record per second of event time
     plan_live_run(env.pipeline)  # started at `latest`: everything produced so far is history
-    _, ends = partition_bounds(kafka, env.pipeline.topic)
+    _, ends = partition_bounds(kafka, env.topic)
     assert env.ledger() == ends
 
     start = datetime.fromtimestamp((base + 60_000) / 1000, timezone.utc)

@@ -115,7 +115,7 @@ def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, se
     [committed] = history(env, run.run_id)
     [event] = api.asset_events(dag_id, run.run_id)
     assert event["extra"]["batch_ids"] == [committed[0]]
-    assert event["extra"]["ranges"] == [{"topic": env.pipeline.topic, "partition": 0, "from": 0, "until": 100}]
+    assert event["extra"]["ranges"] == [{"topic": env.topic, "partition": 0, "from": 0, "until": 100}]
     assert event["extra"]["rows_written"] == 100
     note = api.note(dag_id, run.run_id)
     assert note.startswith("1 batch, 100 records, 100 rows, 0 dead letters, ") and "then failed" in note, note
@@ -139,7 +139,7 @@ def assert_lineage(env: Env, pg: dict, kafka: dict, event_type: str, extra: dict
     [event] = lineage_events(extra["batch_ids"])
     assert (event["eventType"], event["job"]["name"]) == (event_type, f"{env.pipeline.dag_id}.ingest")
     [source] = event["inputs"]
-    assert (source["namespace"], source["name"]) == (f"kafka://{kafka['bootstrap_servers'][0]}", env.pipeline.topic)
+    assert (source["namespace"], source["name"]) == (f"kafka://{kafka['bootstrap_servers'][0]}", env.topic)
     target, dead = event["outputs"]
     schema, table = env.pipeline.target_table.split(".")
     assert (target["namespace"], target["name"]) == (

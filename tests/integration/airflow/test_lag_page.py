@@ -68,5 +68,5 @@ def test_the_story_of_an_offset_is_asked_from_the_lag_page(api, served, browser)
     form.find_element(By.TAG_NAME, "button").click()
     wait(browser, ready.url_contains("/microingest/explain?"))  # reading the page while it navigates is refused
     wait(browser, lambda b: "not written yet" in b.find_element(By.TAG_NAME, "body").text)
-    assert f"{env.pipeline.topic}[0]@{far}" in browser.title
+    assert f"{env.topic}[0]@{far}" in browser.title
     browser.save_screenshot(str(OUTPUT / "explain-offset.png"))

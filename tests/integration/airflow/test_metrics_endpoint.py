@@ -49,7 +49,7 @@ def test_a_runs_batches_show_in_the_counters_and_its_lag_drops_to_zero(api, serv
     dag_id, name = env.pipeline.dag_id, env.pipeline.name
     env.produce(250)
     before = samples(get(token)[1], name)
-    assert before[("microingest_offset_lag_records", (("partition", "0"), ("topic", env.pipeline.topic)))] >= 0
+    assert before[("microingest_offset_lag_records", (("partition", "0"), ("topic", env.topic)))] >= 0
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
     assert run.state == "success", run.describe()
 

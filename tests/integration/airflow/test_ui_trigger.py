@@ -22,7 +22,7 @@ def test_an_operator_backfills_a_range_from_the_trigger_form(browser, served, ap
     env = served["ui"]
     produced = env.produce(90)
     plan_live_run(env.pipeline)  # started at `latest`: all of it is history, to be backfilled from the form
-    _, ends = partition_bounds(kafka, env.pipeline.topic)
+    _, ends = partition_bounds(kafka, env.topic)
     asked = {p: (0, min(end, 20)) for p, end in sorted(ends.items()) if end}
     ranges = ", ".join(f'"{p}": [{lo}, {hi}]' for p, (lo, hi) in asked.items())
     dag_id = env.pipeline.dag_id

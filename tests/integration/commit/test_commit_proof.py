@@ -31,7 +31,7 @@ def decoded(env, *chunks, into_target: bool = True) -> DecodedBatch:
     parts = []
     for offsets in chunks:
         records = [(f"k{o}".encode(), b"not json" if o in BAD else b'{"event_id": "e%d"}' % o) for o in offsets]
-        parts.extend(decoder(iter([kafka_batch(env.pipeline.topic, 0, offsets, records)])))
+        parts.extend(decoder(iter([kafka_batch(env.topic, 0, offsets, records)])))
     return collected(pa.Table.from_batches(parts), decoder, datetime.now(timezone.utc))
 
 
@@ -40,7 +40,7 @@ BAD = {3, 13}
 
 def planned(env, until: int) -> Batch:
     """A live batch of partition 0's offsets [0, until)."""
-    return Batch("ingest", (OffsetRange(env.pipeline.topic, 0, 0, until, None),))
+    return Batch("ingest", (OffsetRange(env.topic, 0, 0, until, None),))
 
 
 def commit(env, batch: Batch, read: DecodedBatch, conn=None):
@@ -124,7 +124,7 @@ def test_the_history_commit_time_is_when_the_write_ended(env):
 def test_a_merge_stages_inside_its_transaction_and_leaves_no_table_behind(env):
     """A backfill (like an upsert or aggregate target) COPYs into tables of its transaction's own, then publishes."""
     commit(env, planned(env, 10), decoded(env, range(0, 10)))
-    backfill = Batch("backfill", (OffsetRange(env.pipeline.topic, 0, 0, 10, None),), overlap="replace")
+    backfill = Batch("backfill", (OffsetRange(env.topic, 0, 0, 10, None),), overlap="replace")
     conn = psycopg2.connect(**env.pg)
     try:
         result = commit(env, backfill, decoded(env, range(0, 10), into_target=False), conn)

@@ -81,7 +81,7 @@ def test_upsert_latest_orders_a_key_across_partitions_by_timestamp_in_either_com
     ]
     assert {p for p, _ in write(0, old, now_ms - 60_000)} == {0}
     admin = KafkaAdminClient(**env.kafka)
-    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=4)})
+    admin.create_partitions({env.topic: NewPartitions(total_count=4)})
     admin.close()
     assert {p for p, _ in write(3, new, now_ms)} == {3}
 

@@ -130,7 +130,7 @@ def test_microingest_skip_runs_through_airflow_and_says_what_it_kept(api, served
         timeout=900,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"skip of {env.pipeline.topic}[1] [0, 4) (4 offsets)" in result.stdout
+    assert f"skip of {env.topic}[1] [0, 4) (4 offsets)" in result.stdout
     assert "committed 1 batch(es): 4 records read, 0 rows written, 4 dead letters" in result.stdout
     run_id = re.search(r"triggered \S+ run (\S+);", result.stdout).group(1)
     run = api.dag_run(dag_id, run_id)
@@ -155,15 +155,12 @@ def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_record
     env.ingest_all()
     env.send_to(0, [(b"k", event(i)) for i in range(5, 15)])
     admin = KafkaAdminClient(**env.kafka)
-    admin.delete_records({TopicPartition(env.pipeline.topic, 0): 8})
+    admin.delete_records({TopicPartition(env.topic, 0): 8})
     admin.close()
 
     dry = cli("skip", env.pipeline.name, "--partition", "0", "--until", "12", "--reason", "stuck", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert (
-        f"skip of {env.pipeline.topic}[0] [8, 12) (4 offsets)" in dry.stdout
-        and "dry run: nothing written" in dry.stdout
-    )
+    assert f"skip of {env.topic}[0] [8, 12) (4 offsets)" in dry.stdout and "dry run: nothing written" in dry.stdout
     assert "offsets [5, 8) were already deleted by retention" in dry.stdout
     assert env.ledger() == {0: 5} and env.dead_letters() == []
     skip(env, 0, 12, "stuck")
@@ -172,7 +169,7 @@ def test_a_skip_past_offsets_retention_deleted_keeps_what_kafka_holds_and_record
     [(gaps,)] = env.query(
         "SELECT gaps FROM microingest.batches WHERE pipeline = %s AND kind = 'skip'", (env.pipeline.name,)
     )
-    assert gaps == [{"topic": env.pipeline.topic, "partition": 0, "from": 5, "until": 8}]
+    assert gaps == [{"topic": env.topic, "partition": 0, "from": 5, "until": 8}]
 
 
 AGGREGATE_TARGET = (

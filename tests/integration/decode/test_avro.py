@@ -46,7 +46,7 @@ def avro_env(env):
 
 def test_two_schema_versions_land_in_the_same_columns_once_each(avro_env, registry):
     env = avro_env
-    topic = env.pipeline.topic
+    topic = env.topic
     old = serialize(
         registry, topic, V1, [{"event_id": f"v1-{i}", "amount": i * 0.5, "event_time": AT} for i in range(40)]
     )
@@ -85,13 +85,13 @@ def test_two_schema_versions_land_in_the_same_columns_once_each(avro_env, regist
 def test_values_that_are_not_avro_of_a_known_schema_are_dead_letters_with_their_reason(avro_env, registry):
     env = avro_env
     env.redeclare(dead_letter={"max_fraction": None})  # six of the seven are bad on purpose
-    [good] = serialize(registry, env.pipeline.topic, V1, [{"event_id": "ok", "amount": 1.0, "event_time": AT}])
+    [good] = serialize(registry, env.topic, V1, [{"event_id": "ok", "amount": 1.0, "event_time": AT}])
     unknown_id = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[5:]
     # an array of nulls whose block count asks for 2^62 of them, in eight bytes
     noise = {"name": "noise", "type": {"type": "array", "items": "null"}, "default": []}  # a default: BACKWARD
     hostile_schema = {**V1, "fields": V1["fields"] + [noise]}
     [framed] = serialize(
-        registry, env.pipeline.topic, hostile_schema, [{"event_id": "h", "amount": 1.0, "event_time": AT, "noise": []}]
+        registry, env.topic, hostile_schema, [{"event_id": "h", "amount": 1.0, "event_time": AT, "noise": []}]
     )
     endless = framed[:-1] + bytes([0x80] * 9 + [0x01]) + b"\x00"  # the empty array's 0, now the zigzag varint of 2^62
     env.send(
@@ -127,7 +127,7 @@ def test_avro_keys_key_an_upsert_target_the_declaration_created(avro_env, regist
     env.redeclare(sink_mode="upsert_latest", key_format="avro", dead_letter={"max_fraction": None})
     [prepared] = prepare_targets([env.pipeline], "test")
     assert prepared.created and prepared.summary().endswith("created with 12 columns")
-    topic = env.pipeline.topic
+    topic = env.topic
     key_schema = {
         "type": "record",
         "name": "Device",
@@ -167,7 +167,7 @@ def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_eve
     schema = {**V2, "namespace": f"microingest.test.n{uuid.uuid4().hex}"}  # a name part starts with a letter
     values = serialize(
         registry,
-        env.pipeline.topic,
+        env.topic,
         schema,
         [{"event_id": f"e{i}", "amount": 1.5, "event_time": AT} for i in range(30)],
     )
@@ -188,7 +188,7 @@ def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_eve
 
 def test_a_run_through_airflow_lands_both_schema_versions(api, served, registry):
     env = served["avro"]
-    topic = env.pipeline.topic
+    topic = env.topic
     values = serialize(
         registry, topic, V1, [{"event_id": f"a1-{i}", "amount": 2.0, "event_time": AT} for i in range(500)]
     )

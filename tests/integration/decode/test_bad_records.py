@@ -76,7 +76,7 @@ def test_too_many_bad_records_refuse_the_whole_batch(env):
     assert "4 of 10 records bad (40.0%) exceeds dead_letter.max_fraction 0.2" in result.stdout
     assert "invalid_json: value is not valid JSON" in result.stdout
     # The first reasons name each record's position, typed from the executors (no COPY text split back).
-    assert re.search(rf"first reasons: {re.escape(env.pipeline.topic)}\[\d+\]@[6-9] invalid_json: ", result.stdout)
+    assert re.search(rf"first reasons: {re.escape(env.topic)}\[\d+\]@[6-9] invalid_json: ", result.stdout)
     assert env.target_rows() == [] and env.dead_letters() == [] and env.ledger() == {} and env.batches() == []
 
 

@@ -24,7 +24,7 @@ def test_framed_json_lands_by_the_declared_fields_and_the_rest_are_dead_letters(
     serializer = JSONSerializer(
         json.dumps(SCHEMA), SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT}), conf=SERIALIZER_CONF
     )
-    context = SerializationContext(env.pipeline.topic, MessageField.VALUE)
+    context = SerializationContext(env.topic, MessageField.VALUE)
     good = [
         serializer({"event_id": f"e{i}", "amount": i * 1.5, "event_time": AT.isoformat()}, context) for i in range(20)
     ]

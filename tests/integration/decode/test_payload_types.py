@@ -298,13 +298,13 @@ def test_avro_orders_land_exactly(orders_env, registry):
     env = orders_env
     env.redeclare(value_format="avro")
     good = orders(60, seed=3)
-    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [_avro(o) for o in good])
+    values = serialize(registry, env.topic, AVRO_ORDER, [_avro(o) for o in good])
     # a later writer version with a finer total: a value that uses its places does not fit decimal(19,2)
     finer = {**AVRO_ORDER, "fields": [dict(f) for f in AVRO_ORDER["fields"]]}
     finer["fields"][1]["type"] = {"type": "bytes", "logicalType": "decimal", "precision": 21, "scale": 4}
     fine = orders(2, seed=7)
     fine[0]["total"], fine[1]["total"] = Decimal("12.3400"), Decimal("12.3456")
-    fine_values = serialize(registry, env.pipeline.topic, finer, [_avro(o) for o in fine])
+    fine_values = serialize(registry, env.topic, finer, [_avro(o) for o in fine])
     env.send_to(1, [(None, v) for v in values] + [(b"fits", fine_values[0]), (b"finer", fine_values[1])])
     env.ingest_all()
     assert landed(env) == [expected_row(o, o["attributes"], arrays=True) for o in good] + [
@@ -358,7 +358,7 @@ def test_protobuf_orders_land_exactly(orders_env, registry, tmp_path):
         tmp_path,
         PROTO_ORDER,
         registry,
-        env.pipeline.topic,
+        env.topic,
         records,
         imports={"confluent/type/decimal.proto": CONFLUENT_DECIMAL},
         message="Order",
@@ -379,9 +379,9 @@ def test_fields_derived_from_the_registry_take_every_avro_order_field_and_the_cl
     """`schema: {from_registry: ...}` on the Avro orders: decimals with their precision and scale, the date, the UUID,
     the bytes and arrays as such, the nested records kept whole as json; the orders land under it exactly."""
     good = orders(20, seed=5)
-    values = serialize(registry, env.pipeline.topic, AVRO_ORDER, [_avro(o) for o in good])
+    values = serialize(registry, env.topic, AVRO_ORDER, [_avro(o) for o in good])
     env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
-    subject = f"{env.pipeline.topic}-value"
+    subject = f"{env.topic}-value"
     env.redeclare(value_format="avro", schema={"from_registry": {"subject": subject}})
     assert [f.declared() for f in env.pipeline.schema] == [
         {"type": "uuid", "required": True},

@@ -44,7 +44,7 @@ AT = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 
 def test_two_proto_versions_land_in_the_same_columns_once_each(env, registry, tmp_path):
     env.redeclare(value_format="protobuf", dead_letter={"max_fraction": None})
-    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
+    topic, at = env.topic, AT.isoformat().replace("+00:00", "Z")
     old = serialized(
         tmp_path / "v1",
         V1,
@@ -89,7 +89,7 @@ def test_two_proto_versions_land_in_the_same_columns_once_each(env, registry, tm
 
 def test_a_schema_registered_as_proto_text_with_a_reference_is_compiled_and_read(env, registry, tmp_path):
     env.redeclare(value_format="protobuf")
-    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
+    topic, at = env.topic, AT.isoformat().replace("+00:00", "Z")
     client = SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT})
     money_subject = f"{topic}-common-money"
     client.register_schema(money_subject, Schema(MONEY, "PROTOBUF"))
@@ -121,7 +121,7 @@ def test_a_schema_registered_as_proto_text_with_a_reference_is_compiled_and_read
 
 def test_a_run_through_airflow_lands_both_proto_versions_and_names_its_dead_letter(api, served, registry, tmp_path):
     env = served["protobuf"]
-    topic, at = env.pipeline.topic, AT.isoformat().replace("+00:00", "Z")
+    topic, at = env.topic, AT.isoformat().replace("+00:00", "Z")
     old = serialized(
         tmp_path / "v1",
         V1,

@@ -14,7 +14,7 @@ from microingest.declare.files import load_pipeline_file
 
 def test_a_declaration_takes_its_fields_from_the_registry_and_the_cli_prints_them(env, registry):
     client = SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT})
-    subject = f"{env.pipeline.topic}-value"
+    subject = f"{env.topic}-value"
     client.register_schema(subject, Schema(json.dumps(V1), "AVRO"))
     env.redeclare(value_format="avro", schema={"from_registry": {"subject": subject, "version": 1}})
     assert [(f.name, f.type, f.required) for f in env.pipeline.schema] == [

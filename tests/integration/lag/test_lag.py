@@ -33,8 +33,9 @@ def pin(env, positions: dict[int, int]) -> None:
     pin_positions(
         env.pg,
         env.pipeline.name,
-        [OffsetRange(env.pipeline.topic, p, o, o, None) for p, o in positions.items()],
+        [OffsetRange(env.topic, p, o, o, None) for p, o in positions.items()],
         RunInfo(),
+        {},
     )
 
 
@@ -42,7 +43,7 @@ def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(
     # Partition p gets 30 records, one per second from T0; record i of the topic is stamped T0 + i seconds.
     produced = env.produce(90, timestamp_of=lambda i: at_ms(i))
     stamp = {(p, o): at_ms(i) for i, (p, o, _) in enumerate(produced)}
-    _, ends = partition_bounds(kafka, env.pipeline.topic)
+    _, ends = partition_bounds(kafka, env.topic)
     parts = sorted(ends)
     pin(env, {parts[0]: 10, parts[1]: ends[parts[1]], parts[2]: 0})
     now = T0 + timedelta(hours=1)

@@ -40,7 +40,7 @@ def event(i: int) -> tuple[bytes, bytes]:
 
 def test_unread_records_retention_is_about_to_delete_are_at_risk_before_they_go(env, kafka):
     env.redeclare(lag={"retention_margin": "5 minutes"})
-    topic = env.pipeline.topic
+    topic = env.topic
     set_retention(kafka, topic, int(RETENTION.total_seconds() * 1000))
     # Partition 0: one record read, then five written eight minutes ago (gone in two: within the margin).
     # Partition 1: three written now (ten minutes left: outside it).

@@ -32,7 +32,7 @@ def test_the_doctor_names_each_disagreement_and_what_to_do(env):
     assert "ok   every position of the ledger (3) is where the batch it names ended" in healthy.stdout
     assert "warn 1 unresolved dead letter(s): invalid_json 1" in healthy.stdout
 
-    topic = env.pipeline.topic
+    topic = env.topic
     intruder = KafkaConsumer(**env.kafka, group_id=group_id(env.pipeline.name), enable_auto_commit=False)
     intruder.commit({TopicPartition(topic, 1): OffsetAndMetadata(4_000, "", -1)})
     intruder.close()

@@ -22,7 +22,7 @@ def event(i: int, **fields) -> bytes:
 
 
 def told(env, offset: int, partition: int = 0) -> str:
-    return "\n".join(story(offset_facts(env.pipeline, partition, offset)))
+    return "\n".join(story(offset_facts(env.pipeline, env.topic, partition, offset)))
 
 
 def test_each_offset_tells_what_became_of_it(env, kafka):
@@ -34,9 +34,7 @@ def test_each_offset_tells_what_became_of_it(env, kafka):
     )
 
     row = told(env, 1)
-    assert row.startswith(
-        f"{env.pipeline.topic}[0]@1 of pipeline {env.pipeline.name}: a row of {env.pipeline.target_table}"
-    )
+    assert row.startswith(f"{env.topic}[0]@1 of pipeline {env.pipeline.name}: a row of {env.pipeline.target_table}")
     assert f"read by ingest batch {batch_id}" in row
     assert "partition 0: live position 4, the consumer group mirror agrees; Kafka holds [0, 4)" in row
     assert "a dead letter (invalid_json: " in told(env, 2)
@@ -49,7 +47,7 @@ def test_each_offset_tells_what_became_of_it(env, kafka):
     assert "skipped, kept as a dead letter: skipped by on-call: incident 7" in told(env, 5)
 
     admin = KafkaAdminClient(**env.kafka)
-    admin.delete_records({TopicPartition(env.pipeline.topic, 0): 7})
+    admin.delete_records({TopicPartition(env.topic, 0): 7})
     admin.close()
     env.redeclare(on_retention_gap="skip")
     env.ingest_all()

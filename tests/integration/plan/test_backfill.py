@@ -77,7 +77,7 @@ def test_overlap_is_refused_by_default_replaced_or_skipped_on_request(env):
 
     with pytest.raises(OverlapError) as err:
         plan_backfill(env.pipeline, request(backfill_ranges=wanted))
-    assert f"{env.pipeline.topic}[{p}] [10, 60) (50 records)" in str(err.value)
+    assert f"{env.topic}[{p}] [10, 60) (50 records)" in str(err.value)
 
     # Rows of a rebuilt window: 20 of the 50 positions are gone from the target.
     env.query_commit(
@@ -137,7 +137,7 @@ def test_a_time_window_replays_exactly_the_records_timestamped_inside_it(env, ka
     sent = []
     for i in range(240):  # one record per second of "event time", round robin over the partitions
         future = producer.send(
-            env.pipeline.topic,
+            env.topic,
             key=f"k{i}".encode(),
             partition=i % 3,
             timestamp_ms=base + i * 1000,
@@ -181,7 +181,7 @@ def test_upsert_replays_never_overwrite_a_newer_row_nor_bring_back_a_deleted_key
     ]
     produce(
         env.kafka,
-        env.pipeline.topic,
+        env.topic,
         records,
         partition_of=lambda i, _: script[i][0],
         timestamp_of=lambda i: base + script[i][3] * 1000,
@@ -219,7 +219,7 @@ def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_insi
     stamps = [t0 - 10_000, t0 + 1_000, t0 - 5_000, t0 + 2_000, t0 + 20_000, t0 + 3_000]
     sent = produce(
         env.kafka,
-        env.pipeline.topic,
+        env.topic,
         [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(6)],
         partition_of=lambda i, key: 0,
         timestamp_of=lambda i: stamps[i],
@@ -240,7 +240,7 @@ def test_a_time_window_keeps_out_records_timestamped_outside_it_among_those_insi
 
 def retained_offsets(env, partition: int) -> set[int]:
     """The offsets of `partition` that Kafka still serves: those the log cleaner has not removed."""
-    return {o for _, o, *_ in read_to_end(env.kafka, env.pipeline.topic, partitions=[partition])}
+    return {o for _, o, *_ in read_to_end(env.kafka, env.topic, partitions=[partition])}
 
 
 def compact_below(env, live: int, stamp: int) -> set[int]:
@@ -251,7 +251,7 @@ def compact_below(env, live: int, stamp: int) -> set[int]:
         [
             ConfigResource(
                 "TOPIC",
-                env.pipeline.topic,
+                env.topic,
                 configs={
                     "cleanup.policy": "compact",
                     "segment.ms": "100",

@@ -19,7 +19,7 @@ from microingest.systems.kafka_access import KafkaAccessError, create_topic, par
 def grow_to_five_partitions_and_produce(env, count: int, start: int) -> list:
     """The topic's 3 partitions made 5, then `count` records produced onto all of them, the new ones too."""
     admin = KafkaAdminClient(**env.kafka)
-    admin.create_partitions({env.pipeline.topic: NewPartitions(total_count=5)})
+    admin.create_partitions({env.topic: NewPartitions(total_count=5)})
     admin.close()
     produced = env.produce(count, start=start)
     assert {p for p, _, _ in produced} >= {3, 4}, "the producer spreads the new records onto the new partitions too"
@@ -45,7 +45,7 @@ def test_transactional_topic_reads_committed_records_only_and_does_not_stall(env
         producer.begin_transaction()
         events = [f"t{txn}-{i}" for i in range(25)]
         for event in events:
-            producer.send(env.pipeline.topic, key=event.encode(), value=json.dumps({"event_id": event}).encode())
+            producer.send(env.topic, key=event.encode(), value=json.dumps({"event_id": event}).encode())
         producer.flush()
         if txn % 3 == 2:
             producer.abort_transaction()
@@ -53,7 +53,7 @@ def test_transactional_topic_reads_committed_records_only_and_does_not_stall(env
             producer.commit_transaction()
             committed += events
     producer.close()
-    _earliest, latest = partition_bounds(env.kafka, env.pipeline.topic)
+    _earliest, latest = partition_bounds(env.kafka, env.topic)
     assert sum(latest.values()) > len(committed), "markers and aborted records take offsets"
 
     env.ingest_all()
@@ -72,12 +72,12 @@ def test_retention_gap_fails_by_default_and_skipping_it_is_recorded(env):
     partition = max(ledger, key=lambda p: sum(1 for q, _, _ in produced if q == p))
     cut = ledger[partition] + 10
     admin = KafkaAdminClient(**env.kafka)
-    admin.delete_records({TopicPartition(env.pipeline.topic, partition): cut})
+    admin.delete_records({TopicPartition(env.topic, partition): cut})
     admin.close()
 
     with pytest.raises(RetentionGapError) as err:
         plan_next_batch(env.pipeline)
-    assert f"{env.pipeline.topic}[{partition}]" in str(err.value)
+    assert f"{env.topic}[{partition}]" in str(err.value)
     assert f"[{ledger[partition]}, {cut})" in str(err.value)
 
     env.redeclare(on_retention_gap="skip", max_records_per_batch=100_000)
@@ -88,7 +88,7 @@ def test_retention_gap_fails_by_default_and_skipping_it_is_recorded(env):
     gaps = env.query(
         "SELECT gaps FROM microingest.batches WHERE pipeline = %s AND gaps IS NOT NULL", (env.pipeline.name,)
     )
-    assert gaps == [([{"topic": env.pipeline.topic, "partition": partition, "from": ledger[partition], "until": cut}],)]
+    assert gaps == [([{"topic": env.topic, "partition": partition, "from": ledger[partition], "until": cut}],)]
 
 
 def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
@@ -98,7 +98,7 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
         [
             ConfigResource(
                 "TOPIC",
-                env.pipeline.topic,
+                env.topic,
                 configs={
                     "cleanup.policy": "compact",
                     "segment.ms": "100",
@@ -122,16 +122,16 @@ def test_compacted_topic_with_offset_holes_is_read_without_stalling(env):
         env.send(records)
         time.sleep(0.3)
     deadline = time.time() + 90
-    while time.time() < deadline and len(read_to_end(env.kafka, env.pipeline.topic)) == 96:
+    while time.time() < deadline and len(read_to_end(env.kafka, env.topic)) == 96:
         time.sleep(2)
-    kept = read_to_end(env.kafka, env.pipeline.topic)
+    kept = read_to_end(env.kafka, env.topic)
     assert len(kept) < 96, "the log cleaner compacted the topic, leaving holes in the offsets"
 
     env.ingest_all()
 
     rows = env.query(f"SELECT record_key, event_id FROM {env.pipeline.target_table}")
     assert dict(rows) == latest
-    _, end = partition_bounds(env.kafka, env.pipeline.topic)
+    _, end = partition_bounds(env.kafka, env.topic)
     assert env.ledger() == {p: o for p, o in end.items() if o}, "the ledger reaches the end despite the holes"
 
 
@@ -152,12 +152,12 @@ def test_partitions_added_after_a_latest_pipeline_started_lose_nothing_written_b
 def recreate_topic(env, partitions: int) -> None:
     """Delete the pipeline's topic and create it again under its name, as an operator's script might."""
     admin = KafkaAdminClient(**env.kafka)
-    admin.delete_topics([env.pipeline.topic])
+    admin.delete_topics([env.topic])
     admin.close()
     deadline = time.monotonic() + 60
     while True:  # the broker finishes a deletion in the background; the name is free once it has
         try:
-            if create_topic(env.kafka, env.pipeline.topic, partitions):
+            if create_topic(env.kafka, env.topic, partitions):
                 return
         except KafkaAccessError:
             pass

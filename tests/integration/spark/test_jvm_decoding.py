@@ -107,9 +107,7 @@ def test_the_jvm_path_stores_exactly_what_the_reference_path_stores(env, pg, kaf
 
 
 def test_avro_through_the_jvm_path_is_stored_exactly_as_the_reference_stores_it(env, pg, kafka, registry, monkeypatch):
-    compare_with_reference(
-        env, pg, kafka, monkeypatch, avro_records(registry, env.pipeline.topic, 3000), value_format="avro"
-    )
+    compare_with_reference(env, pg, kafka, monkeypatch, avro_records(registry, env.topic, 3000), value_format="avro")
 
 
 def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], **declared) -> None:
@@ -129,7 +127,7 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], **dec
         kafka,
         env.pipelines_dir,
         f"it_{uuid.uuid4().hex[:10]}",
-        env.pipeline.topic,
+        env.topic,
         dead_letter={"max_fraction": 0.5},
         **declared,
     )

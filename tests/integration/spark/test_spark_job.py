@@ -35,7 +35,7 @@ def test_job_reads_only_the_planned_subrange(env):
     for p, o, i in produced:
         by_partition.setdefault(p, []).append((p, o, i))
     partition, rows = max(by_partition.items(), key=lambda kv: len(kv[1]))
-    r = OffsetRange(env.pipeline.topic, partition, 10, 60, None)
+    r = OffsetRange(env.topic, partition, 10, 60, None)
 
     result = env.spark_job([r])
 

@@ -22,7 +22,7 @@ def page(margin):
             (PartitionLag("orders", 0, 100, 1100, 0, timedelta(hours=5), "record"), Verdict(LagState.OK, "")),
             (PartitionLag("orders", 1, 500, 500, 0, timedelta(0)), Verdict(LagState.OK, "caught up")),
         ],
-        retention={0: Horizon(600.0, None, "retention.ms")},
+        retention={("orders", 0): Horizon(600.0, None, "retention.ms")},
         retention_margin=margin,
     )
     return render([(status, [])], NOW, [])
@@ -31,7 +31,7 @@ def page(margin):
 def test_a_partition_at_risk_is_flagged_with_its_horizon():
     html = " ".join(page(margin=6 * 3600).split())
     assert html.count(">AT_RISK</span>") == 2  # the summary row and the pipeline's heading
-    assert "Partition 0: records not yet read may be deleted by retention.ms in 10.0min (retention_margin 6.0h)" in html
+    assert "orders[0]: records not yet read may be deleted by retention.ms in 10.0min (retention_margin 6.0h)" in html
     assert "<th>retention left</th>" in html and "<td>10.0min</td>" in html
 
 

@@ -14,7 +14,7 @@ KNOWN = (
     "aggregate, dead_letter, description, kafka_conn_id, key_format, lag, max_active_runs, max_records_per_batch, "
     "max_records_per_run, max_run_seconds, max_value_bytes, name, on_records, on_retention_gap, on_topic_recreated, "
     "partition_by, postgres_conn_id, retries, retry_delay_seconds, schedule, schema, schema_registry_conn_id, "
-    "sink_mode, spark_conn_id, start_from, target_table, topic, transform, value_format"
+    "sink_mode, spark_conn_id, start_from, target_table, topic, topic_pattern, topics, transform, value_format"
 )
 BAD_NAME = (
     "is not a valid name (lower-case letters, digits and '_', starting with a letter or '_', at most 63 characters)"
@@ -31,13 +31,14 @@ FIELD_SHAPE = (
 
 def test_the_model_declares_the_pipelines_fields():
     declared = {field.alias or name for name, field in Declaration.model_fields.items()}
-    assert declared == set(Pipeline.__dataclass_fields__) - {"source"}
+    # `topic` and `topics` both declare Pipeline.topics
+    assert declared == set(Pipeline.__dataclass_fields__) - {"source"} | {"topic"}
     assert ", ".join(sorted(declared)) == KNOWN
 
 
 def test_what_a_declaration_leaves_out_takes_the_pipelines_default():
     expected = Pipeline(
-        "orders", "shop.orders-v1", "analytics.orders", (Field("order_id", "string", True), Field("total", "double"))
+        "orders", ("shop.orders-v1",), "analytics.orders", (Field("order_id", "string", True), Field("total", "double"))
     )
     assert parse_pipeline(dict(VALID)) == expected
 
@@ -222,7 +223,11 @@ def test_every_seconds_field_is_at_most_ten_years():
             "lag.sla.max_time_lag_seconds",
             "must be a positive integer, got None",
         ),
-        (None, "<root>", "the file is empty; declare at least name, topic, target_table, schema"),
+        (
+            None,
+            "<root>",
+            "the file is empty; declare at least name, target_table, schema and one of topic, topics or topic_pattern",
+        ),
         ("a sentence", "<root>", "expected a mapping of fields, got text ('a sentence')"),
     ],
 )

@@ -47,7 +47,7 @@ def stub_status(monkeypatch, lags, state=LagState.OK):
         checks,
         "pipeline_status",
         lambda pipeline, now, systems: status.PipelineStatus(
-            pipeline.name, pipeline.topic, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions
+            pipeline.name, pipeline.sources_named, Verdict(state, "why"), timedelta(minutes=30), NOW, partitions
         ),
     )
 
@@ -55,13 +55,17 @@ def stub_status(monkeypatch, lags, state=LagState.OK):
 def test_a_gate_poke_records_the_partitions_it_saw_caught_up(monkeypatch, recorded):
     monkeypatch.setattr(checks, "partition_lags", lambda pipeline, systems, now, fetch_records: LAGS)
     assert checks.gate_check(PIPELINE, GatePolicy(min_records=100, max_wait_seconds=60), NOW).met
-    assert recorded == [("orders", {0: 500, 2: None}, {0: 500, 2: 0}, "gate", NOW)]
+    assert recorded == [
+        ("orders", {("orders", 0): 500, ("orders", 2): None}, {("orders", 0): 500, ("orders", 2): 0}, "gate", NOW)
+    ]
 
 
 def test_an_sla_poke_records_the_partitions_it_saw_caught_up(monkeypatch, recorded):
     stub_status(monkeypatch, LAGS)
     assert checks.health_check(PIPELINE, SlaPolicy(max_time_lag_seconds=600), NOW).met
-    assert recorded == [("orders", {0: 500, 2: None}, {0: 500, 2: 0}, "sla", NOW)]
+    assert recorded == [
+        ("orders", {("orders", 0): 500, ("orders", 2): None}, {("orders", 0): 500, ("orders", 2): 0}, "sla", NOW)
+    ]
 
 
 def test_partitions_with_records_waiting_are_not_recorded(monkeypatch, recorded):

@@ -77,14 +77,14 @@ def status(margin):
         Verdict(LagState.OK, "catching up"),
         timedelta(minutes=15),
         partitions=[(lag(), Verdict(LagState.OK, "")), (lag(position=1100, partition=1), Verdict(LagState.OK, ""))],
-        retention={0: Horizon(600.0, None, "retention.ms")},
+        retention={("t", 0): Horizon(600.0, None, "retention.ms")},
         retention_margin=margin,
     )
 
 
 def test_the_status_flags_at_risk_partitions_in_its_dict_and_text():
     risky = status(margin=HOUR)
-    assert [p for p, _ in risky.at_risk] == [0]
+    assert [p for p, _ in risky.at_risk] == [("t", 0)]
     as_dict = risky.to_dict()
     assert as_dict["at_risk"] is True and as_dict["retention_margin_seconds"] == HOUR
     assert [(p["retention_horizon_seconds"], p["at_risk"]) for p in as_dict["partitions"]] == [
@@ -92,7 +92,7 @@ def test_the_status_flags_at_risk_partitions_in_its_dict_and_text():
         (None, False),
     ]
     lines = status_lines(risky, T)
-    assert "AT_RISK: partition 0's unread records may be deleted by retention.ms in 10.0min" in lines[2]
+    assert "AT_RISK: t[0]'s unread records may be deleted by retention.ms in 10.0min" in lines[2]
     assert "retention" in lines[3] and "10.0min" in lines[4]
     safe = status(margin=300)
     assert not safe.at_risk and not any("AT_RISK" in line for line in status_lines(safe, T))

@@ -26,21 +26,23 @@ def test_positions_outside_what_kafka_holds_are_named():
 
 
 def test_each_ledger_position_must_be_where_its_batch_ended():
-    found = history_findings([(0, 10, "b1", "ingest", 10), (1, 7, "b2", None, None), (2, 8, "b3", "skip", 5)])
+    found = history_findings(
+        [("t", 0, 10, "b1", "ingest", 10), ("t", 1, 7, "b2", None, None), ("t", 2, 8, "b3", "skip", 5)]
+    )
     assert severities(found) == [BAD, BAD]
     assert "batch b2, which the batch history lacks" in found[0].what and "(skip) ended (5)" in found[1].what
-    assert severities(history_findings([(0, 10, "b1", "pin", 10)])) == [OK]
+    assert severities(history_findings([("t", 0, 10, "b1", "pin", 10)])) == [OK]
 
 
 def test_a_mirror_behind_is_a_warning_and_one_ahead_is_wrong():
-    found = mirror_findings("g", {0: 10, 1: 10, 2: 10}, {0: 10, 1: 8, 2: 12})
+    found = mirror_findings("g", "t", {0: 10, 1: 10, 2: 10}, {0: 10, 1: 8, 2: 12})
     assert [(f.severity, f.what) for f in found] == [
-        (WARN, "partition 1: consumer group g is 2 behind the ledger (8 < 10)"),
-        (BAD, "partition 2: consumer group g is ahead of the ledger (12 > 10): something else commits offsets to it"),
+        (WARN, "t[1]: consumer group g is 2 behind the ledger (8 < 10)"),
+        (BAD, "t[2]: consumer group g is ahead of the ledger (12 > 10): something else commits offsets to it"),
     ]
-    assert severities(mirror_findings("g", {0: 3}, {})) == [WARN]
-    assert severities(mirror_findings("g", {0: 3, 1: 5}, {1: 5}, pinned=[0])) == [OK]  # a pin mirrors nothing
-    assert severities(mirror_findings("g", {0: 3}, {0: 3})) == [OK]
+    assert severities(mirror_findings("g", "t", {0: 3}, {})) == [WARN]
+    assert severities(mirror_findings("g", "t", {0: 3, 1: 5}, {1: 5}, pinned=[0])) == [OK]  # a pin mirrors nothing
+    assert severities(mirror_findings("g", "t", {0: 3}, {0: 3})) == [OK]
 
 
 def test_batches_no_asset_event_named_are_named_with_their_run():

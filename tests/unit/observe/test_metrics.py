@@ -41,7 +41,7 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
             (PartitionLag("t", 1, 40, 40, 0), Verdict(LagState.OK, "")),
             (PartitionLag("t", 2, None, 10, 0), Verdict(LagState.OK, "")),
         ],
-        retention={0: Horizon(600.0, None, "retention.ms")},
+        retention={("t", 0): Horizon(600.0, None, "retention.ms")},
         retention_margin=3600,
     )
     les = (0, 1, 2, 2, 3, 3, 3, 3, 3, 3)

@@ -83,7 +83,7 @@ def test_run_plan_round_trips_through_its_xcom_form():
     assert plan.to_dict()["records"] == 4
     by_time = RunPlan("backfill", plan.ranges, 100, None, "refuse", (1_700_000_000_000, 1_700_000_060_000))
     assert RunPlan.from_dict(json.loads(json.dumps(by_time.to_dict()))) == by_time
-    skip = RunPlan("skip", (OffsetRange("t", 0, 5, 9, 5),), 4, topic_id="id-1", note="skipped by me: broken")
+    skip = RunPlan("skip", (OffsetRange("t", 0, 5, 9, 5),), 4, topic_ids={"t": "id-1"}, note="skipped by me: broken")
     assert RunPlan.from_dict(json.loads(json.dumps(skip.to_dict()))) == skip
     since = datetime(2026, 11, 1, tzinfo=timezone.utc)
     redrive = RunPlan("redrive", plan.ranges, 50, note="redriven by me", redrive=RedriveSelection("wrong_type", since))
