@@ -117,6 +117,37 @@ def declare_sink_pipelines(
     return SinkPipelines(append, unkeyed, upsert, aggregate)
 
 
+def verify_topics(env: Env, truths: dict[str, list]) -> dict:
+    """An append pipeline reading several topics against each topic read back: rows and dead letters as multisets of
+    (topic, partition, offset, event or raw value), so a record lost, landed twice or under another topic shows."""
+    expected_rows, expected_dead = Counter(), Counter()
+    for topic, truth in truths.items():
+        for p, o, _, v, _ in truth:
+            if v in (None, BAD_VALUE):
+                expected_dead[(topic, p, o, v)] += 1
+            else:
+                expected_rows[(topic, p, o, json.loads(v)["event_id"])] += 1
+    rows = Counter(
+        env.query(f"SELECT source_topic, source_partition, source_offset, event_id FROM {env.pipeline.target_table}")
+    )
+    dead = Counter(
+        (t, p, o, None if v is None else bytes(v))
+        for t, p, o, v in env.query(
+            'SELECT topic, partition, "offset", record_value FROM microingest.dead_letters WHERE pipeline = %s',
+            (env.pipeline.name,),
+        )
+    )
+    lost_rows, extra_rows = differences(rows, expected_rows)
+    lost_dead, extra_dead = differences(dead, expected_dead)
+    return {
+        "topics": sorted(truths),
+        "landed_rows": sum(rows.values()),
+        "dead_letters": sum(dead.values()),
+        "lost": lost_rows + lost_dead,
+        "duplicated": extra_rows + extra_dead,
+    }
+
+
 def differences(landed: Counter, expected: Counter) -> tuple[int, int]:
     """(lost, duplicated) between two multisets: what is missing, and every extra copy or unknown entry."""
     return sum((expected - landed).values()), sum((landed - expected).values())

@@ -337,7 +337,8 @@ def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool =
         json.dumps(
             {
                 "name": name,
-                "topic": topic,
+                # a declaration naming its topics otherwise (topics, topic_pattern) reads `topic` among them
+                **({} if {"topics", "topic_pattern"} & set(declaration) else {"topic": topic}),
                 "target_table": table,
                 "max_records_per_batch": 100_000,
                 "schema": DEMO_SCHEMA,

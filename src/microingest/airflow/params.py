@@ -22,6 +22,7 @@ from microingest.plan.request import (
     SKIP_PARTITION,
     SKIP_REASON,
     SKIP_UNTIL,
+    TOPIC,
     UNTIL_TIME,
 )
 
@@ -30,6 +31,29 @@ _OFFSET_PAIR = {"type": "array", "items": {"type": "integer", "minimum": 0}, "mi
 
 
 def pipeline_params(pipeline: Pipeline) -> dict[str, Param]:
+    return {**_common(pipeline), **_topic(pipeline)}
+
+
+def _topic(pipeline: Pipeline) -> dict[str, Param]:
+    """Which topic a backfill, skip or redrive means: asked only of a pipeline that reads several (or a pattern's)."""
+    if pipeline.topic_pattern is None and len(pipeline.topics) == 1:
+        return {}
+    named = {} if pipeline.topic_pattern is not None else {"enum": [None, *pipeline.topics]}
+    return {
+        TOPIC: Param(
+            None,
+            type=["null", "string"],
+            **named,
+            section=BACKFILL,
+            title="Topic",
+            description=f"This pipeline reads {pipeline.sources_named}. A backfill by offsets, a skip and a redrive "
+            "of one partition name the partition's topic here; a backfill by time without one replays every "
+            "topic, a redrive every topic's dead letters.",
+        )
+    }
+
+
+def _common(pipeline: Pipeline) -> dict[str, Param]:
     return {
         "max_records": Param(
             None,

@@ -2,8 +2,9 @@
 exactly what Kafka holds — none lost, none duplicated.
 
 Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its
-own ledger. Each round plans a batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment
-(reading, decoding or committing), a self-kill at a fault point (before the read, after decoding, inside the commit
+own ledger, and a fifth appends that topic and a second one (`topics:`), with a producer of its own on the second.
+Each round plans a batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment (reading,
+decoding or committing), a self-kill at a fault point (before the read, after decoding, inside the commit
 transaction), a Postgres restart while the commit transaction is open, or a broker stop/start during the read.
 Afterwards every pipeline is drained without faults and compared with the topic read back from Kafka.
 
@@ -25,13 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.exactly_once import Producer, declare_sink_pipelines, verify
-from helpers.pipeline_env import SERVED_FOLDER, read_to_end
+from helpers.exactly_once import Producer, declare_sink_pipelines, verify, verify_topics
+from helpers.pipeline_env import SERVED_FOLDER, new_env, read_to_end
 from local_platform.faults.cluster import platform
 from microingest import settings
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
+from microingest.systems.kafka_access import create_topic
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
@@ -122,11 +124,15 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         "spark_conn_id": SUBMIT_CONN_ID,
     }
     sinks = declare_sink_pipelines(pg, kafka, folder, f"chaos_{suffix}", topic, common)
-    envs = [sinks.append, sinks.upsert, sinks.aggregate, sinks.unkeyed]
+    second = f"{topic}-b"
+    create_topic(kafka, second, 2)
+    both = new_env(pg, kafka, folder, f"chaos_{suffix}_topics", topic, topics=[topic, second], **common)
+    envs = [sinks.append, sinks.upsert, sinks.aggregate, sinks.unkeyed, both]
 
     airflow_was_running = airflow_running()
-    producer = Producer(kafka, topic, SEED)
+    producer, producer_b = Producer(kafka, topic, SEED), Producer(kafka, second, SEED + 1)
     producer.start()
+    producer_b.start()
     outcomes = Counter()
     try:
         time.sleep(3)
@@ -139,12 +145,14 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
             category, detail = run_round(env, rnd.choice(FAULTS), rnd, tmp_path)
             outcomes[category] += 1
             rounds += 1
-            print(f"round {rounds} {env.pipeline.sink_mode}: {category} ({detail})", flush=True)
+            print(f"round {rounds} {env.pipeline.name}: {category} ({detail})", flush=True)
             if rounds % 3 == 0:  # let a batch through between faults, so the ledgers move on
                 ingest_once(env)
     finally:
-        producer.stopping.set()
-        producer.join(timeout=120)
+        for p in (producer, producer_b):
+            p.stopping.set()
+        for p in (producer, producer_b):
+            p.join(timeout=120)
         if airflow_was_running and outcomes["postgres restarted during commit"]:
             bring_airflow_back()
 
@@ -153,12 +161,20 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         env.ingest_all()
     truth = read_to_end(kafka, topic, isolation_level="read_committed")
     report = verify(sinks, truth)
+    several = verify_topics(both, {topic: truth, second: read_to_end(kafka, second, isolation_level="read_committed")})
+    report.update(
+        {
+            "several_topics": several,
+            "lost": report["lost"] + several["lost"],
+            "duplicated": report["duplicated"] + several["duplicated"],
+        }
+    )
     report.update(
         {
             "seed": SEED,
             "rounds": rounds,
             "outcomes": dict(outcomes),
-            "producer_send_errors": producer.errors,
+            "producer_send_errors": producer.errors + producer_b.errors,
             "faults_landed": rounds - outcomes[NO_FAULT],
             "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY],
         }

@@ -59,7 +59,7 @@ def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(
 
     # Without the records, interpolated from observations: the log of parts[0] ended at 0 until T0 and at its end
     # from T0 + 90s, so its offset 10 of ends[p] was written a fraction (10 + 1) / end of the way in between.
-    points = {parts[0]: [(T0, 0), (T0 + timedelta(seconds=90), ends[parts[0]])]}
+    points = {(env.topic, parts[0]): [(T0, 0), (T0 + timedelta(seconds=90), ends[parts[0]])]}
     lag = next(
         lag
         for lag in partition_lags(env.pipeline, PipelineSystems.of(env.pipeline), now, points, fetch_records=False)

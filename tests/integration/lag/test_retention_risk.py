@@ -53,7 +53,7 @@ def test_unread_records_retention_is_about_to_delete_are_at_risk_before_they_go(
     status = pipeline_status(env.pipeline)
     earliest, _ = partition_bounds(kafka, topic)
     assert earliest[0] == 0, "the at-risk records are all still there"
-    assert [p for p, _ in status.at_risk] == [0]
+    assert [p for p, _ in status.at_risk] == [(topic, 0)]
     left = status.retention[0]
     assert left.cause == "retention.ms" and 0 < left.seconds < (RETENTION - timedelta(minutes=8)).total_seconds()
     assert status.retention[1].seconds > MARGIN.total_seconds() and not status.retention[1].at_risk(300)
@@ -61,9 +61,9 @@ def test_unread_records_retention_is_about_to_delete_are_at_risk_before_they_go(
     assert as_dict["at_risk"] is True and as_dict["retention_margin_seconds"] == 300
 
     lag = subprocess.run(["microingest", "lag", env.pipeline.name], capture_output=True, text=True, env=os.environ)
-    assert "AT_RISK: partition 0's unread records may be deleted by retention.ms in" in lag.stdout, lag.stdout
+    assert f"AT_RISK: {topic}[0]'s unread records may be deleted by retention.ms in" in lag.stdout, lag.stdout
     check = health_check(env.pipeline, SlaPolicy(max_time_lag_seconds=86400, fail_at_risk=True))
-    assert not check.met and check.breach == "retention" and "AT_RISK: partition 0" in check.summary
+    assert not check.met and check.breach == "retention" and f"AT_RISK: {topic}[0]" in check.summary
     assert health_check(env.pipeline, SlaPolicy(max_time_lag_seconds=86400)).met, "without fail_at_risk: a warning"
 
     # Nothing is done: retention comes (sooner here, to keep the test short) and the broker deletes them.
