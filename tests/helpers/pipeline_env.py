@@ -84,6 +84,8 @@ SERVED_DECLARATIONS = {
     "replay": {"max_records_per_batch": 40},
     "avro": {"value_format": "avro"},
     "protobuf": {"value_format": "protobuf"},
+    # Every topic named after its own: {topic} is the one the env is made on.
+    "topics": {"topic_pattern": "{topic}(-.+)?"},
 }
 # Served pipelines whose target the plan task creates from the declaration, as it would for a new user's.
 NO_TABLE_MADE = ("avro", "protobuf")
@@ -110,6 +112,7 @@ class Env:
     pg: dict
     kafka: dict
     pipelines_dir: Path
+    made_on: str | None = None  # the topic new_env made it on (a pattern names none)
 
     def redeclare(self, **changes) -> None:
         """Rewrite this test's declaration with some fields changed (name, topic and table stay)."""
@@ -123,8 +126,8 @@ class Env:
 
     @property
     def topic(self) -> str:
-        """The topic the env was made on (the first of those the pipeline names)."""
-        return self.pipeline.topics[0]
+        """The topic the env was made on (else the first of those the pipeline names)."""
+        return self.made_on or self.pipeline.topics[0]
 
     def send(self, records: list[tuple]) -> list[tuple[int, int]]:
         """Raw (key, value[, headers]) records; returns their (partition, offset)."""
@@ -346,7 +349,7 @@ def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool =
             }
         )
     )
-    return Env(load_pipeline_file(path), pg, kafka, folder)
+    return Env(load_pipeline_file(path), pg, kafka, folder, topic)
 
 
 def own_env(pg, kafka, tmp_path: Path, monkeypatch, **declaration) -> Env:
@@ -366,6 +369,11 @@ def declare_served(pg, kafka, folder: Path) -> dict[str, Env]:
         suffix = uuid.uuid4().hex[:8]
         if role in ON_SPARK_SUBMIT:
             declaration = {"spark_conn_id": spark_submit.SUBMIT_CONN_ID, **declaration}
+        if "topic_pattern" in declaration:
+            declaration = {
+                **declaration,
+                "topic_pattern": declaration["topic_pattern"].format(topic=f"api-{role}-{suffix}"),
+            }
         envs[role] = new_env(
             pg,
             kafka,

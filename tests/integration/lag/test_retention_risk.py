@@ -54,9 +54,11 @@ def test_unread_records_retention_is_about_to_delete_are_at_risk_before_they_go(
     earliest, _ = partition_bounds(kafka, topic)
     assert earliest[0] == 0, "the at-risk records are all still there"
     assert [p for p, _ in status.at_risk] == [(topic, 0)]
-    left = status.retention[0]
+    left = status.retention[(topic, 0)]
     assert left.cause == "retention.ms" and 0 < left.seconds < (RETENTION - timedelta(minutes=8)).total_seconds()
-    assert status.retention[1].seconds > MARGIN.total_seconds() and not status.retention[1].at_risk(300)
+    assert status.retention[(topic, 1)].seconds > MARGIN.total_seconds() and not status.retention[(topic, 1)].at_risk(
+        300
+    )
     as_dict = status.to_dict()
     assert as_dict["at_risk"] is True and as_dict["retention_margin_seconds"] == 300
 

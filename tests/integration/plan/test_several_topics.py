@@ -14,7 +14,8 @@ from microingest.lag.text import status_lines
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
-from microingest.plan.request import SkipRequest, parse_request
+from microingest.plan.redrive import plan_redrive
+from microingest.plan.request import RedriveRequest, SkipRequest, parse_request
 from microingest.plan.skip import plan_skip
 from microingest.systems.kafka_access import create_topic, json_bytes, produce
 
@@ -135,7 +136,7 @@ def test_a_topic_that_comes_to_match_the_pattern_mid_run_is_read_by_the_next_pla
     assert any(f"GONE: topic {prefix}-us" in line for line in status_lines(status))
 
 
-def test_backfills_and_skips_name_their_topic(pg, kafka, tmp_path, monkeypatch):
+def test_backfills_skips_and_redrives_name_their_topic(pg, kafka, tmp_path, monkeypatch):
     env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"eu": 1, "us": 1})
     eu, us = f"{prefix}-eu", f"{prefix}-us"
     sent = send(env, eu, 20) + send(env, us, 20)
@@ -161,5 +162,19 @@ def test_backfills_and_skips_name_their_topic(pg, kafka, tmp_path, monkeypatch):
         'SELECT topic, partition, "offset" FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 3',
         (env.pipeline.name,),
     ) == [(t, p, o) for t, p, o, _ in skipped]
+    produce(env.kafka, eu, [(b"bad", b"{not json")])
     env.ingest_all()
     assert landed(env) == sorted(sent + kept)
+
+    # Redrives take one topic's dead letters, or every topic's; a partition needs its topic.
+    everything, _ = plan_redrive(env.pipeline, RedriveRequest(), "on-call")
+    assert {r.topic for r in everything.ranges} == {eu, us}
+    with pytest.raises(RequestError, match=f"say which of {eu}, {us}"):
+        plan_redrive(env.pipeline, RedriveRequest(partition=0), "on-call")
+    plan, groups = plan_redrive(env.pipeline, RedriveRequest(topic=us), "on-call")
+    assert [(g.topic, g.error_class, g.records) for g in groups] == [(us, "skipped", 3)]
+    result = env.spark_job(plan)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert landed(env) == sorted(sent + kept + skipped), "the skipped records of one topic redriven, once"
+    unresolved = "SELECT topic, error_class FROM microingest.dead_letters WHERE pipeline = %s AND resolved_by IS NULL"
+    assert env.query(unresolved, (env.pipeline.name,)) == [(eu, "invalid_json")]
