@@ -6,6 +6,8 @@ checked by Airflow when a run is triggered; what only Kafka or the ledger can ju
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import Param
 
 from microingest.commit.overlap import OVERLAP_POLICIES
@@ -38,13 +40,14 @@ def _topic(pipeline: Pipeline) -> dict[str, Param]:
     """Which topic a backfill, skip or redrive means: asked only of a pipeline that reads several (or a pattern's)."""
     if pipeline.topic_pattern is None and len(pipeline.topics) == 1:
         return {}
-    named = {} if pipeline.topic_pattern is not None else {"enum": [None, *pipeline.topics]}
+    # a list's topics are offered by name; a pattern's are whatever Kafka has when the run is planned
+    named: dict[str, Any] = {} if pipeline.topic_pattern is not None else {"enum": [None, *pipeline.topics]}
     return {
         TOPIC: Param(
             None,
             type=["null", "string"],
-            **named,
             section=BACKFILL,
+            **named,
             title="Topic",
             description=f"This pipeline reads {pipeline.sources_named}. A backfill by offsets, a skip and a redrive "
             "of one partition name the partition's topic here; a backfill by time without one replays every "

@@ -137,7 +137,7 @@ def test_a_topic_that_comes_to_match_the_pattern_mid_run_is_read_by_the_next_pla
 
 
 def test_backfills_skips_and_redrives_name_their_topic(pg, kafka, tmp_path, monkeypatch):
-    env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"eu": 1, "us": 1})
+    env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"eu": 1, "us": 1}, dead_letter={"max_fraction": 0.5})
     eu, us = f"{prefix}-eu", f"{prefix}-us"
     sent = send(env, eu, 20) + send(env, us, 20)
     env.ingest_all()
