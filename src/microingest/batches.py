@@ -81,6 +81,7 @@ class Sources(NamedTuple):
 
     positions: Mapping[str, Positions]
     gone: tuple[str, ...] = ()
+    held: frozenset[str] = frozenset()  # the topics the ledger holds positions on, read now or not
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -246,10 +247,18 @@ class RunPlan:
             d.get("time_budget_seconds"),
             str(d.get("overlap", "refuse")),
             None if window is None else (int(window[0]), int(window[1])),
-            dict(d.get("topic_ids") or {}),
+            _topic_ids(d),
             d.get("note"),
             None if d.get("redrive") is None else RedriveSelection.from_dict(d["redrive"]),
         )
+
+
+def _topic_ids(d: Mapping) -> dict[str, str]:
+    """A plan's topic ids; one made before pipelines read several topics has its one topic's id as `topic_id`."""
+    if d.get("topic_ids") is not None:
+        return dict(d["topic_ids"])
+    old = d.get("topic_id")
+    return {} if old is None else {str(r["topic"]): str(old) for r in d["ranges"]}
 
 
 @dataclass(frozen=True)

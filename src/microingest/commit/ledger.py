@@ -181,7 +181,7 @@ def restart_topic(
         note = (
             f"topic {topic} was deleted and created again (Kafka topic id {', '.join(old_ids)} -> {topic_id}): "
             f"the old topic's live positions ({', '.join(f'[{r.partition}] {r.from_offset}' for r in left)}) "
-            f"are left behind and the new topic is read from start_from ({start_from})"
+            f"are left behind and the new topic is read from its {start_from} offsets"
         )
         record_batch(cur, pipeline, batch_id, left, run, BatchRecord("restart", 0, 0, 0, started, note=note))
     log.warning(note)

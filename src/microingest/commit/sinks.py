@@ -91,13 +91,15 @@ class AppendSink(Sink):
 def _newer(a: str, b: str) -> sql.Composable:
     """SQL: is the record version (source position, Kafka timestamp) of alias `a` newer than that of `b`?
 
-    Within a partition the offset decides: Kafka's own order. Across partitions (a key whose producer or partition
-    count changed) the Kafka timestamp decides, ties broken by partition then offset, so every writer, replay or
-    not, ends on the same row."""
+    Within a partition of one topic the offset decides: Kafka's own order. Across partitions or topics (a key whose
+    producer or partition count changed, or that several topics carry) the Kafka timestamp decides, ties broken by
+    topic, partition then offset, so every writer, replay or not, ends on the same row."""
     return sql.SQL(
-        "(CASE WHEN {a}.source_partition = {b}.source_partition THEN {a}.source_offset > {b}.source_offset "
-        "ELSE (coalesce({a}.kafka_timestamp, '-infinity'), {a}.source_partition, {a}.source_offset) > "
-        "(coalesce({b}.kafka_timestamp, '-infinity'), {b}.source_partition, {b}.source_offset) END)"
+        "(CASE WHEN ({a}.source_topic, {a}.source_partition) = ({b}.source_topic, {b}.source_partition) "
+        "THEN {a}.source_offset > {b}.source_offset "
+        "ELSE (coalesce({a}.kafka_timestamp, '-infinity'), {a}.source_topic, {a}.source_partition, {a}.source_offset) "
+        "> (coalesce({b}.kafka_timestamp, '-infinity'), {b}.source_topic, {b}.source_partition, {b}.source_offset) "
+        "END)"
     ).format(a=sql.Identifier(a), b=sql.Identifier(b))
 
 
@@ -110,11 +112,13 @@ class UpsertLatestSink(Sink):
         return ("record_key",) + SOURCE_COLUMNS + self.pipeline.value_columns
 
     def _latest(self) -> sql.Composable:
-        """Each key's newest staged record of the batch (by `_newer`: the last offset of each partition first)."""
+        """Each key's newest staged record of the batch (by `_newer`: the last offset of each topic's partition
+        first)."""
         return sql.SQL(
-            "SELECT DISTINCT ON (record_key) * FROM (SELECT DISTINCT ON (record_key, source_partition) * FROM {} "
-            "WHERE batch_id = %s ORDER BY record_key, source_partition, source_offset DESC) p ORDER BY record_key, "
-            "coalesce(kafka_timestamp, '-infinity') DESC, source_partition DESC, source_offset DESC"
+            "SELECT DISTINCT ON (record_key) * FROM (SELECT DISTINCT ON (record_key, source_topic, source_partition) * "
+            "FROM {} WHERE batch_id = %s ORDER BY record_key, source_topic, source_partition, source_offset DESC) p "
+            "ORDER BY record_key, coalesce(kafka_timestamp, '-infinity') DESC, source_topic DESC, "
+            "source_partition DESC, source_offset DESC"
         ).format(self.staging)
 
     def publish(self, cur, batch_id: str) -> int:

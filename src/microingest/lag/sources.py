@@ -25,7 +25,4 @@ def pipeline_sources(pipeline: Pipeline, systems: PipelineSystems) -> Sources:
         topics = tuple(sorted(t for t in listed if pipeline.reads_topic(t)))
         gone = tuple(sorted(t for t in ledgers if t not in listed and pipeline.reads_topic(t)))
     bounds = topics_bounds(systems.kafka_client, topics) if topics else {}
-    return Sources(
-        {t: Positions(ledgers.get(t, {}), *bounds[t]) for t in topics},
-        gone,
-    )
+    return Sources({t: Positions(ledgers.get(t, {}), *bounds[t]) for t in topics}, gone, frozenset(ledgers))

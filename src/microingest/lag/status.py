@@ -193,6 +193,10 @@ def pipeline_status(
     status.verdict = (
         Verdict(LagState.ERR, f"planning fails: {error}") if error else worst(v for _, v in status.partitions)
     )
+    if not error and pipeline.topic_pattern is not None and not sources.topics:
+        status.verdict = Verdict(
+            LagState.WARN, f"topic_pattern '{pipeline.topic_pattern}' matches no topic Kafka lists"
+        )
     for lag in lags:
         points.setdefault(lag.key, []).append((now, lag.latest))
     status.retention = retention_horizons(pipeline, systems, lags, points)

@@ -22,14 +22,19 @@ from microingest.systems.postgres import PostgresUnavailableError
 log = logging.getLogger(__name__)
 
 
-def checked_topic_ids(pipeline: Pipeline, sources: Sources, systems: PipelineSystems) -> dict[str, str]:
+def checked_topic_ids(
+    pipeline: Pipeline, sources: Sources, systems: PipelineSystems, forgotten: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Kafka's id of each topic the pipeline reads; TopicRecreatedError when the ledger's positions on one were
-    committed under another id (the topic was deleted and created again under its name)."""
+    committed under another id (the topic was deleted and created again under its name), unless the plan already
+    treats that topic's positions as `forgotten`."""
     current = topic_ids(systems.kafka_client, sources.topics)
     with systems.db() as conn:
         committed = ledger_topic_ids(conn, pipeline.name, sources.topics)
     for topic in sources.topics:
         old = sorted(committed.get(topic, set()) - {current[topic]}) if topic in current else []
+        if topic in forgotten:
+            continue
         if old:
             raise TopicRecreatedError(
                 pipeline.name, topic, ", ".join(old), current[topic], sources.positions[topic].ledger
@@ -51,17 +56,33 @@ def plan_live_run(
     return RunPlan("ingest", plan.ranges, pipeline.max_records_per_batch, pipeline.max_run_seconds, topic_ids=ids)
 
 
-def _record_new_topics(pipeline: Pipeline, sources: Sources, systems: PipelineSystems, run: RunInfo) -> None:
+def joined_from(pipeline: Pipeline, sources: Sources, topic: str | None = None) -> str | None:
+    """Where a topic without positions begins once the pipeline holds positions on others (but `topic`): one that
+    came to match its pattern holds nothing older than the pipeline, so it is read from 'earliest', as a partition
+    added to a topic is. None: start_from decides (the pipeline's first topics, and those added to `topics:` by
+    hand)."""
+    return "earliest" if pipeline.topic_pattern is not None and sources.held - {topic} else None
+
+
+def _record_new_topics(
+    pipeline: Pipeline, sources: Sources, systems: PipelineSystems, run: RunInfo, restarted: frozenset[str]
+) -> None:
     """A topic the pipeline starts reading after its first (one that came to match its pattern, or was added to its
-    list) is recorded in the history, once, with where it is read from."""
-    if not sources.gone and not any(p.ledger for p in sources.positions.values()):
+    list) is recorded in the history, once, with where it is read from. A topic restarted by this plan has its
+    restart in the history instead."""
+    if not sources.held:
         return  # the pipeline's first topics: its first batches say where they started
+    begins = joined_from(pipeline, sources)
     for topic, positions in sources.positions.items():
-        if positions.ledger:
+        if positions.ledger or topic in restarted:
             continue
-        starts = positions.earliest if pipeline.start_from == "earliest" else positions.latest
-        why = f"matches topic_pattern '{pipeline.topic_pattern}'" if pipeline.topic_pattern else "is declared"
-        note = f"topic {topic} {why} and joins the pipeline: read from its {pipeline.start_from} offsets (start_from)"
+        if begins is not None:
+            why = f"matches topic_pattern '{pipeline.topic_pattern}' and joins the pipeline: read from its earliest "
+            why += "offsets (a topic that comes to match holds nothing older than the pipeline)"
+        else:
+            why = f"is declared and joins the pipeline: read from its {pipeline.start_from} offsets (start_from)"
+        starts = positions.earliest if (begins or pipeline.start_from) == "earliest" else positions.latest
+        note = f"topic {topic} {why}"
         ranges = [OffsetRange(topic, p, o, o, None) for p, o in sorted(starts.items())]
         if record_new_topic(systems.postgres, pipeline.name, ranges, run, note):
             log.info(note)
@@ -78,27 +99,29 @@ def _record_planning_failure(pipeline: Pipeline, systems: PipelineSystems, exc: 
 
 def _observe_sources(
     pipeline: Pipeline, systems: PipelineSystems, run: RunInfo | None, writes: bool
-) -> tuple[Sources, dict[str, str]]:
-    """The positions on each topic and Kafka's topic ids. A topic made again since the last commit is refused, or
-    with on_topic_recreated: restart started over: its old positions forgotten (recorded in the history) when the
-    plan may write, else only planned as if forgotten."""
+) -> tuple[Sources, dict[str, str], frozenset[str]]:
+    """The positions on each topic, Kafka's topic ids and the topics restarted. A topic made again since the last
+    commit is refused, or with on_topic_recreated: restart started over: its old positions forgotten (recorded in
+    the history) when the plan may write, else only planned as if forgotten."""
     sources = pipeline_sources(pipeline, systems)
-    forgotten: set[str] = set()
+    forgotten: frozenset[str] = frozenset()
     while True:
         try:
-            return sources, checked_topic_ids(pipeline, sources, systems)
+            return sources, checked_topic_ids(pipeline, sources, systems, forgotten), forgotten
         except TopicRecreatedError as exc:
             if pipeline.on_topic_recreated != "restart" or exc.topic in forgotten:
                 raise
+            forgotten |= {exc.topic}
+            begins = joined_from(pipeline, sources, exc.topic) or pipeline.start_from
             if writes:
-                restart_topic(
-                    systems.postgres, pipeline.name, exc.topic, exc.new_id, pipeline.start_from, run or RunInfo()
-                )
+                restart_topic(systems.postgres, pipeline.name, exc.topic, exc.new_id, begins, run or RunInfo())
                 sources = pipeline_sources(pipeline, systems)
             else:
-                forgotten.add(exc.topic)
                 old = sources.positions[exc.topic]
-                sources = sources._replace(positions={**sources.positions, exc.topic: old._replace(ledger={})})
+                sources = sources._replace(
+                    positions={**sources.positions, exc.topic: old._replace(ledger={})},
+                    held=sources.held - {exc.topic},
+                )
 
 
 def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins: bool) -> tuple[Plan, dict[str, str]]:
@@ -106,12 +129,17 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
     now (that is a write; so is the restart of a recreated topic); without, the plan is only computed."""
     systems = PipelineSystems.of(pipeline)
     try:
-        sources, ids = _observe_sources(pipeline, systems, run, record_pins)
-        plan = plan_ranges(sources.positions, max_records, pipeline.start_from, pipeline.on_retention_gap)
+        sources, ids, restarted = _observe_sources(pipeline, systems, run, record_pins)
+        begins = joined_from(pipeline, sources)
+        plan = plan_ranges(sources.positions, max_records, pipeline.start_from, pipeline.on_retention_gap, begins)
     except (KafkaAccessError, PlanningError) as exc:
         if record_pins:
             _record_planning_failure(pipeline, systems, exc)
         raise
+    if pipeline.topic_pattern is not None and not sources.topics:
+        log.warning(
+            "pipeline %s: topic_pattern '%s' matches no topic Kafka lists", pipeline.name, pipeline.topic_pattern
+        )
     for topic in sources.gone:
         log.warning(
             "topic %s matches pipeline %s's topic_pattern and the ledger holds positions on it, but Kafka no longer "
@@ -123,7 +151,7 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
         with systems.db() as conn, conn:
             lag_history.record_sources(conn, pipeline.name, sources, "plan")
             lag_history.record_planning(conn, pipeline.name, None)
-        _record_new_topics(pipeline, sources, systems, run or RunInfo())
+        _record_new_topics(pipeline, sources, systems, run or RunInfo(), restarted)
     if plan.pins and record_pins:
         pin_positions(systems.postgres, pipeline.name, plan.pins, run or RunInfo(), ids)
         log.info(

@@ -69,12 +69,15 @@ def plan_ranges(
     max_records: int,
     start_from: str = "earliest",
     on_retention_gap: str = "fail",
+    joined_from: str | None = None,
 ) -> Plan:
     """Plan the next ranges over the pipeline's topics, each with its positions.
 
     Partitions are discovered from `latest` (every partition Kafka reports). `start_from` says where the partitions
-    of a topic the pipeline starts begin (its first topics, or one that joins later): `latest` pins them at their end
-    without reading. A partition added to a topic after the pipeline started on it (the ledger knows others of the
+    of a topic the pipeline starts begin: `latest` pins them at their end without reading. `joined_from`, when given,
+    says it instead for every topic without positions (the caller gives it once the pipeline holds positions on
+    others: a topic that came to match a pattern holds nothing older than the pipeline, so it is read from
+    'earliest'). A partition added to a topic after the pipeline started on it (the ledger knows others of the
     topic) holds nothing older than the pipeline, so it is read from its earliest offset whatever `start_from` says
     (as Flink's Kafka source does): pinning it at the end the plan first sees would drop what producers wrote to it
     in between. The cap is shared fairly over every partition of every topic: partitions with little pending data
@@ -92,7 +95,8 @@ def plan_ranges(
     pending: list[tuple[int, str, int, int, int | None]] = []  # (available, topic, partition, start, ledger)
     pins: list[OffsetRange] = []
     for topic in sorted(positions):
-        _topic_pending(topic, positions[topic], start_from, on_retention_gap, pending, pins)
+        begins = start_from if joined_from is None or positions[topic].ledger else joined_from
+        _topic_pending(topic, positions[topic], begins, on_retention_gap, pending, pins)
 
     pending.sort()
     takes = fair_shares([p[0] for p in pending], max_records)

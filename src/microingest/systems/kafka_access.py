@@ -74,7 +74,8 @@ def topics_bounds(config: dict[str, Any], topics: Iterable[str], timeout_ms: int
     topics = sorted(set(topics))
     with _reader(config, timeout_ms) as consumer:
         try:
-            tps = [TopicPartition(t, p) for t in topics for p in _partitions(consumer, t, timeout_ms)]
+            known = consumer.topics()
+            tps = [TopicPartition(t, p) for t in topics for p in _partitions(consumer, t, timeout_ms, known)]
             earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
             latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
         except KafkaError as exc:
@@ -172,9 +173,10 @@ def group_offsets(config: dict[str, Any], group: str, topic: str) -> dict[int, i
     return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
 
 
-def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int) -> list[int]:
+def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int, known: set[str] | None = None) -> list[int]:
     # Metadata may need a refresh round trip before a topic is known; partitions_for_topic alone can say None.
-    topics = consumer.topics()
+    # `known`: the cluster's topics as one such round trip found them, for several topics at once.
+    topics = consumer.topics() if known is None else known
     if topic not in topics:
         raise KafkaAccessError(f"topic '{topic}' does not exist on the cluster")
     partitions = consumer.partitions_for_topic(topic)

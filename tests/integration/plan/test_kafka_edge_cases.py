@@ -185,6 +185,8 @@ def test_a_topic_deleted_and_created_again_is_refused_then_restarted_with_nothin
     # The operator moves the old topic's rows aside, as the error says, and lets the pipeline restart the topic.
     env.query_commit(sql.SQL("DELETE FROM {}").format(env.table))
     env.redeclare(on_topic_recreated="restart")
+    look = plan_live_run(env.pipeline, record_pins=False)  # a dry run plans the restart without making it
+    assert {r.partition: r.from_offset for r in look.ranges} == {p: 0 for p in old} and env.ledger() == old
     env.ingest_all()
 
     env.assert_exactly_once(new)

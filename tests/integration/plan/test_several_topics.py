@@ -8,7 +8,7 @@ import pytest
 from kafka import KafkaAdminClient
 from psycopg2 import sql
 
-from helpers.pipeline_env import Env, new_env
+from helpers.pipeline_env import UPSERT_TARGET, Env, new_env
 from microingest.lag.status import pipeline_status
 from microingest.lag.text import status_lines
 from microingest.plan.backfill import plan_backfill
@@ -178,3 +178,46 @@ def test_backfills_skips_and_redrives_name_their_topic(pg, kafka, tmp_path, monk
     assert landed(env) == sorted(sent + kept + skipped), "the skipped records of one topic redriven, once"
     unresolved = "SELECT topic, error_class FROM microingest.dead_letters WHERE pipeline = %s AND resolved_by IS NULL"
     assert env.query(unresolved, (env.pipeline.name,)) == [(eu, "invalid_json")]
+
+
+def test_a_key_carried_by_two_topics_ends_on_its_newest_record_whatever_the_offsets(pg, kafka, tmp_path, monkeypatch):
+    """upsert_latest across topics: the offsets of two topics say nothing of each other's order, the Kafka timestamp
+    does. Key k's newer record sits at offset 0 of one topic, its older one at offset 3 of the other."""
+    env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"eu": 1, "us": 1}, sink_mode="upsert_latest")
+    env.replace_target(UPSERT_TARGET)
+    eu, us = f"{prefix}-eu", f"{prefix}-us"
+
+    def event(key: str, event_id: str, at_ms: int):
+        return [(key.encode(), json_bytes({"event_id": event_id, "event_time": 1}))], lambda i: at_ms
+
+    for topic, key, event_id, at in [
+        (eu, "filler", "f1", 1_000),
+        (eu, "filler", "f2", 1_001),
+        (eu, "filler", "f3", 1_002),
+        (eu, "k", "older", 2_000),  # eu[0]@3
+        (us, "k", "newer", 3_000),  # us[0]@0
+        (us, "gone", "gone-us", 1_000),
+        (eu, "gone", "gone-eu", 500),  # eu[0]@4: the highest offset, the oldest record
+    ]:
+        records, stamp = event(key, event_id, at)
+        produce(env.kafka, topic, records, timestamp_of=stamp)
+    produce(env.kafka, us, [(b"gone", None)], timestamp_of=lambda i: 4_000)  # a tombstone newer than both
+    env.ingest_all()
+
+    rows = env.query(sql.SQL("SELECT record_key, event_id, source_topic FROM {} ORDER BY 1").format(env.table))
+    assert rows == [("filler", "f3", eu), ("k", "newer", us)]
+
+
+def test_a_latest_pipeline_reads_a_topic_that_comes_to_match_from_its_start(pg, kafka, tmp_path, monkeypatch):
+    env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"eu": 1}, pattern="(eu|us)", start_from="latest")
+    send(env, f"{prefix}-eu", 10)  # before the pipeline's start: never read
+    assert env.ingest_all() == []
+    later = send(env, f"{prefix}-eu", 5)
+    create_topic(kafka, f"{prefix}-us", 1)
+    joined = send(env, f"{prefix}-us", 8)  # written before any plan saw the topic
+    env.ingest_all()
+    assert landed(env) == sorted(later + joined)
+    [note] = env.query(
+        "SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'new_topic'", (env.pipeline.name,)
+    )
+    assert note[0].startswith(f"topic {prefix}-us matches topic_pattern") and "read from its earliest" in note[0]

@@ -155,17 +155,26 @@ def test_capped_batches_over_two_topics_cover_every_offset_of_each_exactly_once(
     assert len(seen) == len(set(seen))
 
 
-def test_a_topic_that_joins_a_latest_pipeline_starts_at_its_end_while_a_new_partition_of_a_known_one_does_not():
-    plan = plan_ranges(
-        {
-            "known": Positions({0: 4}, {0: 0, 1: 0}, {0: 4, 1: 6}),  # partition 1 added after the pipeline started
-            "joined": Positions({}, {0: 2, 1: 0}, {0: 9, 1: 3}),  # a topic that came to match the pattern
-        },
-        max_records=100,
-        start_from="latest",
-    )
+JOINING = {
+    "known": Positions({0: 4}, {0: 0, 1: 0}, {0: 4, 1: 6}),  # partition 1 added after the pipeline started
+    "joined": Positions({}, {0: 2, 1: 0}, {0: 9, 1: 3}),  # a topic without positions yet
+}
+
+
+def test_a_topic_added_by_hand_to_a_latest_pipeline_starts_at_its_end_a_new_partition_of_a_known_one_does_not():
+    plan = plan_ranges(JOINING, max_records=100, start_from="latest")
     assert [(r.topic, r.partition, r.from_offset) for r in plan.pins] == [("joined", 0, 9), ("joined", 1, 3)]
     assert [(r.topic, r.partition, r.from_offset, r.until_offset) for r in plan.ranges] == [("known", 1, 0, 6)]
+
+
+def test_a_topic_that_comes_to_match_a_latest_pipelines_pattern_is_read_from_its_earliest_offset():
+    plan = plan_ranges(JOINING, max_records=100, start_from="latest", joined_from="earliest")
+    assert plan.pins == ()
+    assert [(r.topic, r.partition, r.from_offset, r.until_offset) for r in plan.ranges] == [
+        ("joined", 0, 2, 9),
+        ("joined", 1, 0, 3),
+        ("known", 1, 0, 6),
+    ]
 
 
 def test_a_retention_gap_names_the_topic_it_is_on():

@@ -90,6 +90,12 @@ def test_run_plan_round_trips_through_its_xcom_form():
     assert RunPlan.from_dict(json.loads(json.dumps(redrive.to_dict()))) == redrive
 
 
+def test_a_plan_made_before_several_topics_keeps_its_topic_id_fence():
+    old = {"kind": "ingest", "ranges": [OffsetRange("t", 0, 5, 9, 5).to_dict()], "batch_cap": 10, "topic_id": "id-1"}
+    assert RunPlan.from_dict(old).topic_ids == {"t": "id-1"}
+    assert RunPlan.from_dict({**old, "topic_id": None}).topic_ids == {}
+
+
 def test_run_plan_rejects_unknown_kinds_and_bad_caps():
     with pytest.raises(PlanningError):
         RunPlan("sideways", (), 10)
