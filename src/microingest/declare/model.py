@@ -64,6 +64,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
+from microingest.declare.sql_statement import StatementError, check_statement
 from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, duration_seconds, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
@@ -491,6 +492,7 @@ class Declaration(_Strict):
     transform: Annotated[str, _TEXT, Field(pattern=_TRANSFORM), _says("must be 'package.module:function'")] | None = (
         Pipeline.transform
     )
+    transform_sql: Annotated[str, _TEXT] | None = Pipeline.transform_sql
     dead_letter: DeadLetter | None = None  # Pipeline's DeadLetterPolicy()
     lag: Lag | None = None  # Pipeline's LagPolicy()
     on_records: Wake | None = None  # Pipeline's OnRecords()
@@ -528,6 +530,11 @@ class Declaration(_Strict):
                 f"declare exactly one of {_TOPICS_NAMED}"
                 + (f", not {' and '.join(declared)}" if declared else ": which topics does the pipeline read?"),
             )
+        if self.transform_sql is not None:
+            try:
+                check_statement(self.transform_sql, tuple(self.schema_))
+            except StatementError as exc:
+                raise _fault(("transform_sql",), str(exc)) from None
         if self.aggregate is not None:
             self.aggregate.check_against(self.schema_)
         if self.partition_by is not None:

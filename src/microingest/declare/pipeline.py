@@ -191,6 +191,8 @@ class Pipeline:
     description: str = ""
     max_value_bytes: int = 1_048_576
     transform: str | None = None
+    # A SELECT over the decoded batch, run in Spark before the rows leave the executors (`declare.sql_statement`).
+    transform_sql: str | None = None
     dead_letter: DeadLetterPolicy = DeadLetterPolicy()
     aggregate: Aggregate | None = None
     partition_by: PartitionBy | None = None

@@ -1,0 +1,109 @@
+"""A pipeline's `transform_sql`, checked when its declaration loads: one SELECT over `batch` that maps each record to
+at most one row and keeps its source position, whose output columns are the declared fields.
+
+`batch` is the decoded batch as Spark sees it: the columns of `BATCH_COLUMNS` and the declared fields, typed. A
+statement may compute, rename, filter and cast; it may not join, aggregate, window, explode, limit or deduplicate,
+for each of those makes a row from several records or a record into several rows, and a record's fate would no
+longer be one row, one dead letter or one counted drop. Spark parses and analyses the statement again when a job
+starts (`spark.sql_transform`), and every batch's rows are checked against the records read whatever it says.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+# The source position, which every output row carries unchanged; then the record's own columns a statement may read.
+POSITION_COLUMNS = ("source_topic", "source_partition", "source_offset")
+RECORD_COLUMNS = ("kafka_timestamp", "record_key")
+BATCH_COLUMNS = POSITION_COLUMNS + RECORD_COLUMNS
+VIEW = "batch"
+
+# Constructs that make a row of several records, several rows of one record, or drop records by their number.
+_REFUSED: dict[type[exp.Expression], str] = {
+    exp.With: "a WITH clause",
+    exp.Join: "a join",
+    exp.Subquery: "a subquery",
+    exp.Group: "GROUP BY",
+    exp.Having: "HAVING",
+    exp.AggFunc: "an aggregate function",
+    exp.Window: "a window function",
+    exp.Explode: "a generator (explode)",
+    exp.Inline: "a generator (inline)",
+    exp.Lateral: "LATERAL VIEW",
+    exp.Unnest: "UNNEST",
+    exp.Limit: "LIMIT",
+    exp.Offset: "OFFSET",
+    exp.Distinct: "DISTINCT",
+    exp.Qualify: "QUALIFY",
+    exp.TableSample: "TABLESAMPLE",
+    exp.SetOperation: "a set operation (UNION, EXCEPT, INTERSECT)",
+}
+
+
+class StatementError(ValueError):
+    """What is wrong with a transform_sql statement, in the words a declaration's error gives."""
+
+
+def check_statement(statement: str, fields: tuple[str, ...]) -> None:
+    """Raise StatementError unless `statement` is a record-by-record SELECT over `batch` whose output is the source
+    position and exactly the declared `fields` (each once; with `*`, those it does not name come as decoded)."""
+    select = _parsed(statement)
+    for node in select.walk():
+        refused = next((what for kind, what in _REFUSED.items() if isinstance(node, kind)), None)
+        if refused is not None and node is not select:
+            raise StatementError(f"may not use {refused}: each record must make at most one row of its own")
+    tables = list(select.find_all(exp.Table))
+    if len(tables) != 1 or tables[0].name.lower() != VIEW or tables[0].args.get("db"):
+        raise StatementError(f"must read FROM {VIEW} alone (the decoded batch), not {_named(tables)}")
+    _check_output(select, fields)
+
+
+def _parsed(statement: str) -> exp.Select:
+    try:
+        parsed = [p for p in sqlglot.parse(statement, read="spark") if p is not None]
+    except ParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "a syntax error"
+        raise StatementError(f"is not valid Spark SQL: {first}") from None
+    if len(parsed) != 1:
+        raise StatementError(f"must be one statement, not {len(parsed)}")
+    statement_node = parsed[0]
+    if not isinstance(statement_node, exp.Select):
+        raise StatementError(f"must be a SELECT, not {statement_node.key.upper()}")
+    return statement_node
+
+
+def _check_output(select: exp.Select, fields: tuple[str, ...]) -> None:
+    declared = {f.lower(): f for f in fields}
+    star = False
+    named: list[str] = []
+    for projection in select.expressions:
+        if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
+            star = True
+            continue
+        name = projection.alias_or_name
+        if not isinstance(projection, (exp.Column, exp.Alias)) or not name:
+            raise StatementError(f"gives a column no name ({projection.sql(dialect='spark')}): name it with AS")
+        lowered = name.lower()
+        if lowered in BATCH_COLUMNS:
+            if not (isinstance(projection.unalias(), exp.Column) and projection.unalias().name.lower() == lowered):
+                raise StatementError(f"must keep {name} as the record's own (select it as it is, or use *)")
+        elif lowered not in declared:
+            raise StatementError(f"outputs {name}, which is no declared field (declared: {', '.join(fields)})")
+        if lowered in (n.lower() for n in named) or (star and (lowered in declared or lowered in BATCH_COLUMNS)):
+            raise StatementError(f"outputs {name} twice" + (" (once through *)" if star else ""))
+        named.append(name)
+    if star:
+        return
+    have = {n.lower() for n in named}
+    missing = [c for c in POSITION_COLUMNS if c not in have]
+    if missing:
+        raise StatementError(f"must keep the source position: add {', '.join(missing)} (or use *)")
+    left_out = [f for f in fields if f.lower() not in have]
+    if left_out:
+        raise StatementError(f"leaves out declared field(s) {', '.join(left_out)}: select them, or NULL AS <field>")
+
+
+def _named(tables: list[exp.Table]) -> str:
+    return ", ".join(t.sql(dialect="spark") for t in tables) or "no table"
