@@ -15,7 +15,10 @@ from microingest.systems.airflow_api import AirflowApiError, AirflowClient
 PER_RECORD = {"DecodeError", "BadRecord", "Unstorable", "UnknownSchemaError"}
 OUTSIDE_THE_RUN = {"BenchError"}  # the bench's own
 # Answers inside one stage that never leave it: a writer schema the JVM leaves to the reference decoder.
-WITHIN_A_STAGE = {"LeftToReference"}
+# and the answers of the search for the records a transform_sql fails on (raised as a TransformError).
+WITHIN_A_STAGE = {"LeftToReference", "UnplacedFaultError", "TooManyFaultsError"}
+# A declaration's statement that is not one row per record: worded into the DeclarationError.
+DECLARING = {"StatementError"}
 # In the family, retryable by the answer: unreachable or a server error is transient, a refusal is not.
 DECIDED_BY_THE_ANSWER = {"AirflowApiError"}
 REFUSED = {
@@ -40,6 +43,7 @@ REFUSED = {
     "UnreadableSchemaError",
     "JvmMismatchError",
     "RecordCountError",
+    "TransformError",
 }
 TRANSIENT = {
     "PostgresUnavailableError",
@@ -65,7 +69,7 @@ def platform_exceptions() -> dict[str, type]:
 def test_every_error_of_the_platform_is_in_the_family_with_its_retry_decided_by_a_property():
     found = platform_exceptions()
     family = {n for n, cls in found.items() if issubclass(cls, MicroingestError)}
-    assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN | WITHIN_A_STAGE
+    assert set(found) - family == PER_RECORD | OUTSIDE_THE_RUN | WITHIN_A_STAGE | DECLARING
     assert family - {"MicroingestError", "Refused", "Transient"} == REFUSED | TRANSIENT | DECIDED_BY_THE_ANSWER
     assert all(not found[n].retryable and issubclass(found[n], Refused) for n in REFUSED)
     assert all(found[n].retryable and issubclass(found[n], Transient) for n in TRANSIENT)

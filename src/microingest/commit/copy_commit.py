@@ -118,25 +118,27 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 decoded.started_at,
                 decoded.decoded_at,
                 batch.number,
-                _note(batch, settled),
+                _note(batch, settled, counts.filtered),
+                counts.filtered,
             ),
         )
     return CommitResult(
-        batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.records - kept.records
+        batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.written - kept.written
     )
 
 
-def _note(batch: Batch, settled: Settled) -> str | None:
+def _note(batch: Batch, settled: Settled, filtered: int) -> str | None:
     if batch.is_skip:
         return batch.note
     if batch.is_redrive:
         kept = settled.kept
         return f"{batch.note}: {kept.rows} resolved, {kept.dead} still dead letters"
-    return settled.note()
+    notes = [settled.note(), f"{filtered} record(s) filtered out by transform_sql" if filtered else None]
+    return "; ".join(n for n in notes if n) or None
 
 
 def _check_copied(batch_id: str, decoded: StagedCounts, copied: StagedCounts) -> None:
-    if copied != decoded:
+    if (copied.rows, copied.dead) != (decoded.rows, decoded.dead):
         raise ReadMismatchError(
             f"batch {batch_id}: {decoded.rows} rows and {decoded.dead} dead letters were decoded "
             f"but COPY took {copied.rows} and {copied.dead}; nothing was committed"

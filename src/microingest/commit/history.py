@@ -28,6 +28,7 @@ class BatchRecord:
     staged_at: datetime | None = None  # when the driver held the whole batch decoded (named before it was)
     run_batch: int | None = None  # 1, 2, ... within its DAG run
     note: str | None = None  # who made an operator's batch (a skip) and why; what a backfill resolved
+    filtered: int = 0  # records the pipeline's transform_sql filtered out
 
 
 def record_batch(
@@ -36,7 +37,8 @@ def record_batch(
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
         "gaps, started_at, staged_at, dag_id, run_id, task_try, clear_number, spark_app_id, run_batch, note, "
-        "committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        "filtered, committed_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (
             batch_id,
             pipeline,
@@ -55,6 +57,7 @@ def record_batch(
             run.spark_app_id,
             record.run_batch,
             record.note,
+            record.filtered,
         ),
     )
 

@@ -32,14 +32,21 @@ STAGED_ROWS, STAGED_DEAD = sql.Identifier("microingest_staged_rows"), sql.Identi
 
 @dataclass(frozen=True)
 class StagedCounts:
-    """A batch's decoded records: rows for the target, and dead letters."""
+    """A batch's decoded records: rows for the target, dead letters, and those a pipeline's transform_sql filtered
+    out (counted, never written)."""
 
     rows: int
     dead: int
+    filtered: int = 0
+
+    @property
+    def written(self) -> int:
+        """The rows and dead letters: what the commit COPYs."""
+        return self.rows + self.dead
 
     @property
     def records(self) -> int:
-        return self.rows + self.dead
+        return self.rows + self.dead + self.filtered
 
 
 class Sink:

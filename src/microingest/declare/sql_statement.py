@@ -21,7 +21,7 @@ BATCH_COLUMNS = POSITION_COLUMNS + RECORD_COLUMNS
 VIEW = "batch"
 
 # Constructs that make a row of several records, several rows of one record, or drop records by their number.
-_REFUSED: dict[type[exp.Expression], str] = {
+_REFUSED: dict[type, str] = {
     exp.With: "a WITH clause",
     exp.Join: "a join",
     exp.Subquery: "a subquery",

@@ -25,6 +25,7 @@ from microingest.spark.job import IngestJob
 from microingest.spark.jvm_collected import JvmMismatchError
 from microingest.spark.jvm_collected import collected as jvm_collected
 from microingest.spark.jvm_decode import decoded_frame, refusal, sample_every
+from microingest.spark.sql_transform import transformed
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, sta
     the executors (`decoder.Decoder`)."""
     pipeline, jvm = job.pipeline, job.jvm
     frame = read_frame(job.spark, job.systems.spark_kafka, batch, reader_group(pipeline.name))
+    if pipeline.transform_sql is not None and not batch.is_skip:
+        return transformed(job.spark, pipeline, job.systems.registry, frame, batch_id, into_target, started_at)
     if jvm is not None and jvm.usable and not batch.is_skip:
         processor = RecordProcessor(pipeline, job.systems.registry)
         every = sample_every(batch.offsets)

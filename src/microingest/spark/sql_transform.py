@@ -1,0 +1,269 @@
+"""A batch of a pipeline with `transform_sql`, in Spark: decoded on the executors into typed rows (`typed_rows`), the
+statement run over them as the view `batch`, its rows checked against the records read and encoded for COPY on the
+executors. Only the dead letters, the positions read and the COPY chunks reach the driver.
+
+Every record read ends as one of: a row, a dead letter (by the decoder, or `sql_failed` where the statement fails on
+its value, an ANSI cast say: found by halving, `record_faults`), or a record the statement filtered out (counted,
+recorded with the batch). A row whose position was not read, or a position given twice, refuses the batch.
+Tombstones carry no value for the statement to read: they pass to the sink as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from microingest.batches import ROW_COLUMNS, DeadLetterNote, Span
+from microingest.commit.copy_commit import DecodedBatch
+from microingest.commit.sinks import StagedCounts
+from microingest.declare.pipeline import Pipeline
+from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS
+from microingest.decode.staged_rows import dead_letters
+from microingest.errors import Refused
+from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
+from microingest.spark.record_faults import (
+    RecordFault,
+    Slice,
+    TooManyFaultsError,
+    UnplacedFaultError,
+    faulty_records,
+    slices_of,
+)
+from microingest.spark.typed_rows import SUMMARY, RowEncoder, TypedDecoder, staged_schema
+
+log = logging.getLogger(__name__)
+
+SQL_FAILED = "sql_failed"  # a dead letter's class: transform_sql failed on the record's value
+# The records of one batch the statement may fail on before the batch is refused: each costs about two Spark jobs per
+# halving of the batch, and so many failing records say the statement needs try_cast rather than dead letters.
+MAX_RECORD_FAULTS = 16
+_READ = "_read"
+
+
+class TransformError(Refused):
+    """A pipeline's transform_sql cannot make this batch's rows: Spark refuses the statement, it fails on too many
+    records, or its rows do not come one each from the records read. Nothing of the batch was written."""
+
+
+def transformed(spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime):
+    """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement."""
+    decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
+    typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
+    view = f"microingest_batch_{uuid.uuid4().hex}"
+    try:
+        summary = typed.where(SUMMARY).select("dead", "good", "bad", "spans", "notes").toArrow()
+        spans = [Span(**s) for spans in summary.column("spans").to_pylist() for s in spans]
+        rows = typed.where(f"NOT {SUMMARY}")
+        records = rows.where("NOT is_tombstone")
+        records.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
+        output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
+        try:
+            chunks = output.drop(_READ).mapInArrow(RowEncoder(pipeline, into_target), DECODED_SCHEMA).toArrow()
+        finally:
+            output.unpersist()
+    finally:
+        spark.catalog.dropTempView(view)
+        typed.unpersist()
+    decoded = _sum(summary, "good")
+    written = _sum(chunks, "good")
+    lead = (pipeline.name, batch_id) if into_target else (batch_id,)
+    failed = _dead_letters(frame, found, lead)
+    notes = [DeadLetterNote(**n) for notes in summary.column("notes").to_pylist() for n in notes]
+    notes += [DeadLetterNote(f.topic, f.partition, f.offset, SQL_FAILED, f.message) for f in found]
+    counts = StagedCounts(written, _sum(summary, "bad") + len(found), decoded - len(found) - written)
+    log.info(
+        "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on",
+        batch_id,
+        decoded,
+        written,
+        counts.filtered,
+        len(found),
+    )
+    return DecodedBatch(
+        batch_id=batch_id,
+        rows=[c for c in chunks.column("rows").to_pylist() if c],
+        dead=[c for c in summary.column("dead").to_pylist() if c] + [c for c in text_chunks(failed) if c],
+        counts=counts,
+        spans=spans,
+        notes=notes,
+        into_target=into_target,
+        started_at=started_at,
+        decoded_at=datetime.now(timezone.utc),
+    )
+
+
+def _output(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, spans: Sequence[Span]):
+    """The statement's rows over the view, persisted and checked, and the records it failed on (left out)."""
+    found: list[RecordFault] = []
+    try:
+        return _checked(spark, pipeline, view, records, rows, batch_id), found
+    except Exception as exc:  # classic and Spark Connect raise different classes: the SQLSTATE says what failed
+        message = value_fault(exc)
+        if message is None:
+            _refuse_statement(pipeline, exc)
+            raise
+        found = _faults(spark, pipeline, records, slices_of(spans), message, batch_id)
+    kept = records.where(~_at(found))
+    kept.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
+    return _checked(spark, pipeline, view, kept, rows, batch_id), found
+
+
+def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str):
+    """The final rows (ROW_COLUMNS and the declared fields, cast to their staged types), persisted, each from one
+    record read: the statement's rows joined by position to the records, and the tombstones."""
+    from pyspark.sql import functions as F
+
+    read = records.select(*POSITION_COLUMNS, "kafka_timestamp", "record_key", F.lit(True).alias(_READ))
+    joined = spark.sql(statement_sql(pipeline, view)).join(F.broadcast(read), list(POSITION_COLUMNS), "left")
+    fields = pipeline.value_columns
+    output = joined.select(
+        *POSITION_COLUMNS,
+        "kafka_timestamp",
+        F.lit(batch_id).alias("batch_id"),
+        "record_key",
+        F.lit(False).alias("is_tombstone"),
+        *fields,
+        _READ,
+    ).unionByName(rows.where("is_tombstone").select(*ROW_COLUMNS, *fields, F.lit(True).alias(_READ)))
+    output = output.persist()
+    try:
+        total, strays, positions = output.agg(
+            F.count(F.lit(1)), F.count_if(F.col(_READ).isNull()), F.count_distinct(*POSITION_COLUMNS)
+        ).first()
+    except Exception:
+        output.unpersist()
+        raise
+    if strays or positions != total:
+        sample = output.where(F.col(_READ).isNull()).select(*POSITION_COLUMNS).limit(3).collect()
+        output.unpersist()
+        raise TransformError(
+            f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql gave {total} rows for "
+            f"{positions} positions, {strays} of them positions the batch did not read"
+            + (f" (e.g. {', '.join(f'{r[0]}[{r[1]}]@{r[2]}' for r in sample)})" if sample else "")
+            + "; each row must keep its record's source_topic, source_partition and source_offset. Nothing was written"
+        )
+    return output
+
+
+def statement_sql(pipeline: Pipeline, view: str) -> str:
+    """The pipeline's statement over `view` as `batch`, its fields cast to their staged types (ANSI: a value that
+    does not fit fails, on its record)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    schema = staged_schema(pipeline)
+    casts = [
+        f"CAST(`{f}` AS {from_arrow_type(schema.field(f).type).simpleString()}) AS `{f}`"
+        for f in pipeline.value_columns
+    ]
+    statement = (pipeline.transform_sql or "").strip().rstrip(";")
+    positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
+    return f"WITH batch AS (SELECT * FROM `{view}`) SELECT {positions}, {', '.join(casts)} FROM ({statement})"
+
+
+def value_fault(exc: Exception) -> str | None:
+    """The message of a query that failed on a value (SQLSTATE class 22, data exception: an invalid cast, a
+    division by zero, an overflow), else None."""
+    state = getattr(exc, "getSqlState", lambda: None)()
+    if not state or not str(state).startswith("22"):
+        return None
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else str(state)
+
+
+def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: str, batch_id: str) -> list[RecordFault]:
+    probe_view = f"microingest_probe_{uuid.uuid4().hex}"
+
+    def probe(part: Sequence[Slice]) -> str | None:
+        records.where(_at(part)).select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(probe_view)
+        try:
+            spark.sql(statement_sql(pipeline, probe_view)).write.format("noop").mode("overwrite").save()
+        except Exception as exc:  # see value_fault
+            failed = value_fault(exc)
+            if failed is None:
+                _refuse_statement(pipeline, exc)
+                raise
+            return failed
+        return None
+
+    try:
+        found = faulty_records(slices, message, probe, MAX_RECORD_FAULTS)
+    except TooManyFaultsError as exc:
+        raise TransformError(
+            f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on more than "
+            f"{MAX_RECORD_FAULTS} of its records (first: {exc.found[0].message}); nothing was written. A statement "
+            "meant to meet such values can say so (try_cast, try_divide)"
+        ) from None
+    except UnplacedFaultError:
+        raise TransformError(
+            f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on the batch ({message}) "
+            "but on none of its records alone; nothing was written"
+        ) from None
+    finally:
+        spark.catalog.dropTempView(probe_view)
+    log.warning("batch %s: transform_sql failed on %d record(s); they become dead letters", batch_id, len(found))
+    return found
+
+
+def _at(slices: Sequence[Slice | RecordFault]):
+    """Records at any of the slices (or single records)."""
+    from pyspark.sql import functions as F
+
+    def one(s):
+        first, last = (s.offset, s.offset) if isinstance(s, RecordFault) else (s.first, s.last)
+        return (
+            (F.col("source_topic") == s.topic)
+            & (F.col("source_partition") == s.partition)
+            & F.col("source_offset").between(first, last)
+        )
+
+    return functools.reduce(operator.or_, [one(s) for s in slices], F.lit(False))
+
+
+def _dead_letters(frame, found: Sequence[RecordFault], lead: tuple[str, ...]) -> list[str]:
+    """The records the statement failed on, read again from Kafka whole, as dead letters with Spark's message."""
+    if not found:
+        return []
+    from pyspark.sql import functions as F
+
+    where = functools.reduce(
+        operator.or_,
+        [
+            (F.col("topic") == f.topic) & (F.col("partition") == f.partition) & (F.col("offset") == f.offset)
+            for f in found
+        ],
+    )
+    table = frame.where(where).toArrow()
+    by_position = {(f.topic, f.partition, f.offset): f.message for f in found}
+    lines = []
+    for batch in table.to_batches():
+        for i in range(batch.num_rows):
+            record = batch.slice(i, 1)
+            key = (
+                record.column("topic")[0].as_py(),
+                record.column("partition")[0].as_py(),
+                record.column("offset")[0].as_py(),
+            )
+            lines += dead_letters(record, lead, SQL_FAILED, by_position.pop(key))
+    if by_position:
+        raise TransformError(f"records {sorted(by_position)} were not found again in Kafka; nothing was written")
+    return lines
+
+
+def _refuse_statement(pipeline: Pipeline, exc: Exception) -> None:
+    """Raise TransformError naming the error when it is the statement's own (Spark's analysis: an unknown column, a
+    type it cannot cast): a retry would meet it again. Other failures are left to the caller to raise."""
+    state = str(getattr(exc, "getSqlState", lambda: None)() or "")
+    if state.startswith("42"):  # syntax error or access rule violation: the statement, not the data
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), str(exc))
+        raise TransformError(f"pipeline '{pipeline.name}': Spark refuses its transform_sql: {first}") from None
+
+
+def _sum(table: pa.Table, column: str) -> int:
+    return pc.sum(table.column(column)).as_py() or 0

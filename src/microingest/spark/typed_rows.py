@@ -1,0 +1,122 @@
+"""What the executors run for a batch whose rows pass through a SQL statement (`sql_transform`): decode each Arrow
+batch of records into typed Spark rows, and, once the statement has run, encode its rows for COPY.
+
+`TypedDecoder` yields the decoded rows (ROW_COLUMNS and the declared fields, in the staged Arrow types) and, per Arrow
+batch, one summary row (`_summary` true, its row columns NULL) with what `decoder.Decoder` would hand on besides the
+rows: the dead letters as COPY text, the counts, the positions read and the first dead letters' notes. `RowEncoder`
+takes the statement's rows back to the staged types and into binary COPY chunks (`copy_binary`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from microingest import faults
+from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS
+from microingest.declare.pipeline import Pipeline
+from microingest.decode.batch_columns import arrow_field
+from microingest.decode.copy_binary import row_chunks
+from microingest.decode.records import RecordProcessor
+from microingest.decode.staged_rows import stage_batch
+from microingest.spark.decoder import CHUNK_BYTES, DECODED_ARROW_SCHEMA, read_spans
+
+SUMMARY = "_summary"
+_SUMMARY_FIELDS = [pa.field(SUMMARY, pa.bool_())] + [
+    DECODED_ARROW_SCHEMA.field(name) for name in ("dead", "good", "bad", "spans", "notes")
+]
+
+
+def staged_schema(pipeline: Pipeline) -> pa.Schema:
+    """The staged rows' Arrow schema (`staged_rows.rows_table`): the row layout, then the declared fields."""
+    layout = [
+        pa.field("source_topic", pa.string()),
+        pa.field("source_partition", pa.int32()),
+        pa.field("source_offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("batch_id", pa.string()),
+        pa.field("record_key", pa.string()),
+        pa.field("is_tombstone", pa.bool_()),
+    ]
+    assert [f.name for f in layout] == list(ROW_COLUMNS)
+    return pa.schema(layout + [arrow_field(f) for f in pipeline.schema])
+
+
+def typed_schema(pipeline: Pipeline) -> pa.Schema:
+    """What TypedDecoder yields: the staged rows' columns, then the summary's."""
+    return pa.schema(list(staged_schema(pipeline)) + _SUMMARY_FIELDS)
+
+
+class TypedDecoder:
+    """A mapInArrow function; pickled to the executors, so it holds only plain settings. Dead letters' lines start
+    with (pipeline, batch id) when the rows go straight into the target (`into_target`), else with the batch id."""
+
+    def __init__(self, pipeline: Pipeline, batch_id: str, registry: dict[str, str] | None, into_target: bool):
+        self.pipeline, self.batch_id, self.registry, self.into_target = pipeline, batch_id, registry, into_target
+        self.faults = faults.executor_faults()
+
+    @property
+    def spark_schema(self):
+        return from_arrow_schema(typed_schema(self.pipeline))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        processor = RecordProcessor(self.pipeline, self.registry)
+        lead = (self.pipeline.name, self.batch_id) if self.into_target else None
+        schema = typed_schema(self.pipeline)
+        staged_columns = len(schema) - len(_SUMMARY_FIELDS)
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            staged = stage_batch(batch, processor, self.batch_id, lead)
+            rows = staged.rows.combine_chunks()
+            n = rows.num_rows
+            columns = [rows.column(i).cast(schema.field(i).type) for i in range(staged_columns)]
+            columns += [pa.repeat(pa.scalar(False), n)] + [pa.nulls(n, f.type) for f in _SUMMARY_FIELDS[1:]]
+            yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
+            summary = {
+                SUMMARY: True,
+                "dead": "".join(staged.dead_letters).encode("utf-8"),
+                "good": n,
+                "bad": len(staged.dead_letters),
+                "spans": [s._asdict() for s in read_spans(batch)],
+                "notes": [note._asdict() for note in staged.notes],
+            }
+            yield pa.RecordBatch.from_pylist([summary], schema=schema)
+        faults.crash_point("executor_after_decode", self.faults)
+
+
+class RowEncoder:
+    """A mapInArrow function over the statement's rows (the staged columns, in Spark's types): each Arrow batch as
+    binary COPY chunks and its row count (DECODED_ARROW_SCHEMA's `rows` and `good`)."""
+
+    def __init__(self, pipeline: Pipeline, into_target: bool):
+        self.pipeline, self.into_target = pipeline, into_target
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = staged_schema(self.pipeline)
+        target_columns = [*SOURCE_COLUMNS, *self.pipeline.value_columns]
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            # Spark's types back to the staged ones: its timestamps carry the session's zone, its binary no width,
+            # and a json field's mark for the encoder is the schema's own.
+            rows = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            if self.into_target:
+                rows = rows.select(target_columns)
+            chunks = list(row_chunks(rows, CHUNK_BYTES))
+            yield pa.RecordBatch.from_pylist(
+                [
+                    {
+                        "rows": chunk,
+                        "dead": b"",
+                        "good": rows.num_rows if i == 0 else 0,
+                        "bad": 0,
+                        "spans": [],
+                        "notes": [],
+                    }
+                    for i, chunk in enumerate(chunks)
+                ],
+                schema=DECODED_ARROW_SCHEMA,
+            )
