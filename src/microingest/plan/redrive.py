@@ -21,7 +21,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import processed, stored_records_batch
 from microingest.plan.offsets import RequestError
-from microingest.plan.request import TOPIC, RedriveRequest
+from microingest.plan.request import REDRIVE, TOPIC, RedriveRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
 PREVIEWED = 10_000  # dead letters a dry run decodes at most (the first, by position)
@@ -31,6 +31,13 @@ _END = 2**63 - 1  # past any Kafka offset
 def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple[RunPlan, list[UnresolvedGroup]]:
     """The redrive's run plan (its ranges empty when no dead letter is selected) and the selected dead letters by
     partition and error class."""
+    if pipeline.transform_sql is not None:
+        # A redrive decodes in the job's own process, without the statement: its rows would land untransformed.
+        raise RequestError(
+            REDRIVE,
+            f"pipeline {pipeline.name} has a transform_sql, which redrives do not run yet; a backfill of the dead "
+            "letters' offsets (overlap: skip_existing) ingests them through it",
+        )
     systems = PipelineSystems.of(pipeline)
     with systems.db() as conn, conn.cursor() as cur:
         cur.execute(

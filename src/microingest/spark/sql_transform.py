@@ -54,6 +54,9 @@ class TransformError(Refused):
 
 def transformed(spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime):
     """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement."""
+    # pyspark logs each failed query's SQL context at ERROR, stack and all: a probe's expected failures would flood the
+    # job's log (and put record values in it); what they found is logged below, once.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
     typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
     view = f"microingest_batch_{uuid.uuid4().hex}"
@@ -134,8 +137,13 @@ def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str)
     ).unionByName(rows.where("is_tombstone").select(*ROW_COLUMNS, *fields, F.lit(True).alias(_READ)))
     output = output.persist()
     try:
-        total, strays, positions = output.agg(
-            F.count(F.lit(1)), F.count_if(F.col(_READ).isNull()), F.count_distinct(*POSITION_COLUMNS)
+        # The hash of every field is summed so the check computes them all: a value the statement fails on fails
+        # here, before anything is collected, whatever Spark would prune from a count.
+        total, strays, positions, _ = output.agg(
+            F.count(F.lit(1)),
+            F.count_if(F.col(_READ).isNull()),
+            F.count_distinct(*POSITION_COLUMNS),
+            F.sum(F.hash(*fields)),
         ).first()
     except Exception:
         output.unpersist()
@@ -154,27 +162,40 @@ def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str)
 
 def statement_sql(pipeline: Pipeline, view: str) -> str:
     """The pipeline's statement over `view` as `batch`, its fields cast to their staged types (ANSI: a value that
-    does not fit fails, on its record)."""
+    does not fit fails, on its record) and held to what Postgres stores as the decoder holds them (`storable`): no
+    NaN or infinity, no NUL in text."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     schema = staged_schema(pipeline)
-    casts = [
-        f"CAST(`{f}` AS {from_arrow_type(schema.field(f).type).simpleString()}) AS `{f}`"
-        for f in pipeline.value_columns
-    ]
+    columns = []
+    for field in pipeline.schema:
+        value = f"CAST(`{field.name}` AS {from_arrow_type(schema.field(field.name).type).simpleString()})"
+        unstorable = _UNSTORABLE.get(field.type)
+        if unstorable is not None:
+            problem = f"{_UNSTORED_MARK} {field.name} {unstorable[1]}"
+            value = f"CASE WHEN {unstorable[0].format(v=value)} THEN raise_error('{problem}') ELSE {value} END"
+        columns.append(f"{value} AS `{field.name}`")
     statement = (pipeline.transform_sql or "").strip().rstrip(";")
     positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
-    return f"WITH batch AS (SELECT * FROM `{view}`) SELECT {positions}, {', '.join(casts)} FROM ({statement})"
+    return f"WITH batch AS (SELECT * FROM `{view}`) SELECT {positions}, {', '.join(columns)} FROM ({statement})"
+
+
+_UNSTORED_MARK = "transform_sql gave"
+# Per declared type: when a value is one Postgres would refuse or the decoder never stages, and why.
+_UNSTORABLE = {
+    "double": ("isnan({v}) OR abs({v}) = CAST('Infinity' AS DOUBLE)", "a number that is not finite"),
+    "string": ("contains({v}, char(0))", "text with a NUL character, which Postgres text cannot store"),
+}
 
 
 def value_fault(exc: Exception) -> str | None:
     """The message of a query that failed on a value (SQLSTATE class 22, data exception: an invalid cast, a
-    division by zero, an overflow), else None."""
-    state = getattr(exc, "getSqlState", lambda: None)()
-    if not state or not str(state).startswith("22"):
-        return None
+    division by zero, an overflow; or a value `statement_sql` holds unstorable), else None."""
+    state = str(getattr(exc, "getSqlState", lambda: None)() or "")
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else str(state)
+    if not (state.startswith("22") or (state == "P0001" and _UNSTORED_MARK in str(exc))):
+        return None
+    return lines[0] if lines else state
 
 
 def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: str, batch_id: str) -> list[RecordFault]:
