@@ -44,6 +44,7 @@ REFUSED = {
     "JvmMismatchError",
     "RecordCountError",
     "TransformError",
+    "CheckFailedError",
 }
 TRANSIENT = {
     "PostgresUnavailableError",

@@ -38,11 +38,13 @@ from microingest.declare.identifiers import (
 )
 from microingest.declare.lag_policy import GatePolicy, OnRecords, SlaPolicy
 from microingest.declare.pipeline import (
+    CHECK_FAILURES,
     FIELD_SOURCES,
     FIELD_TYPES,
     GAP_POLICIES,
     ITEM_TYPES,
     KEY_FORMATS,
+    MASK_METHODS,
     MAX_DECIMAL_PRECISION,
     ON_RECORDS,
     RECORD_TYPES,
@@ -51,12 +53,15 @@ from microingest.declare.pipeline import (
     SINK_MODES,
     START_POSITIONS,
     VALUE_FORMATS,
+    Check,
+    CheckFailure,
     DeadLetterPolicy,
     FieldSource,
     FieldType,
     GapPolicy,
     ItemType,
     KeyFormat,
+    MaskMethod,
     Pipeline,
     RecreatedTopicPolicy,
     Rounding,
@@ -64,7 +69,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
-from microingest.declare.sql_statement import StatementError, check_statement
+from microingest.declare.sql_statement import StatementError, check_condition, check_statement
 from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, duration_seconds, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
@@ -448,6 +453,38 @@ class Lag(_Strict):
     retention_margin: Duration | None = None
 
 
+def _a_list_of_checks(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of checks ({{sql: ..., on_fail: ...}} each), got {_kind(value)}")
+    return value
+
+
+class CheckSpec(_Strict):
+    """`{sql: <condition>, on_fail: ...}`, or `{field: <name>, not_null: true, on_fail: ...}`."""
+
+    sql: Annotated[str, _TEXT] | None = None
+    field: Annotated[str, _TEXT] | None = None
+    not_null: bool | None = None
+    on_fail: Annotated[CheckFailure, _TEXT, _one_of(CHECK_FAILURES)]
+
+    @model_validator(mode="after")
+    def _one_form(self) -> CheckSpec:
+        if (self.sql is None) == (self.field is None):
+            raise ValueError("a check gives sql (a condition) or field (with not_null: true), one of them")
+        if self.field is not None and self.not_null is not True:
+            raise ValueError("a check of a field says not_null: true")
+        if self.sql is not None and self.not_null is not None:
+            raise ValueError("not_null only applies to a check of a field")
+        return self
+
+    def check(self) -> Check:
+        if self.sql is not None:
+            return Check(self.sql, self.on_fail)
+        if self.on_fail == "dead_letter":
+            return Check(f"`{self.field}` IS NOT NULL", self.on_fail)
+        return Check(f"count_if(`{self.field}` IS NULL) = 0", self.on_fail)
+
+
 class Declaration(_Strict):
     """One pipeline's declaration. Its fields are Pipeline's (but `source`), with the same defaults, in the order a
     malformed one is reported."""
@@ -493,6 +530,15 @@ class Declaration(_Strict):
         Pipeline.transform
     )
     transform_sql: Annotated[str, _TEXT] | None = Pipeline.transform_sql
+    checks: Annotated[list[CheckSpec], BeforeValidator(_a_list_of_checks)] | None = None
+    mask: (
+        Annotated[
+            dict[str, Annotated[MaskMethod, _TEXT, _one_of(MASK_METHODS)]],
+            _says("must be a mapping of field name to a mask", got=_kind),
+        ]
+        | None
+    ) = None
+    mask_conn_id: ConnId | None = Pipeline.mask_conn_id
     dead_letter: DeadLetter | None = None  # Pipeline's DeadLetterPolicy()
     lag: Lag | None = None  # Pipeline's LagPolicy()
     on_records: Wake | None = None  # Pipeline's OnRecords()
@@ -535,6 +581,7 @@ class Declaration(_Strict):
                 check_statement(self.transform_sql, tuple(self.schema_))
             except StatementError as exc:
                 raise _fault(("transform_sql",), str(exc)) from None
+        self._checks_and_masks_agree()
         if self.aggregate is not None:
             self.aggregate.check_against(self.schema_)
         if self.partition_by is not None:
@@ -554,6 +601,28 @@ class Declaration(_Strict):
                 "without one",
             )
         return self
+
+    def _checks_and_masks_agree(self) -> None:
+        fields = tuple(self.schema_)
+        for i, spec in enumerate(self.checks or ()):
+            if spec.field is not None and spec.field not in self.schema_:
+                raise _fault(("checks", str(i), "field"), f"names {spec.field}, which is no field of the schema")
+            check = spec.check()
+            try:
+                check_condition(check.condition, check.per_record, fields)
+            except StatementError as exc:
+                raise _fault(("checks", str(i), "sql"), str(exc)) from None
+        masks = self.mask or {}
+        for name in masks:
+            field = self.schema_.get(name)
+            if field is None or field.type != "string":
+                what = "no field of the schema" if field is None else f"a {field.type} field"
+                raise _fault(("mask", name), f"masks text fields only; {name} is {what}")
+        keyed = "hmac_sha256" in masks.values()
+        if keyed and self.mask_conn_id is None:
+            raise _fault(("mask_conn_id",), "is required by hmac_sha256: the connection whose password is the key")
+        if self.mask_conn_id is not None and not keyed:
+            raise _fault(("mask_conn_id",), "only applies to a mask of hmac_sha256 (the key's connection)")
 
 
 _TOPICS_NAMED = "topic, topics or topic_pattern"

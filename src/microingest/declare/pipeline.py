@@ -31,6 +31,8 @@ KeyFormat = Literal["string", RegistryFormat]
 SinkMode = Literal["append", "upsert_latest", "aggregate"]
 GapPolicy = Literal["fail", "skip"]
 RecreatedTopicPolicy = Literal["fail", "restart"]
+CheckFailure = Literal["refuse", "dead_letter"]  # a batch-level check refuses the batch, a record-level one the record
+MaskMethod = Literal["sha256", "hmac_sha256", "redact", "truncate_24"]
 
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 ITEM_TYPES: tuple[str, ...] = get_args(ItemType)
@@ -48,6 +50,8 @@ KEY_FORMATS: tuple[str, ...] = get_args(KeyFormat)
 SINK_MODES: tuple[str, ...] = get_args(SinkMode)
 GAP_POLICIES: tuple[str, ...] = get_args(GapPolicy)
 RECREATED_TOPIC_POLICIES: tuple[str, ...] = get_args(RecreatedTopicPolicy)
+CHECK_FAILURES: tuple[str, ...] = get_args(CheckFailure)
+MASK_METHODS: tuple[str, ...] = get_args(MaskMethod)
 MEASURES = ("count", "sum")
 
 
@@ -128,6 +132,20 @@ class DeadLetterPolicy:
 
 
 @dataclass(frozen=True)
+class Check:
+    """A condition, in Spark SQL, the rows of a batch meet before it commits: over the whole batch (an aggregate;
+    `on_fail: refuse` refuses the batch) or over each row (`on_fail: dead_letter` makes a failing record a dead
+    letter). `declare.sql_statement.check_condition` holds each to its kind."""
+
+    condition: str
+    on_fail: str
+
+    @property
+    def per_record(self) -> bool:
+        return self.on_fail == "dead_letter"
+
+
+@dataclass(frozen=True)
 class Measure:
     name: str
     function: str  # count | sum
@@ -193,6 +211,11 @@ class Pipeline:
     transform: str | None = None
     # A SELECT over the decoded batch, run in Spark before the rows leave the executors (`declare.sql_statement`).
     transform_sql: str | None = None
+    checks: tuple[Check, ...] = ()
+    # Declared text fields masked on the executors before they are written (`decode.masks`); a keyed hash's key is
+    # the password of the Airflow connection `mask_conn_id`.
+    mask: tuple[tuple[str, str], ...] = ()
+    mask_conn_id: str | None = None
     dead_letter: DeadLetterPolicy = DeadLetterPolicy()
     aggregate: Aggregate | None = None
     partition_by: PartitionBy | None = None
@@ -229,6 +252,12 @@ class Pipeline:
         if self.topic_pattern is not None:
             return f"topics matching '{self.topic_pattern}'"
         return f"topic {self.topics[0]}" if len(self.topics) == 1 else f"topics {', '.join(self.topics)}"
+
+    @property
+    def rows_in_spark(self) -> bool:
+        """Its rows pass through Spark SQL (a statement, checks or masks) before they are written
+        (`spark.sql_transform`), not straight from the decoder to COPY."""
+        return self.transform_sql is not None or bool(self.checks) or bool(self.mask)
 
     @property
     def woken_by_records(self) -> bool:

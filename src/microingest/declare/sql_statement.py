@@ -105,5 +105,58 @@ def _check_output(select: exp.Select, fields: tuple[str, ...]) -> None:
         raise StatementError(f"leaves out declared field(s) {', '.join(left_out)}: select them, or NULL AS <field>")
 
 
+def check_condition(condition: str, per_record: bool, fields: tuple[str, ...]) -> None:
+    """Raise StatementError unless `condition` is one Spark SQL condition over the source position and `fields`:
+    over each row (`per_record`: no aggregate) or over the whole batch (every column inside an aggregate, as in
+    `count(*) FILTER (WHERE total < 0) = 0`)."""
+    expression = _condition(condition)
+    for node in expression.walk():
+        refused = next((what for kind, what in _REFUSED.items() if isinstance(node, kind)), None)
+        if isinstance(node, exp.AggFunc) and per_record:
+            raise StatementError("is checked on each record (on_fail: dead_letter): it may not aggregate")
+        if refused is not None and not isinstance(node, (exp.AggFunc, exp.Distinct)):
+            raise StatementError(f"may not use {refused}")
+    # The rows a check reads are the statement's: the position and the declared fields.
+    known = {c.lower() for c in POSITION_COLUMNS + fields}
+    for column in expression.find_all(exp.Column):
+        if column.name.lower() not in known:
+            raise StatementError(f"names {column.name}, which is no field (fields: {', '.join(fields)})")
+        if not per_record and column.find_ancestor(exp.AggFunc, exp.Filter) is None:
+            raise StatementError(
+                f"refuses the whole batch (on_fail: refuse), so it aggregates: {column.name} is outside any "
+                "aggregate (count(*) FILTER (WHERE ...) = 0, say; or on_fail: dead_letter to check each record)"
+            )
+
+
+def condition_columns(condition: str) -> list[str]:
+    """The columns a condition names, each once, in the order it names them."""
+    return list(dict.fromkeys(column.name for column in _condition(condition).find_all(exp.Column)))
+
+
+def sample_predicate(condition: str) -> str | None:
+    """The rows a batch-level condition counts, when it says (the WHERE of its first FILTER, or count_if's
+    argument): those a refusal shows as a sample."""
+    expression = _condition(condition)
+    for node in expression.walk():
+        if isinstance(node, exp.Filter):
+            where = node.args.get("expression")
+            return where.this.sql(dialect="spark") if isinstance(where, exp.Where) else None
+        if isinstance(node, exp.CountIf):
+            return node.this.sql(dialect="spark")
+    return None
+
+
+def _condition(condition: str) -> exp.Expression:
+    try:
+        parsed = sqlglot.parse_one(f"SELECT {condition}", read="spark")
+    except ParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "a syntax error"
+        raise StatementError(f"is not a valid Spark SQL condition: {first}") from None
+    others = [key for key, value in parsed.args.items() if value and key != "expressions"]
+    if not isinstance(parsed, exp.Select) or len(parsed.expressions) != 1 or others:
+        raise StatementError("must be one condition (what a WHERE clause would hold)")
+    return parsed.expressions[0]
+
+
 def _named(tables: list[exp.Table]) -> str:
     return ", ".join(t.sql(dialect="spark") for t in tables) or "no table"

@@ -71,9 +71,24 @@ def _known(loc: tuple[int | str, ...]) -> list[str]:
     """The fields of the mapping at `loc`: the declaration's own, or a section's such as lag.gate."""
     model: type[BaseModel] = Declaration
     for name in loc:
-        annotation = model.model_fields[str(name)].annotation
-        model = next(t for t in get_args(annotation) if isinstance(t, type) and issubclass(t, BaseModel))
+        if isinstance(name, int):  # an item of a list of sections (checks)
+            continue
+        model = _section(model.model_fields[str(name)].annotation)
     return sorted(field.alias or name for name, field in model.model_fields.items())
+
+
+def _section(annotation: Any) -> type[BaseModel]:
+    """The section model an annotation holds: itself, or inside an Optional or a list."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next(found for arg in get_args(annotation) if (found := _section_or_none(arg)) is not None)
+
+
+def _section_or_none(annotation: Any) -> type[BaseModel] | None:
+    try:
+        return _section(annotation)
+    except StopIteration:
+        return None
 
 
 def _field(name: str, spec: FieldSpec) -> Field:
@@ -97,8 +112,21 @@ def _pipeline(declaration: Declaration, source: str) -> Pipeline:
     partition_by, on_records = declaration.partition_by, declaration.on_records
     return Pipeline(
         **declaration.model_dump(
-            exclude={"topic", "topics", "schema_", "dead_letter", "lag", "aggregate", "partition_by", "on_records"}
+            exclude={
+                "topic",
+                "topics",
+                "schema_",
+                "dead_letter",
+                "lag",
+                "aggregate",
+                "partition_by",
+                "on_records",
+                "checks",
+                "mask",
+            }
         ),
+        checks=tuple(spec.check() for spec in declaration.checks or ()),
+        mask=tuple((declaration.mask or {}).items()),
         topics=(declaration.topic,) if declaration.topic is not None else tuple(declaration.topics or ()),
         on_records=OnRecords() if on_records is None else OnRecords(**on_records.model_dump()),
         partition_by=None if partition_by is None else PartitionBy(**partition_by.model_dump()),

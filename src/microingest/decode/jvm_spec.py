@@ -34,8 +34,8 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
         return f"its keys are {pipeline.key_format}"
     if pipeline.transform is not None:
         return "it has a transform (Python code)"
-    if pipeline.transform_sql is not None:
-        return "its transform_sql runs over rows the executors decode (`spark.sql_transform`)"
+    if pipeline.rows_in_spark:
+        return "its rows pass through Spark SQL (transform_sql, checks or masks) from the executors' decoding"
     odd = [f.name for f in pipeline.schema if not f.flat]
     if odd:
         return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"

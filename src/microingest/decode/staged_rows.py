@@ -48,11 +48,13 @@ def stage_batch(
         return StagedBatch(rows_table(batch, batch_id, decoded, processor.pipeline), [])
     kept, staged, dead = [], [], []
     notes: list[DeadLetterNote] = []
+    withheld = bool(processor.pipeline.mask)
     for i, (record, verdict) in enumerate(processed(batch, processor)):
         if isinstance(verdict, BadRecord):
-            dead.append(_dead_letter(lead, record, verdict.error_class, str(verdict)))
+            reason = WITHHELD if withheld else str(verdict)
+            dead.append(_dead_letter(lead, record, verdict.error_class, reason, withheld))
             if len(notes) < NOTED_DEAD_LETTERS:
-                notes.append(DeadLetterNote(record[0], record[1], record[2], verdict.error_class, str(verdict)))
+                notes.append(DeadLetterNote(record[0], record[1], record[2], verdict.error_class, reason))
             continue
         staged.append(verdict)
         kept.append(i)
@@ -77,13 +79,24 @@ def processed(batch: pa.RecordBatch, processor: RecordProcessor) -> Iterator[tup
             yield record, exc
 
 
-def dead_letters(batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str, message: str) -> list[str]:
-    """Every record of the batch as a dead letter of one class and message (a skip's)."""
-    return [_dead_letter(dead_letter_lead, record, error_class, message) for record in _records(batch)]
+def dead_letters(
+    batch: pa.RecordBatch, dead_letter_lead: tuple[str, ...], error_class: str, message: str, withheld: bool = False
+) -> list[str]:
+    """Every record of the batch as a dead letter of one class and message (a skip's); `withheld`: without the
+    record's key, value and headers (a pipeline that masks fields, `WITHHELD`)."""
+    return [_dead_letter(dead_letter_lead, record, error_class, message, withheld) for record in _records(batch)]
 
 
-def _dead_letter(lead: tuple[str, ...], record: tuple, error_class: str, message: str) -> str:
+# The reason a masked pipeline's dead letters give. They keep where the record is and its class, not its key, value
+# or headers, nor a reason that could quote them: a masked value must land nowhere unmasked. The record stays in
+# Kafka at its position for a backfill to read again once the cause is fixed.
+WITHHELD = "withheld: the pipeline masks fields; the record is in Kafka at this position"
+
+
+def _dead_letter(lead: tuple[str, ...], record: tuple, error_class: str, message: str, withheld: bool = False) -> str:
     topic, partition, offset, ts_micros, key, value, headers = record
+    if withheld:
+        key, value, headers = None, None, None
     return copy_text_row(
         (
             *lead,

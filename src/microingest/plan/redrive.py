@@ -31,12 +31,13 @@ _END = 2**63 - 1  # past any Kafka offset
 def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple[RunPlan, list[UnresolvedGroup]]:
     """The redrive's run plan (its ranges empty when no dead letter is selected) and the selected dead letters by
     partition and error class."""
-    if pipeline.transform_sql is not None:
-        # A redrive decodes in the job's own process, without the statement: its rows would land untransformed.
+    if pipeline.rows_in_spark:
+        # A redrive decodes in the job's own process, without Spark SQL: its rows would land untransformed,
+        # unchecked or unmasked (and a masked pipeline's dead letters keep no record to decode).
         raise RequestError(
             REDRIVE,
-            f"pipeline {pipeline.name} has a transform_sql, which redrives do not run yet; a backfill of the dead "
-            "letters' offsets (overlap: skip_existing) ingests them through it",
+            f"pipeline {pipeline.name} has a transform_sql, checks or masks, which redrives do not run yet: its "
+            "dead letters stay where they are",
         )
     systems = PipelineSystems.of(pipeline)
     with systems.db() as conn, conn.cursor() as cur:

@@ -122,8 +122,9 @@ def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, sta
     the executors (`decoder.Decoder`)."""
     pipeline, jvm = job.pipeline, job.jvm
     frame = read_frame(job.spark, job.systems.spark_kafka, batch, reader_group(pipeline.name))
-    if pipeline.transform_sql is not None and not batch.is_skip:
-        return transformed(job.spark, pipeline, job.systems.registry, frame, batch_id, into_target, started_at)
+    if pipeline.rows_in_spark and not batch.is_skip:
+        registry, key = job.systems.registry, job.systems.mask_key
+        return transformed(job.spark, pipeline, registry, frame, batch_id, into_target, started_at, key)
     if jvm is not None and jvm.usable and not batch.is_skip:
         processor = RecordProcessor(pipeline, job.systems.registry)
         every = sample_every(batch.offsets)

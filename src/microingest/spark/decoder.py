@@ -84,7 +84,7 @@ class Decoder:
             if not batch.num_rows:
                 continue
             if self.skip_note is not None:
-                yield _skipped(batch, (self.pipeline.name, self.batch_id), self.skip_note)
+                yield _skipped(batch, (self.pipeline.name, self.batch_id), self.skip_note, bool(self.pipeline.mask))
                 continue
             staged = stage_batch(batch, processor, self.batch_id, lead)
             rows = staged.rows.select(target_columns) if self.into_target else staged.rows
@@ -107,10 +107,10 @@ class Decoder:
         faults.crash_point("executor_after_decode", self.faults)
 
 
-def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str) -> pa.RecordBatch:
+def _skipped(batch: pa.RecordBatch, lead: tuple[str, str], note: str, withheld: bool) -> pa.RecordBatch:
     """Every record a dead letter: their COPY text cut into chunks as rows are, the count and positions on the
     first."""
-    dead = dead_letters(batch, lead, SKIPPED, note)
+    dead = dead_letters(batch, lead, SKIPPED, note, withheld)
     first, *rest = text_chunks(dead)
     return pa.RecordBatch.from_pylist(
         [

@@ -46,6 +46,20 @@ class TooManyFaultsError(Exception):
         self.found = found
 
 
+# What a value `sql_transform.statement_sql` holds unstorable fails with (raise_error's message begins so).
+UNSTORED_MARK = "transform_sql gave"
+
+
+def value_fault(exc: Exception) -> str | None:
+    """The message of a query that failed on a value (SQLSTATE class 22, data exception: an invalid cast, a
+    division by zero, an overflow; or a value `sql_transform.statement_sql` holds unstorable), else None."""
+    state = str(getattr(exc, "getSqlState", lambda: None)() or "")
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not (state.startswith("22") or (state == "P0001" and UNSTORED_MARK in str(exc))):
+        return None
+    return lines[0] if lines else state
+
+
 # A probe runs the statement over the slices: the error's message when it fails on a value, else None.
 Probe = Callable[[Sequence[Slice]], str | None]
 

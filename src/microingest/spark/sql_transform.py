@@ -20,22 +20,25 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microingest.batches import ROW_COLUMNS, DeadLetterNote, Span
+from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
 from microingest.declare.pipeline import Pipeline
 from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS
-from microingest.decode.staged_rows import dead_letters
+from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.errors import Refused
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
 from microingest.spark.record_faults import (
+    UNSTORED_MARK,
     RecordFault,
     Slice,
     TooManyFaultsError,
     UnplacedFaultError,
     faulty_records,
     slices_of,
+    value_fault,
 )
+from microingest.spark.row_checks import CHECK_FAILED, FAILED, check_batch, failed_check, failing_checks
 from microingest.spark.typed_rows import SUMMARY, RowEncoder, TypedDecoder, staged_schema
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,7 @@ SQL_FAILED = "sql_failed"  # a dead letter's class: transform_sql failed on the 
 # halving of the batch, and so many failing records say the statement needs try_cast rather than dead letters.
 MAX_RECORD_FAULTS = 16
 _READ = "_read"
+PASS_THROUGH = "SELECT * FROM batch"  # a pipeline with checks or masks but no statement
 
 
 class TransformError(Refused):
@@ -52,8 +56,12 @@ class TransformError(Refused):
     records, or its rows do not come one each from the records read. Nothing of the batch was written."""
 
 
-def transformed(spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime):
-    """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement."""
+def transformed(
+    job_spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime, mask_key
+) -> DecodedBatch:
+    """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
+    and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`)."""
+    spark = job_spark
     # pyspark logs each failed query's SQL context at ERROR, stack and all: a probe's expected failures would flood the
     # job's log (and put record values in it); what they found is logged below, once.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
@@ -68,26 +76,37 @@ def transformed(spark, pipeline: Pipeline, registry, frame, batch_id: str, into_
         records.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
         output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
         try:
-            chunks = output.drop(_READ).mapInArrow(RowEncoder(pipeline, into_target), DECODED_SCHEMA).toArrow()
+            total = output.count()
+            refused = failing_checks(output, pipeline)
+            check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
+            kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
+            encoder = RowEncoder(pipeline, into_target, mask_key)
+            chunks = kept.mapInArrow(encoder, DECODED_SCHEMA).toArrow()
         finally:
             output.unpersist()
     finally:
         spark.catalog.dropTempView(view)
         typed.unpersist()
-    decoded = _sum(summary, "good")
-    written = _sum(chunks, "good")
+    decoded, written = _sum(summary, "good"), _sum(chunks, "good")
+    if written != total - len(refused):
+        raise TransformError(f"batch {batch_id}: {total} rows checked but {written} encoded; nothing was written")
+    withheld = bool(pipeline.mask)
+    faults = [(f, SQL_FAILED, WITHHELD if withheld else f.message) for f in found]
+    faults += [(f, CHECK_FAILED, f.message) for f in refused]
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
-    failed = _dead_letters(frame, found, lead)
+    failed = _dead_letters(spark, frame, faults, lead, withheld)
     notes = [DeadLetterNote(**n) for notes in summary.column("notes").to_pylist() for n in notes]
-    notes += [DeadLetterNote(f.topic, f.partition, f.offset, SQL_FAILED, f.message) for f in found]
-    counts = StagedCounts(written, _sum(summary, "bad") + len(found), decoded - len(found) - written)
+    notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
+    counts = StagedCounts(written, _sum(summary, "bad") + len(faults), decoded - len(found) - total)
     log.info(
-        "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on",
+        "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
+        "checks",
         batch_id,
         decoded,
-        written,
+        total,
         counts.filtered,
         len(found),
+        len(refused),
     )
     return DecodedBatch(
         batch_id=batch_id,
@@ -103,10 +122,10 @@ def transformed(spark, pipeline: Pipeline, registry, frame, batch_id: str, into_
 
 
 def _output(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, spans: Sequence[Span]):
-    """The statement's rows over the view, persisted and checked, and the records it failed on (left out)."""
+    """The statement's rows over the view, persisted and verified, and the records it failed on (left out)."""
     found: list[RecordFault] = []
     try:
-        return _checked(spark, pipeline, view, records, rows, batch_id), found
+        return _verified(spark, pipeline, view, records, rows, batch_id), found
     except Exception as exc:  # classic and Spark Connect raise different classes: the SQLSTATE says what failed
         message = value_fault(exc)
         if message is None:
@@ -115,12 +134,13 @@ def _output(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, 
         found = _faults(spark, pipeline, records, slices_of(spans), message, batch_id)
     kept = records.where(~_at(found))
     kept.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
-    return _checked(spark, pipeline, view, kept, rows, batch_id), found
+    return _verified(spark, pipeline, view, kept, rows, batch_id), found
 
 
-def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str):
-    """The final rows (ROW_COLUMNS and the declared fields, cast to their staged types), persisted, each from one
-    record read: the statement's rows joined by position to the records, and the tombstones."""
+def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str):
+    """The final rows (ROW_COLUMNS and the declared fields, cast to their staged types, and which record-level
+    check each fails), persisted, each from one record read: the statement's rows joined by position to the
+    records, and the tombstones."""
     from pyspark.sql import functions as F
 
     read = records.select(*POSITION_COLUMNS, "kafka_timestamp", "record_key", F.lit(True).alias(_READ))
@@ -133,8 +153,13 @@ def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str)
         "record_key",
         F.lit(False).alias("is_tombstone"),
         *fields,
+        FAILED,
         _READ,
-    ).unionByName(rows.where("is_tombstone").select(*ROW_COLUMNS, *fields, F.lit(True).alias(_READ)))
+    ).unionByName(
+        rows.where("is_tombstone").select(
+            *ROW_COLUMNS, *fields, F.lit(None).cast("int").alias(FAILED), F.lit(True).alias(_READ)
+        )
+    )
     output = output.persist()
     try:
         # The hash of every field is summed so the check computes them all: a value the statement fails on fails
@@ -143,7 +168,7 @@ def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str)
             F.count(F.lit(1)),
             F.count_if(F.col(_READ).isNull()),
             F.count_distinct(*POSITION_COLUMNS),
-            F.sum(F.hash(*fields)),
+            F.sum(F.hash(*fields, FAILED)),
         ).first()
     except Exception:
         output.unpersist()
@@ -161,9 +186,10 @@ def _checked(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str)
 
 
 def statement_sql(pipeline: Pipeline, view: str) -> str:
-    """The pipeline's statement over `view` as `batch`, its fields cast to their staged types (ANSI: a value that
-    does not fit fails, on its record) and held to what Postgres stores as the decoder holds them (`storable`): no
-    NaN or infinity, no NUL in text."""
+    """The pipeline's statement (or all of `batch` when it has none) over `view` as `batch`, its fields cast to their
+    staged types (ANSI: a value that does not fit fails, on its record) and held to what Postgres stores as the
+    decoder holds them (`storable`): no NaN or infinity, no NUL in text; with the record-level check each row fails
+    first (`row_checks.failed_check`)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     schema = staged_schema(pipeline)
@@ -172,30 +198,21 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
         value = f"CAST(`{field.name}` AS {from_arrow_type(schema.field(field.name).type).simpleString()})"
         unstorable = _UNSTORABLE.get(field.type)
         if unstorable is not None:
-            problem = f"{_UNSTORED_MARK} {field.name} {unstorable[1]}"
+            problem = f"{UNSTORED_MARK} {field.name} {unstorable[1]}"
             value = f"CASE WHEN {unstorable[0].format(v=value)} THEN raise_error('{problem}') ELSE {value} END"
         columns.append(f"{value} AS `{field.name}`")
-    statement = (pipeline.transform_sql or "").strip().rstrip(";")
+    statement = (pipeline.transform_sql or PASS_THROUGH).strip().rstrip(";")
     positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
-    return f"WITH batch AS (SELECT * FROM `{view}`) SELECT {positions}, {', '.join(columns)} FROM ({statement})"
+    typed = f"SELECT {positions}, {', '.join(columns)} FROM ({statement})"
+    # The record-level checks read the typed rows; which one a row fails (first) rides with it.
+    return f"WITH batch AS (SELECT * FROM `{view}`) SELECT *, {failed_check(pipeline)} AS {FAILED} FROM ({typed})"
 
 
-_UNSTORED_MARK = "transform_sql gave"
 # Per declared type: when a value is one Postgres would refuse or the decoder never stages, and why.
 _UNSTORABLE = {
     "double": ("isnan({v}) OR abs({v}) = CAST('Infinity' AS DOUBLE)", "a number that is not finite"),
     "string": ("contains({v}, char(0))", "text with a NUL character, which Postgres text cannot store"),
 }
-
-
-def value_fault(exc: Exception) -> str | None:
-    """The message of a query that failed on a value (SQLSTATE class 22, data exception: an invalid cast, a
-    division by zero, an overflow; or a value `statement_sql` holds unstorable), else None."""
-    state = str(getattr(exc, "getSqlState", lambda: None)() or "")
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if not (state.startswith("22") or (state == "P0001" and _UNSTORED_MARK in str(exc))):
-        return None
-    return lines[0] if lines else state
 
 
 def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: str, batch_id: str) -> list[RecordFault]:
@@ -216,15 +233,16 @@ def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: st
     try:
         found = faulty_records(slices, message, probe, MAX_RECORD_FAULTS)
     except TooManyFaultsError as exc:
+        first = WITHHELD if pipeline.mask else exc.found[0].message
         raise TransformError(
             f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on more than "
-            f"{MAX_RECORD_FAULTS} of its records (first: {exc.found[0].message}); nothing was written. A statement "
+            f"{MAX_RECORD_FAULTS} of its records (first: {first}); nothing was written. A statement "
             "meant to meet such values can say so (try_cast, try_divide)"
         ) from None
     except UnplacedFaultError:
         raise TransformError(
-            f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on the batch ({message}) "
-            "but on none of its records alone; nothing was written"
+            f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on the batch "
+            f"({WITHHELD if pipeline.mask else message}) but on none of its records alone; nothing was written"
         ) from None
     finally:
         spark.catalog.dropTempView(probe_view)
@@ -247,33 +265,24 @@ def _at(slices: Sequence[Slice | RecordFault]):
     return functools.reduce(operator.or_, [one(s) for s in slices], F.lit(False))
 
 
-def _dead_letters(frame, found: Sequence[RecordFault], lead: tuple[str, ...]) -> list[str]:
-    """The records the statement failed on, read again from Kafka whole, as dead letters with Spark's message."""
-    if not found:
+def _dead_letters(spark, frame, faults, lead: tuple[str, ...], withheld: bool) -> list[str]:
+    """The records (RecordFault, class, message) read again from Kafka whole, as dead letters."""
+    if not faults:
         return []
-    from pyspark.sql import functions as F
-
-    where = functools.reduce(
-        operator.or_,
-        [
-            (F.col("topic") == f.topic) & (F.col("partition") == f.partition) & (F.col("offset") == f.offset)
-            for f in found
-        ],
+    positions = spark.createDataFrame(
+        [(f.topic, f.partition, f.offset) for f, _, _ in faults], "topic string, partition int, offset bigint"
     )
-    table = frame.where(where).toArrow()
-    by_position = {(f.topic, f.partition, f.offset): f.message for f in found}
+    table = frame.join(positions, ["topic", "partition", "offset"], "left_semi").toArrow()
+    reasons = {(f.topic, f.partition, f.offset): (error_class, message) for f, error_class, message in faults}
     lines = []
     for batch in table.to_batches():
         for i in range(batch.num_rows):
             record = batch.slice(i, 1)
-            key = (
-                record.column("topic")[0].as_py(),
-                record.column("partition")[0].as_py(),
-                record.column("offset")[0].as_py(),
-            )
-            lines += dead_letters(record, lead, SQL_FAILED, by_position.pop(key))
-    if by_position:
-        raise TransformError(f"records {sorted(by_position)} were not found again in Kafka; nothing was written")
+            at = tuple(record.column(name)[0].as_py() for name in ("topic", "partition", "offset"))
+            error_class, message = reasons.pop(at)
+            lines += dead_letters(record, lead, error_class, message, withheld)
+    if reasons:
+        raise TransformError(f"records {sorted(reasons)} were not found again in Kafka; nothing was written")
     return lines
 
 

@@ -19,6 +19,7 @@ from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.batch_columns import arrow_field
 from microingest.decode.copy_binary import row_chunks
+from microingest.decode.masks import masked
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import stage_batch
 from microingest.spark.decoder import CHUNK_BYTES, DECODED_ARROW_SCHEMA, read_spans
@@ -88,11 +89,16 @@ class TypedDecoder:
 
 
 class RowEncoder:
-    """A mapInArrow function over the statement's rows (the staged columns, in Spark's types): each Arrow batch as
-    binary COPY chunks and its row count (DECODED_ARROW_SCHEMA's `rows` and `good`)."""
+    """A mapInArrow function over the statement's rows (the staged columns, in Spark's types): each Arrow batch with
+    the pipeline's masks applied (`decode.masks`; `mask_key` for a keyed hash, which travels pickled with the
+    function, never in a plan or a log), as binary COPY chunks and its row count (DECODED_ARROW_SCHEMA's `rows` and
+    `good`)."""
 
-    def __init__(self, pipeline: Pipeline, into_target: bool):
-        self.pipeline, self.into_target = pipeline, into_target
+    def __init__(self, pipeline: Pipeline, into_target: bool, mask_key: bytes | None = None):
+        self.pipeline, self.into_target, self.mask_key = pipeline, into_target, mask_key
+
+    def __repr__(self) -> str:  # whatever prints the function shows no key
+        return f"RowEncoder({self.pipeline.name})"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = staged_schema(self.pipeline)
@@ -103,6 +109,9 @@ class RowEncoder:
             # Spark's types back to the staged ones: its timestamps carry the session's zone, its binary no width,
             # and a json field's mark for the encoder is the schema's own.
             rows = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            for name, method in self.pipeline.mask:
+                at = rows.schema.get_field_index(name)
+                rows = rows.set_column(at, schema.field(name), masked(rows.column(name), method, self.mask_key))
             if self.into_target:
                 rows = rows.select(target_columns)
             chunks = list(row_chunks(rows, CHUNK_BYTES))

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from microingest.systems.connections import (
+    ConnectionConfigError,
     ConnectionInfo,
     env_name,
     get_connection,
@@ -30,11 +31,31 @@ class PipelineSystems:
     postgres_connection: ConnectionInfo
     kafka_connection: ConnectionInfo
     registry_conn_id: str | None = None  # only for a pipeline whose values name a registry schema
+    mask_conn_id: str | None = None  # only for a pipeline with a keyed hash among its masks
 
     @classmethod
     def of(cls, pipeline) -> PipelineSystems:
         registry = pipeline.schema_registry_conn_id if pipeline.reads_registry else None
-        return cls(get_connection(pipeline.postgres_conn_id), get_connection(pipeline.kafka_conn_id), registry)
+        return cls(
+            get_connection(pipeline.postgres_conn_id),
+            get_connection(pipeline.kafka_conn_id),
+            registry,
+            pipeline.mask_conn_id,
+        )
+
+    @cached_property
+    def mask_connection(self) -> ConnectionInfo | None:
+        return None if self.mask_conn_id is None else get_connection(self.mask_conn_id)
+
+    @property
+    def mask_key(self) -> bytes | None:
+        """The keyed hash's key: the password of the pipeline's mask connection."""
+        connection_info = self.mask_connection
+        if connection_info is None:
+            return None
+        if not connection_info.password:
+            raise ConnectionConfigError(f"connection '{connection_info.conn_id}' has no password: the mask key")
+        return connection_info.password.encode("utf-8")
 
     @cached_property
     def registry_connection(self) -> ConnectionInfo | None:
@@ -69,6 +90,6 @@ class PipelineSystems:
         """The connections as AIRFLOW_CONN_* variables: how they reach a child process (never its command line)."""
         return {
             env_name(c.conn_id): to_env_value(c)
-            for c in (self.kafka_connection, self.postgres_connection, self.registry_connection)
+            for c in (self.kafka_connection, self.postgres_connection, self.registry_connection, self.mask_connection)
             if c is not None
         }

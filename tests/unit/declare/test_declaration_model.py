@@ -11,11 +11,11 @@ from microingest.declare.pipeline import DeclarationError, Field, Pipeline
 from microingest.declare.validate import parse_pipeline
 
 KNOWN = (
-    "aggregate, dead_letter, description, kafka_conn_id, key_format, lag, max_active_runs, max_records_per_batch, "
-    "max_records_per_run, max_run_seconds, max_value_bytes, name, on_records, on_retention_gap, on_topic_recreated, "
-    "partition_by, postgres_conn_id, retries, retry_delay_seconds, schedule, schema, schema_registry_conn_id, "
-    "sink_mode, spark_conn_id, start_from, target_table, topic, topic_pattern, topics, transform, transform_sql, "
-    "value_format"
+    "aggregate, checks, dead_letter, description, kafka_conn_id, key_format, lag, mask, mask_conn_id, "
+    "max_active_runs, max_records_per_batch, max_records_per_run, max_run_seconds, max_value_bytes, name, "
+    "on_records, on_retention_gap, on_topic_recreated, partition_by, postgres_conn_id, retries, "
+    "retry_delay_seconds, schedule, schema, schema_registry_conn_id, sink_mode, spark_conn_id, "
+    "start_from, target_table, topic, topic_pattern, topics, transform, transform_sql, value_format"
 )
 BAD_NAME = (
     "is not a valid name (lower-case letters, digits and '_', starting with a letter or '_', at most 63 characters)"

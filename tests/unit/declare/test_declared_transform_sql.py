@@ -86,3 +86,73 @@ def test_an_aggregate_without_group_by_is_refused():
 def test_a_statement_that_is_not_a_select_is_refused():
     with pytest.raises(DeclarationError, match="must be a SELECT, not INSERT"):
         declared("INSERT INTO batch SELECT * FROM batch")
+
+
+def test_checks_become_conditions_of_their_kind():
+    pipeline = parse_pipeline(
+        {
+            **VALID,
+            "checks": [
+                {"sql": "count(*) FILTER (WHERE total < 0) = 0", "on_fail": "refuse"},
+                {"field": "order_id", "not_null": True, "on_fail": "dead_letter"},
+                {"field": "total", "not_null": True, "on_fail": "refuse"},
+                {"sql": "total < 1000 AND source_partition >= 0", "on_fail": "dead_letter"},
+            ],
+        }
+    )
+    assert [(c.condition, c.per_record) for c in pipeline.checks] == [
+        ("count(*) FILTER (WHERE total < 0) = 0", False),
+        ("`order_id` IS NOT NULL", True),
+        ("count_if(`total` IS NULL) = 0", False),
+        ("total < 1000 AND source_partition >= 0", True),
+    ]
+    assert pipeline.rows_in_spark and not parse_pipeline(dict(VALID)).rows_in_spark
+
+
+@pytest.mark.parametrize(
+    "check, field, problem",
+    [
+        ({"sql": "total > 0", "on_fail": "refuse"}, "checks.0.sql", "total is outside any aggregate"),
+        ({"sql": "sum(total) > 0", "on_fail": "dead_letter"}, "checks.0.sql", "it may not aggregate"),
+        ({"sql": "nope > 0", "on_fail": "dead_letter"}, "checks.0.sql", "names nope, which is no field"),
+        ({"sql": "record_key IS NOT NULL", "on_fail": "dead_letter"}, "checks.0.sql", "names record_key"),
+        ({"sql": "total > 0 FROM x", "on_fail": "dead_letter"}, "checks.0.sql", "must be one condition"),
+        ({"sql": "(SELECT 1) = 1", "on_fail": "dead_letter"}, "checks.0.sql", "may not use a subquery"),
+        ({"sql": "total >", "on_fail": "dead_letter"}, "checks.0.sql", "is not a valid Spark SQL condition"),
+        ({"field": "nope", "not_null": True, "on_fail": "refuse"}, "checks.0.field", "names nope"),
+        ({"field": "total", "on_fail": "refuse"}, "checks.0", "a check of a field says not_null: true"),
+        ({"sql": "total > 0", "field": "total", "on_fail": "refuse"}, "checks.0", "one of them"),
+        ({"sql": "total > 0"}, "checks.0.on_fail", "is required"),
+        ({"sql": "total > 0", "on_fail": "drop"}, "checks.0.on_fail", "must be one of refuse, dead_letter"),
+    ],
+)
+def test_a_malformed_check_names_its_field(check, field, problem):
+    with pytest.raises(DeclarationError) as caught:
+        parse_pipeline({**VALID, "checks": [check]})
+    assert (caught.value.field, problem in caught.value.problem) == (field, True), caught.value.problem
+
+
+@pytest.mark.parametrize(
+    "declared, field, problem",
+    [
+        ({"mask": {"total": "sha256"}}, "mask.total", "masks text fields only; total is a double field"),
+        ({"mask": {"nope": "redact"}}, "mask.nope", "nope is no field of the schema"),
+        ({"mask": {"order_id": "md5"}}, "mask.order_id", "must be one of sha256, hmac_sha256, redact, truncate_24"),
+        ({"mask": {"order_id": "hmac_sha256"}}, "mask_conn_id", "is required by hmac_sha256"),
+        ({"mask": {"order_id": "sha256"}, "mask_conn_id": "key"}, "mask_conn_id", "only applies to a mask of hmac"),
+        ({"mask": ["order_id"]}, "mask", "must be a mapping of field name to a mask"),
+    ],
+)
+def test_a_malformed_mask_names_its_field(declared, field, problem):
+    with pytest.raises(DeclarationError) as caught:
+        parse_pipeline({**VALID, **declared})
+    assert (caught.value.field, problem in caught.value.problem) == (field, True), caught.value.problem
+
+
+def test_masks_keep_their_order_and_a_keyed_hash_its_connection():
+    pipeline = parse_pipeline({**VALID, "mask": {"order_id": "hmac_sha256"}, "mask_conn_id": "pii_key"})
+    assert (pipeline.mask, pipeline.mask_conn_id, pipeline.rows_in_spark) == (
+        (("order_id", "hmac_sha256"),),
+        "pii_key",
+        True,
+    )
