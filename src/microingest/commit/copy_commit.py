@@ -29,7 +29,7 @@ from microingest.batches import (
     Span,
 )
 from microingest.commit.history import BatchRecord, record_batch
-from microingest.commit.overlap import Settled
+from microingest.commit.overlap import OverlapError, Settled
 from microingest.commit.read_proof import ReadMismatchError, prove_read
 from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
@@ -86,6 +86,14 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
     """Prove the read, then fence, write the batch once and record its history: one transaction."""
     batch_id = decoded.batch_id
     prove_read(decoded.spans, batch.ranges, decoded.counts.records, batch_id)
+    if batch.is_backfill and batch.overlap == "replace" and decoded.counts.filtered:
+        # What the target and the dead letters hold at a position the statement now filters out would stay beside a
+        # replay that counts it filtered: two fates for one record.
+        raise OverlapError(
+            f"batch {batch_id}: a backfill with overlap replace cannot replay records its transform_sql filters out "
+            f"({decoded.counts.filtered} in this batch): their earlier rows would stay. Nothing was committed; "
+            "backfill with overlap skip_existing, or delete those rows first"
+        )
     pipeline, counts = sink.pipeline.name, decoded.counts
     with commit_transaction(conn, batch, pipeline, batch_id) as cur:
         if decoded.into_target:

@@ -69,7 +69,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
-from microingest.declare.sql_statement import StatementError, check_condition, check_statement
+from microingest.declare.sql_statement import INTERNAL_COLUMNS, StatementError, check_condition, check_statement
 from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, duration_seconds, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
@@ -604,6 +604,14 @@ class Declaration(_Strict):
 
     def _checks_and_masks_agree(self) -> None:
         fields = tuple(self.schema_)
+        if self.transform_sql is not None or self.checks or self.mask:
+            taken = [name for name in fields if name in INTERNAL_COLUMNS]
+            if taken:
+                raise _fault(
+                    ("schema", taken[0]),
+                    f"'{taken[0]}' is reserved where rows pass through Spark SQL (transform_sql, checks, mask): the "
+                    "platform's own column there; name the field otherwise",
+                )
         for i, spec in enumerate(self.checks or ()):
             if spec.field is not None and spec.field not in self.schema_:
                 raise _fault(("checks", str(i), "field"), f"names {spec.field}, which is no field of the schema")

@@ -19,6 +19,10 @@ POSITION_COLUMNS = ("source_topic", "source_partition", "source_offset")
 RECORD_COLUMNS = ("kafka_timestamp", "record_key")
 BATCH_COLUMNS = POSITION_COLUMNS + RECORD_COLUMNS
 VIEW = "batch"
+# Columns the platform adds to a batch's rows in Spark (`spark.typed_rows`, `spark.sql_transform`, `spark.row_checks`):
+# no declared field of a pipeline whose rows pass through Spark SQL may take their names.
+SUMMARY_COLUMN, READ_COLUMN, FAILED_COLUMN = "_summary", "_read", "_failed_check"
+INTERNAL_COLUMNS = (SUMMARY_COLUMN, READ_COLUMN, FAILED_COLUMN)
 
 # Constructs that make a row of several records, several rows of one record, or drop records by their number.
 _REFUSED: dict[type, str] = {
@@ -39,6 +43,34 @@ _REFUSED: dict[type, str] = {
     exp.Qualify: "QUALIFY",
     exp.TableSample: "TABLESAMPLE",
     exp.SetOperation: "a set operation (UNION, EXCEPT, INTERSECT)",
+    exp.Pivot: "PIVOT or UNPIVOT",
+}
+# Functions a statement or check may not call: generators (several rows of one record); those whose value differs
+# each time Spark computes a row (a row checked would not be the row written, nor a probe's the batch's); and those
+# that call into the JVM of a shared Spark server.
+_REFUSED_FUNCTIONS = {
+    **dict.fromkeys(
+        ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack"),
+        "a generator",
+    ),
+    **dict.fromkeys(
+        (
+            "rand",
+            "randn",
+            "random",
+            "randstr",
+            "uniform",
+            "uuid",
+            "shuffle",
+            "monotonically_increasing_id",
+            "spark_partition_id",
+            "input_file_name",
+            "input_file_block_start",
+            "input_file_block_length",
+        ),
+        "a function whose value changes each time a row is computed",
+    ),
+    **dict.fromkeys(("reflect", "java_method", "try_reflect"), "a call into the JVM"),
 }
 
 
@@ -54,10 +86,20 @@ def check_statement(statement: str, fields: tuple[str, ...]) -> None:
         refused = next((what for kind, what in _REFUSED.items() if isinstance(node, kind)), None)
         if refused is not None and node is not select:
             raise StatementError(f"may not use {refused}: each record must make at most one row of its own")
+        _check_function(node)
     tables = list(select.find_all(exp.Table))
     if len(tables) != 1 or tables[0].name.lower() != VIEW or tables[0].args.get("db"):
         raise StatementError(f"must read FROM {VIEW} alone (the decoded batch), not {_named(tables)}")
     _check_output(select, fields)
+
+
+def _check_function(node: object) -> None:
+    if not isinstance(node, exp.Func):
+        return
+    name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+    refused = _REFUSED_FUNCTIONS.get(name)
+    if refused is not None:
+        raise StatementError(f"may not call {name}: it is {refused}")
 
 
 def _parsed(statement: str) -> exp.Select:
@@ -111,6 +153,7 @@ def check_condition(condition: str, per_record: bool, fields: tuple[str, ...]) -
     `count(*) FILTER (WHERE total < 0) = 0`)."""
     expression = _condition(condition)
     for node in expression.walk():
+        _check_function(node)
         refused = next((what for kind, what in _REFUSED.items() if isinstance(node, kind)), None)
         if isinstance(node, exp.AggFunc) and per_record:
             raise StatementError("is checked on each record (on_fail: dead_letter): it may not aggregate")

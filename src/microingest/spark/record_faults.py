@@ -51,13 +51,24 @@ UNSTORED_MARK = "transform_sql gave"
 
 
 def value_fault(exc: Exception) -> str | None:
-    """The message of a query that failed on a value (SQLSTATE class 22, data exception: an invalid cast, a
-    division by zero, an overflow; or a value `sql_transform.statement_sql` holds unstorable), else None."""
+    """The message of a query that failed on a record's value, else None: a data exception (SQLSTATE class 22: an
+    invalid cast, a division by zero, an overflow), but not the Kafka source's own (KAFKA_DATA_LOSS is 22000 too),
+    or a raised error (P0001: raise_error or assert_true, the statement's or `sql_transform.statement_sql`'s)."""
     state = str(getattr(exc, "getSqlState", lambda: None)() or "")
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if not (state.startswith("22") or (state == "P0001" and UNSTORED_MARK in str(exc))):
+    condition = fault_condition(str(exc))
+    if not (state.startswith("22") or state == "P0001") or condition.startswith("[KAFKA_"):
         return None
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else state
+
+
+def fault_condition(message: str) -> str:
+    """The error condition a Spark message opens with (`[CAST_INVALID_INPUT]`), without the rest, which may quote a
+    record's value; or the message's first words when it names none."""
+    first = message.strip().split("\n", 1)[0]
+    if first.startswith("["):
+        return first.split("]", 1)[0] + "]"
+    return " ".join(first.split()[:3])
 
 
 # A probe runs the statement over the slices: the error's message when it fails on a value, else None.

@@ -10,11 +10,11 @@ NULL passes, as a Postgres CHECK constraint's does.
 from __future__ import annotations
 
 from microingest.declare.pipeline import Pipeline
-from microingest.declare.sql_statement import POSITION_COLUMNS, condition_columns, sample_predicate
+from microingest.declare.sql_statement import FAILED_COLUMN, POSITION_COLUMNS, condition_columns, sample_predicate
 from microingest.errors import Refused
 from microingest.spark.record_faults import RecordFault, value_fault
 
-FAILED = "_failed_check"  # the index (in `checks:`) of the first record-level check a row fails, else NULL
+FAILED = FAILED_COLUMN  # the index (in `checks:`) of the first record-level check a row fails, else NULL
 CHECK_FAILED = "check_failed"  # a dead letter's class
 SAMPLE_ROWS = 3
 

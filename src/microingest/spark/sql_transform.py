@@ -24,7 +24,7 @@ from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote,
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
 from microingest.declare.pipeline import Pipeline
-from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS
+from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS, READ_COLUMN
 from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.errors import Refused
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
@@ -34,6 +34,7 @@ from microingest.spark.record_faults import (
     Slice,
     TooManyFaultsError,
     UnplacedFaultError,
+    fault_condition,
     faulty_records,
     slices_of,
     value_fault,
@@ -47,7 +48,7 @@ SQL_FAILED = "sql_failed"  # a dead letter's class: transform_sql failed on the 
 # The records of one batch the statement may fail on before the batch is refused: each costs about two Spark jobs per
 # halving of the batch, and so many failing records say the statement needs try_cast rather than dead letters.
 MAX_RECORD_FAULTS = 16
-_READ = "_read"
+_READ = READ_COLUMN
 PASS_THROUGH = "SELECT * FROM batch"  # a pipeline with checks or masks but no statement
 
 
@@ -62,9 +63,23 @@ def transformed(
     """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
     and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`)."""
     spark = job_spark
+    # The statement's casts and arithmetic fail on a value that does not fit, as the declared types do, whatever the
+    # server's default: without ANSI they give NULL or wrap around, and the value would change silently.
+    spark.conf.set("spark.sql.ansi.enabled", "true")
     # pyspark logs each failed query's SQL context at ERROR, stack and all: a probe's expected failures would flood the
     # job's log (and put record values in it); what they found is logged below, once.
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    context_log = logging.getLogger("SQLQueryContextLogger")
+    level = context_log.level
+    context_log.setLevel(logging.CRITICAL)
+    try:
+        return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key)
+    finally:
+        context_log.setLevel(level)
+
+
+def _transformed(
+    spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime, mask_key
+) -> DecodedBatch:
     decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
     typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
     view = f"microingest_batch_{uuid.uuid4().hex}"
@@ -88,8 +103,12 @@ def transformed(
         spark.catalog.dropTempView(view)
         typed.unpersist()
     decoded, written = _sum(summary, "good"), _sum(chunks, "good")
-    if written != total - len(refused):
-        raise TransformError(f"batch {batch_id}: {total} rows checked but {written} encoded; nothing was written")
+    filtered = decoded - len(found) - total
+    if written != total - len(refused) or filtered < 0:
+        raise TransformError(
+            f"batch {batch_id}: {decoded} records decoded, {len(found)} failed, {total} rows checked, "
+            f"{len(refused)} failing checks, but {written} encoded; nothing was written"
+        )
     withheld = bool(pipeline.mask)
     faults = [(f, SQL_FAILED, WITHHELD if withheld else f.message) for f in found]
     faults += [(f, CHECK_FAILED, f.message) for f in refused]
@@ -97,7 +116,7 @@ def transformed(
     failed = _dead_letters(spark, frame, faults, lead, withheld)
     notes = [DeadLetterNote(**n) for notes in summary.column("notes").to_pylist() for n in notes]
     notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
-    counts = StagedCounts(written, _sum(summary, "bad") + len(faults), decoded - len(found) - total)
+    counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
     log.info(
         "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
         "checks",
@@ -203,7 +222,8 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
         columns.append(f"{value} AS `{field.name}`")
     statement = (pipeline.transform_sql or PASS_THROUGH).strip().rstrip(";")
     positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
-    typed = f"SELECT {positions}, {', '.join(columns)} FROM ({statement})"
+    # The statement on lines of its own: a comment ending it ends there.
+    typed = f"SELECT {positions}, {', '.join(columns)} FROM (\n{statement}\n)"
     # The record-level checks read the typed rows; which one a row fails (first) rides with it.
     return f"WITH batch AS (SELECT * FROM `{view}`) SELECT *, {failed_check(pipeline)} AS {FAILED} FROM ({typed})"
 
@@ -211,7 +231,15 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
 # Per declared type: when a value is one Postgres would refuse or the decoder never stages, and why.
 _UNSTORABLE = {
     "double": ("isnan({v}) OR abs({v}) = CAST('Infinity' AS DOUBLE)", "a number that is not finite"),
-    "string": ("contains({v}, char(0))", "text with a NUL character, which Postgres text cannot store"),
+    "string": (
+        "contains({v}, char(0)) OR NOT is_valid_utf8({v})",
+        "text with a NUL character or not UTF-8, which Postgres text cannot store",
+    ),
+    "uuid": ("length({v}) <> 16", "a uuid that is not 16 bytes"),
+    "json": (
+        "try_parse_json({v}) IS NULL OR contains({v}, '\\\\u0000')",
+        "text that is not JSON Postgres jsonb stores",
+    ),
 }
 
 
@@ -233,7 +261,7 @@ def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: st
     try:
         found = faulty_records(slices, message, probe, MAX_RECORD_FAULTS)
     except TooManyFaultsError as exc:
-        first = WITHHELD if pipeline.mask else exc.found[0].message
+        first = fault_condition(exc.found[0].message)
         raise TransformError(
             f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on more than "
             f"{MAX_RECORD_FAULTS} of its records (first: {first}); nothing was written. A statement "
@@ -242,7 +270,7 @@ def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: st
     except UnplacedFaultError:
         raise TransformError(
             f"batch {batch_id} of pipeline '{pipeline.name}' refused: transform_sql fails on the batch "
-            f"({WITHHELD if pipeline.mask else message}) but on none of its records alone; nothing was written"
+            f"({fault_condition(message)}) but on none of its records alone; nothing was written"
         ) from None
     finally:
         spark.catalog.dropTempView(probe_view)
@@ -290,7 +318,7 @@ def _refuse_statement(pipeline: Pipeline, exc: Exception) -> None:
     """Raise TransformError naming the error when it is the statement's own (Spark's analysis: an unknown column, a
     type it cannot cast): a retry would meet it again. Other failures are left to the caller to raise."""
     state = str(getattr(exc, "getSqlState", lambda: None)() or "")
-    if state.startswith("42"):  # syntax error or access rule violation: the statement, not the data
+    if state.startswith(("42", "0A")):  # a syntax or access rule error, a feature not supported: the statement
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), str(exc))
         raise TransformError(f"pipeline '{pipeline.name}': Spark refuses its transform_sql: {first}") from None
 

@@ -17,6 +17,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from microingest import faults
 from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS
 from microingest.declare.pipeline import Pipeline
+from microingest.declare.sql_statement import SUMMARY_COLUMN
 from microingest.decode.batch_columns import arrow_field
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.masks import masked
@@ -24,7 +25,7 @@ from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import stage_batch
 from microingest.spark.decoder import CHUNK_BYTES, DECODED_ARROW_SCHEMA, read_spans
 
-SUMMARY = "_summary"
+SUMMARY = SUMMARY_COLUMN
 _SUMMARY_FIELDS = [pa.field(SUMMARY, pa.bool_())] + [
     DECODED_ARROW_SCHEMA.field(name) for name in ("dead", "good", "bad", "spans", "notes")
 ]

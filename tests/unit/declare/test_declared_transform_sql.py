@@ -156,3 +156,29 @@ def test_masks_keep_their_order_and_a_keyed_hash_its_connection():
         "pii_key",
         True,
     )
+
+
+@pytest.mark.parametrize(
+    "statement, problem",
+    [
+        ("SELECT *, rand() AS total FROM batch".replace("*, ", f"{POSITION}, order_id, "), "may not call rand"),
+        ("SELECT * FROM batch WHERE rand() < 0.5", "may not call rand: it is a function whose value changes"),
+        ("SELECT * FROM batch WHERE spark_partition_id() = 0", "may not call spark_partition_id"),
+        (f"SELECT {POSITION}, uuid() AS order_id, total FROM batch", "may not call uuid"),
+        (f"SELECT {POSITION}, order_id, stack(1, total) AS total FROM batch", "may not call stack: it is a generator"),
+        ("SELECT * FROM batch UNPIVOT (v FOR k IN (order_id, total))", "may not use PIVOT or UNPIVOT"),
+        (
+            f"SELECT {POSITION}, reflect('java.lang.System', 'getenv', 'HOME') AS order_id, total FROM batch",
+            "may not call reflect: it is a call into the JVM",
+        ),
+    ],
+)
+def test_functions_that_change_rows_or_reach_the_jvm_are_refused(statement, problem):
+    with pytest.raises(DeclarationError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        declared(statement)
+
+
+def test_the_platforms_own_columns_are_no_field_names_where_rows_pass_through_spark_sql():
+    schema = {**VALID["schema"], "_read": "string"}
+    with pytest.raises(DeclarationError, match="'_read' is reserved where rows pass through Spark SQL"):
+        parse_pipeline({**VALID, "schema": schema, "transform_sql": "SELECT * FROM batch"})

@@ -10,9 +10,11 @@ from microingest.spark.record_faults import (
     Slice,
     TooManyFaultsError,
     UnplacedFaultError,
+    fault_condition,
     faulty_records,
     halves,
     slices_of,
+    value_fault,
 )
 
 
@@ -71,3 +73,39 @@ def test_past_the_limit_the_search_stops_with_what_it_found():
 def test_a_statement_failing_on_the_whole_but_no_half_is_unplaced():
     with pytest.raises(UnplacedFaultError):
         faulty_records([Slice("t", 0, 0, 9)], "boom", lambda slices: None, limit=3)
+
+
+class SparkLikeError(Exception):
+    """What classic pyspark and Spark Connect errors both offer: the message and getSqlState()."""
+
+    def __init__(self, message: str, state: str | None):
+        super().__init__(message)
+        self.state = state
+
+    def getSqlState(self):
+        return self.state
+
+
+@pytest.mark.parametrize(
+    "message, state, fault",
+    [
+        (
+            "[CAST_INVALID_INPUT] The value 'x' of the type ...\nJVM stacktrace",
+            "22018",
+            "[CAST_INVALID_INPUT] The value",
+        ),
+        ("[DIVIDE_BY_ZERO] Division by zero.", "22012", "[DIVIDE_BY_ZERO] Division by zero."),
+        ("[USER_RAISED_EXCEPTION] transform_sql gave amount a number that is not finite", "P0001", "[USER_RAISED"),
+        ("[KAFKA_DATA_LOSS.START_OFFSET_RESET] Some data may have been lost", "22000", None),
+        ("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column ...", "42703", None),
+        ("Connection reset by peer", None, None),
+    ],
+)
+def test_a_value_fault_is_a_data_exception_of_the_records_not_of_kafka_nor_of_the_statement(message, state, fault):
+    found = value_fault(SparkLikeError(message, state))
+    assert (found is None) if fault is None else found.startswith(fault)
+
+
+def test_the_condition_of_a_fault_leaves_out_the_value_it_quotes():
+    assert fault_condition("[CAST_INVALID_INPUT] The value 'secret' of the type") == "[CAST_INVALID_INPUT]"
+    assert fault_condition("something odd happened here") == "something odd happened"
