@@ -20,7 +20,10 @@ from microingest.systems.pipeline_systems import PipelineSystems
 
 log = logging.getLogger(__name__)
 
-_MENTION = "SELECT b.batch_id::text, b.kind, b.committed_at, b.dag_id, b.run_id, b.note FROM microingest.batches b "
+_MENTION = (
+    "SELECT b.batch_id::text, b.kind, b.committed_at, b.dag_id, b.run_id, b.note, b.filtered "
+    "FROM microingest.batches b "
+)
 _HOLDING = (
     "WHERE b.pipeline = %s AND e->>'topic' = %s AND (e->>'partition')::int = %s AND (e->>'from')::bigint <= %s "
     "AND %s < (e->>'until')::bigint ORDER BY b.committed_at"

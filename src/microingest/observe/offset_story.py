@@ -17,6 +17,7 @@ class BatchMention:
     dag_id: str | None = None
     run_id: str | None = None
     note: str | None = None
+    filtered: int = 0  # records of the batch its transform_sql filtered out
 
     def __str__(self) -> str:
         run = f", DAG run {self.run_id}" if self.run_id else ""
@@ -112,6 +113,14 @@ def _landed(f: OffsetFacts) -> str:
         if f.key_holds is not None:
             return f"superseded: its key's row in {f.target_table} now comes from offset {f.key_holds}"
         return f"not in {f.target_table}: its key was deleted by a tombstone, or Kafka no longer holds it to tell"
+    filtering = [b for b in f.read_by if b.filtered]
+    if filtering:
+        # The history counts a batch's filtered records, not which: the story says what it knows.
+        return (
+            f"read, and {f.target_table} holds no row for it: the transform_sql of batch {filtering[-1].batch_id} "
+            f"filtered {filtering[-1].filtered} of its records out, this one among them unless its row was deleted "
+            "from the target since (microingest doctor)"
+        )
     return f"read, but {f.target_table} holds no row for it: it was deleted from the target since (microingest doctor)"
 
 

@@ -7,6 +7,8 @@ import json
 from psycopg2 import sql
 
 from helpers.pipeline_env import new_env, own_env
+from microingest.observe.offset_reads import offset_facts
+from microingest.observe.offset_story import story
 from microingest.systems.kafka_access import produce
 
 POSITION = "source_topic, source_partition, source_offset"
@@ -63,6 +65,9 @@ def test_a_statement_computes_filters_and_dead_letters_each_record_once(pg, kafk
     assert counted[:4] == (300, len(expected), 3, len(filtered))
     assert f"{len(filtered)} record(s) filtered out by transform_sql" in counted[4]
     assert dict(env.ledger()) == {p: max(o for q, o in sent if q == p) + 1 for p, _ in sent}
+    partition, offset = where[min(filtered)]
+    [told] = story(offset_facts(env.pipeline, env.topic, partition, offset))[:1]
+    assert f"filtered {len(filtered)} of its records out, this one among them" in told
 
 
 def test_a_statement_spark_refuses_fails_the_run_and_writes_nothing(pg, kafka, tmp_path, monkeypatch):

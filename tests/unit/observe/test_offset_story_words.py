@@ -27,6 +27,11 @@ BASE = OffsetFacts(
         ({"offset": 5}, "before the pipeline's start (start_from latest)"),
         ({"lost_in": [INGEST]}, "lost: retention deleted it before it was read (the gap is recorded"),
         ({"read_by": [INGEST], "in_kafka": False}, "no record there (a transaction marker"),
+        (
+            {"read_by": [replace(INGEST, filtered=3)]},
+            "the transform_sql of batch b-1 filtered 3 of its records out, this one among them unless",
+        ),
+        ({"read_by": [INGEST]}, "read, but public.orders holds no row for it: it was deleted from the target since"),
         ({"read_by": [INGEST], "sink_mode": "upsert_latest", "key_holds": 61}, "superseded: its key's row"),
         ({"read_by": [INGEST], "sink_mode": "aggregate", "group": {"t": "click"}}, "in the group {'t': 'click'}"),
         (
