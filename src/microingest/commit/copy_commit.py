@@ -126,7 +126,7 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 decoded.started_at,
                 decoded.decoded_at,
                 batch.number,
-                _note(batch, settled, counts.filtered),
+                _note(batch, settled, counts.filtered, sink.pipeline.transform_sql),
                 counts.filtered,
             ),
         )
@@ -135,14 +135,26 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
     )
 
 
-def _note(batch: Batch, settled: Settled, filtered: int) -> str | None:
+def _note(batch: Batch, settled: Settled, filtered: int, statement: str | None) -> str | None:
     if batch.is_skip:
         return batch.note
     if batch.is_redrive:
         kept = settled.kept
         return f"{batch.note}: {kept.rows} resolved, {kept.dead} still dead letters"
-    notes = [settled.note(), f"{filtered} record(s) filtered out by transform_sql" if filtered else None]
+    notes = [settled.note(), filtered_note(filtered, statement) if filtered else None]
     return "; ".join(n for n in notes if n) or None
+
+
+def filtered_note(filtered: int, statement: str | None) -> str:
+    """How many records a batch's transform_sql filtered out, and by which statement (as the declaration had it
+    then: it may have changed since), on one line."""
+    said = " ".join((statement or "").split())
+    if len(said) > STATEMENT_NOTED:
+        said = said[: STATEMENT_NOTED - 1] + "…"
+    return f"{filtered} record(s) filtered out by transform_sql: {said}"
+
+
+STATEMENT_NOTED = 300  # characters of the statement a batch's note keeps
 
 
 def _check_copied(batch_id: str, decoded: StagedCounts, copied: StagedCounts) -> None:
