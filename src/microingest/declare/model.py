@@ -626,6 +626,12 @@ class Declaration(_Strict):
             if field is None or field.type != "string":
                 what = "no field of the schema" if field is None else f"a {field.type} field"
                 raise _fault(("mask", name), f"masks text fields only; {name} is {what}")
+            if field.from_ == "key" and self.sink_mode == "upsert_latest":
+                raise _fault(
+                    ("mask", name),
+                    f"{name} is the record key, which upsert_latest keeps as it is (each row's record_key): an "
+                    "upsert cannot mask its key",
+                )
         keyed = "hmac_sha256" in masks.values()
         if keyed and self.mask_conn_id is None:
             raise _fault(("mask_conn_id",), "is required by hmac_sha256: the connection whose password is the key")

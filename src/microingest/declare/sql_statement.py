@@ -162,6 +162,8 @@ def check_condition(condition: str, per_record: bool, fields: tuple[str, ...]) -
     # The rows a check reads are the statement's: the position and the declared fields.
     known = {c.lower() for c in POSITION_COLUMNS + fields}
     for column in expression.find_all(exp.Column):
+        if column.table:
+            raise StatementError(f"names {column.sql(dialect='spark')}: name columns alone, as the row has them")
         if column.name.lower() not in known:
             raise StatementError(f"names {column.name}, which is no field (fields: {', '.join(fields)})")
         if not per_record and column.find_ancestor(exp.AggFunc, exp.Filter) is None:

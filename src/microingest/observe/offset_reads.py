@@ -96,7 +96,7 @@ def _where_it_counts(pipeline: Pipeline, systems: PipelineSystems, facts: Offset
             )
             row = cur.fetchone()
         facts.key_holds = None if row is None else row[0]
-    elif pipeline.sink_mode == "aggregate":
+    elif pipeline.sink_mode == "aggregate" and not pipeline.mask:  # a masked group's values are not told
         try:
             values = RecordProcessor(pipeline, systems.registry).process(record.key, record.value, record.headers)
         except BadRecord:

@@ -106,13 +106,6 @@ def _landed(f: OffsetFacts) -> str:
         return f"a row of {f.target_table}{key}"
     if f.in_kafka is False:
         return "no record there (a transaction marker, an aborted or compacted record): nothing to ingest"
-    if f.sink_mode == "aggregate":
-        group = f" in the group {f.group}" if f.group else " (Kafka no longer holds it to name its group)"
-        return f"counted in {f.target_table}{group}"
-    if f.sink_mode == "upsert_latest":
-        if f.key_holds is not None:
-            return f"superseded: its key's row in {f.target_table} now comes from offset {f.key_holds}"
-        return f"not in {f.target_table}: its key was deleted by a tombstone, or Kafka no longer holds it to tell"
     filtering = [b for b in f.read_by if b.filtered]
     if filtering:
         # The history counts a batch's filtered records, not which: the story says what it knows.
@@ -121,6 +114,13 @@ def _landed(f: OffsetFacts) -> str:
             f"filtered {filtering[-1].filtered} of its records out, this one among them unless its row was deleted "
             "from the target since (microingest doctor)"
         )
+    if f.sink_mode == "aggregate":
+        group = f" in the group {f.group}" if f.group else " (Kafka no longer holds it to name its group)"
+        return f"counted in {f.target_table}{group}"
+    if f.sink_mode == "upsert_latest":
+        if f.key_holds is not None:
+            return f"superseded: its key's row in {f.target_table} now comes from offset {f.key_holds}"
+        return f"not in {f.target_table}: its key was deleted by a tombstone, or Kafka no longer holds it to tell"
     return f"read, but {f.target_table} holds no row for it: it was deleted from the target since (microingest doctor)"
 
 

@@ -8,18 +8,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from microingest import faults
 from microingest.batches import Batch, CommitResult, OffsetRange
 from microingest.commit.copy_commit import DecodedBatch, commit_decoded
-from microingest.commit.ledger import LedgerError
-from microingest.commit.sinks import StagedCounts, sink_for
+from microingest.commit.sinks import sink_for
 from microingest.commit.target_tables import check_target
-from microingest.declare.pipeline import Pipeline
 from microingest.decode.records import RecordProcessor
 from microingest.errors import Refused
+from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
 from microingest.spark.jvm_collected import JvmMismatchError
@@ -32,10 +31,6 @@ log = logging.getLogger(__name__)
 # Below this many records a Spark task costs more than its work, its Python worker round trip above all. Measured on a
 # warm Spark Connect server when each task also staged into Postgres: 100 records in 6 tasks 0.7 s, in one 0.45 s.
 RECORDS_PER_TASK = 2_000
-
-
-class DeadLetterLimitError(LedgerError):
-    """Too many bad records in one batch: probably a broken producer. Nothing was committed."""
 
 
 class BatchTooLargeError(Refused):
@@ -103,7 +98,7 @@ def read_batch(job: IngestJob, batch: Batch) -> DecodedBatch:
     decoded = _decoded(job, batch, batch_id, into_target, started_at)
     log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
     if not batch.is_skip:  # a skip's dead letters are what the operator asked for
-        _check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
+        check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
     faults.crash_point("after_decode")
     return decoded
 
@@ -161,15 +156,6 @@ def _collect(frame, batch: Batch):
             f"a batch of {batch.offsets} offsets ({', '.join(map(str, batch.ranges))}) is more "
             f"than the driver may collect decoded: {first.strip()}"
         ) from None
-
-
-def _check_dead_letters(pipeline: Pipeline, batch_id: str, counts: StagedCounts, sample: Callable[[], list[str]]):
-    too_many = pipeline.dead_letter.exceeded(counts.dead, counts.records)
-    if too_many:
-        raise DeadLetterLimitError(
-            f"batch {batch_id} of pipeline '{pipeline.name}' refused: {too_many}. Nothing was committed; "
-            f"first reasons: {'; '.join(sample())}"
-        )
 
 
 def reader_group(pipeline: str) -> str:

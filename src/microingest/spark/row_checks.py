@@ -12,7 +12,7 @@ from __future__ import annotations
 from microingest.declare.pipeline import Pipeline
 from microingest.declare.sql_statement import FAILED_COLUMN, POSITION_COLUMNS, condition_columns, sample_predicate
 from microingest.errors import Refused
-from microingest.spark.record_faults import RecordFault, value_fault
+from microingest.spark.record_faults import RecordFault, fault_condition, value_fault
 
 FAILED = FAILED_COLUMN  # the index (in `checks:`) of the first record-level check a row fails, else NULL
 CHECK_FAILED = "check_failed"  # a dead letter's class
@@ -26,7 +26,8 @@ class CheckFailedError(Refused):
 def failed_check(pipeline: Pipeline) -> str:
     """A Spark SQL expression over a row: the index of the first record-level check it fails, or NULL."""
     whens = [
-        f"WHEN NOT coalesce(({check.condition}), true) THEN {i}"
+        # Each condition on lines of its own: a comment ending it ends there.
+        f"WHEN NOT coalesce((\n{check.condition}\n), true) THEN {i}"
         for i, check in enumerate(pipeline.checks)
         if check.per_record
     ]
@@ -46,17 +47,23 @@ def check_batch(rows, pipeline: Pipeline, batch_id: str) -> None:
     from pyspark.sql import functions as F
 
     checks = [(i, check) for i, check in enumerate(pipeline.checks) if not check.per_record]
-    if not checks:
+    if not checks or rows.isEmpty():
+        # A batch with no rows to write (markers only, or every record filtered out) passes: a condition such as
+        # count(*) > 0 would refuse the same range on every run, and the pipeline could never pass it.
         return
     try:
-        values = rows.agg(*[F.expr(check.condition).alias(f"check_{i}") for i, check in checks]).first()
+        values = rows.agg(*[F.expr(f"(\n{check.condition}\n)").alias(f"check_{i}") for i, check in checks]).first()
     except Exception as exc:  # classic and Spark Connect raise different classes: the SQLSTATE says what failed
+        state = str(getattr(exc, "getSqlState", lambda: None)() or "")
+        if state.startswith(("42", "0A")):  # the conditions themselves: a retry would meet them again
+            first = next((line.strip() for line in str(exc).splitlines() if line.strip()), state)
+            raise CheckFailedError(f"pipeline '{pipeline.name}': Spark refuses its checks: {first}") from None
         message = value_fault(exc)
         if message is None:
             raise
         raise CheckFailedError(
             f"batch {batch_id} of pipeline '{pipeline.name}' refused: its checks could not be computed over its rows "
-            f"({'a value is withheld: the pipeline masks fields' if pipeline.mask else message}); nothing was written"
+            f"({fault_condition(message)}); nothing was written"
         ) from None
     for (i, check), value in zip(checks, values, strict=True):
         if value is False:

@@ -27,6 +27,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS, READ_COLUMN
 from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.errors import Refused
+from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
 from microingest.spark.record_faults import (
     UNSTORED_MARK,
@@ -92,6 +93,16 @@ def _transformed(
         output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
         try:
             total = output.count()
+            # The guard before the failing records are gathered, each read again from Kafka: a check that fails
+            # most of a large batch is refused here, as the whole batch would be once they were.
+            failing = output.where(f"{FAILED} IS NOT NULL").count()
+            bad, read = _sum(summary, "bad") + len(found) + failing, _sum(summary, "good") + _sum(summary, "bad")
+            check_dead_letters(
+                pipeline,
+                batch_id,
+                StagedCounts(0, bad, read - bad),
+                lambda: [f"{len(found)} the statement failed on, {failing} failing checks", *_noted(summary)],
+            )
             refused = failing_checks(output, pipeline)
             check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
             kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
@@ -114,7 +125,7 @@ def _transformed(
     faults += [(f, CHECK_FAILED, f.message) for f in refused]
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
     failed = _dead_letters(spark, frame, faults, lead, withheld)
-    notes = [DeadLetterNote(**n) for notes in summary.column("notes").to_pylist() for n in notes]
+    notes = _notes(summary)
     notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
     counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
     log.info(
@@ -321,6 +332,14 @@ def _refuse_statement(pipeline: Pipeline, exc: Exception) -> None:
     if state.startswith(("42", "0A")):  # a syntax or access rule error, a feature not supported: the statement
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), str(exc))
         raise TransformError(f"pipeline '{pipeline.name}': Spark refuses its transform_sql: {first}") from None
+
+
+def _notes(summary: pa.Table) -> list[DeadLetterNote]:
+    return [DeadLetterNote(**n) for notes in summary.column("notes").to_pylist() for n in notes]
+
+
+def _noted(summary: pa.Table) -> list[str]:
+    return [str(note) for note in _notes(summary)[:NOTED_DEAD_LETTERS]]
 
 
 def _sum(table: pa.Table, column: str) -> int:

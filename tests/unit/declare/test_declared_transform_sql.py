@@ -182,3 +182,16 @@ def test_the_platforms_own_columns_are_no_field_names_where_rows_pass_through_sp
     schema = {**VALID["schema"], "_read": "string"}
     with pytest.raises(DeclarationError, match="'_read' is reserved where rows pass through Spark SQL"):
         parse_pipeline({**VALID, "schema": schema, "transform_sql": "SELECT * FROM batch"})
+
+
+def test_a_check_names_its_columns_alone():
+    with pytest.raises(DeclarationError, match=r"names batch\.total: name columns alone"):
+        parse_pipeline({**VALID, "checks": [{"sql": "batch.total > 0", "on_fail": "dead_letter"}]})
+
+
+def test_an_upsert_cannot_mask_its_key():
+    schema = {**VALID["schema"], "customer": {"type": "string", "from": "key"}}
+    declared = {**VALID, "schema": schema, "sink_mode": "upsert_latest", "mask": {"customer": "sha256"}}
+    with pytest.raises(DeclarationError, match="customer is the record key, which upsert_latest keeps as it is"):
+        parse_pipeline(declared)
+    assert parse_pipeline({**declared, "sink_mode": "append"}).mask == (("customer", "sha256"),)

@@ -32,6 +32,10 @@ BASE = OffsetFacts(
             "the transform_sql of batch b-1 filtered 3 of its records out, this one among them unless",
         ),
         ({"read_by": [INGEST]}, "read, but public.orders holds no row for it: it was deleted from the target since"),
+        (
+            {"read_by": [replace(INGEST, filtered=2)], "sink_mode": "aggregate", "group": {"t": "click"}},
+            "the transform_sql of batch b-1 filtered 2 of its records out",
+        ),
         ({"read_by": [INGEST], "sink_mode": "upsert_latest", "key_holds": 61}, "superseded: its key's row"),
         ({"read_by": [INGEST], "sink_mode": "aggregate", "group": {"t": "click"}}, "in the group {'t': 'click'}"),
         (
