@@ -82,6 +82,9 @@ class Sources(NamedTuple):
     positions: Mapping[str, Positions]
     gone: tuple[str, ...] = ()
     held: frozenset[str] = frozenset()  # the topics the ledger holds positions on, read now or not
+    # A pattern's pipeline planned before any topic matched (`ledger.record_waiting`): every topic it comes to read
+    # joins it, as one that comes to match beside others does.
+    waited: bool = False
 
     @property
     def topics(self) -> tuple[str, ...]:

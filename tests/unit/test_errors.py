@@ -45,6 +45,7 @@ REFUSED = {
     "RecordCountError",
     "TransformError",
     "CheckFailedError",
+    "RedriveRefusedError",
 }
 TRANSIENT = {
     "PostgresUnavailableError",

@@ -11,6 +11,7 @@ from psycopg2 import sql
 
 from microingest.batches import OffsetRange, RedriveSelection, StoredRecord
 from microingest.commit.overlap import ranges_unnest
+from microingest.decode.staged_rows import WITHHELD_MARK
 
 
 class UnresolvedGroup(NamedTuple):
@@ -23,10 +24,17 @@ class UnresolvedGroup(NamedTuple):
     first: int
     last: int
     sample: str  # the reason of the first of them
+    withheld: bool = False  # a masked pipeline's: no record kept to decode, never redriven
+
+
+# A masked pipeline's dead letter (`staged_rows.WITHHELD_MARK`): it keeps no key, value or headers, so decoded again
+# it would be a tombstone. Its record is read again from Kafka by a backfill over its position.
+WITHHELD = sql.SQL("starts_with(d.error_message, {})").format(sql.Literal(WITHHELD_MARK))
 
 
 def _selected(pipeline: str, ranges: Sequence[OffsetRange], selection: RedriveSelection) -> tuple[sql.Composable, list]:
-    """WHERE of the unresolved dead letters of `pipeline` inside `ranges` that `selection` takes (alias d)."""
+    """WHERE of the unresolved dead letters of `pipeline` inside `ranges` that `selection` takes (alias d), withheld
+    ones among them."""
     rows, range_args = ranges_unnest(ranges)
     where = [
         sql.SQL("d.pipeline = %s AND d.resolved_by IS NULL"),
@@ -61,9 +69,9 @@ def unresolved_groups(
     cur.execute(
         sql.SQL(
             'SELECT d.topic, d.partition, d.error_class, count(*), min(d."offset"), max(d."offset"), '
-            '(array_agg(d.error_message ORDER BY d."offset"))[1] FROM microingest.dead_letters d WHERE {} '
-            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
-        ).format(where),
+            '(array_agg(d.error_message ORDER BY d."offset"))[1], {} FROM microingest.dead_letters d WHERE {} '
+            "GROUP BY 1, 2, 3, 8 ORDER BY 1, 2, 3, 8"
+        ).format(WITHHELD, where),
         args,
     )
     return [UnresolvedGroup(*row) for row in cur.fetchall()]
@@ -77,8 +85,10 @@ def unresolved_page(
     after: tuple[str, int, int] | None,
     limit: int,
 ) -> list[StoredRecord]:
-    """The next `limit` selected dead letters after position `after` (topic, partition, offset), in position order."""
+    """The next `limit` selected dead letters after position `after` (topic, partition, offset), in position order;
+    never a withheld one."""
     where, args = _selected(pipeline, ranges, selection)
+    where = sql.SQL("{} AND NOT {}").format(where, WITHHELD)
     if after is not None:
         where = sql.SQL('{} AND (d.topic, d.partition, d."offset") > (%s, %s, %s)').format(where)
         args += list(after)

@@ -19,7 +19,7 @@ class BatchRecord:
     """What one batch did, as the history keeps it."""
 
     # ingest | backfill | redrive (a run's batches, from its plan) | pin | skip | restart (a recreated topic) |
-    # new_topic (a topic the pipeline starts reading after its first)
+    # new_topic (a topic the pipeline starts reading after its first) | waiting (a pattern that matched nothing yet)
     kind: str
     records_read: int
     rows_written: int

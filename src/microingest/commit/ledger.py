@@ -213,5 +213,34 @@ def record_new_topic(
     return True
 
 
+WAITING = "waiting"  # the history's kind of a pattern pipeline's first plan that found no topic to read
+
+
+def record_waiting(params: dict[str, Any], pipeline: str, run: RunInfo, note: str) -> bool:
+    """Record in the history, once, that a pattern's pipeline was planned while no topic matched and it held no
+    positions (a batch of kind `waiting`, no ranges): the topics that come to match later are joiners, read from
+    their earliest offsets, not the pipeline's first topics, which its start_from places. False when it was already
+    recorded or the pipeline holds positions."""
+    with connection(params) as conn, conn, conn.cursor() as cur:
+        lock_pipeline(cur, pipeline)
+        if has_waited(conn, pipeline, any_positions=True):
+            return False
+        started = datetime.now(timezone.utc)
+        record_batch(cur, pipeline, str(uuid.uuid4()), (), run, BatchRecord(WAITING, 0, 0, 0, started, note=note))
+    return True
+
+
+def has_waited(conn, pipeline: str, any_positions: bool = False) -> bool:
+    """The pipeline's first plan found no topic to read (`record_waiting`); with `any_positions`, or it holds
+    positions."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM microingest.batches WHERE pipeline = %(p)s AND kind = %(k)s)"
+            + (" OR EXISTS (SELECT 1 FROM microingest.ledger WHERE pipeline = %(p)s)" if any_positions else ""),
+            {"p": pipeline, "k": WAITING},
+        )
+        return bool(cur.fetchone()[0])
+
+
 def _shown(offset: int | None) -> str:
     return "none" if offset is None else str(offset)

@@ -7,9 +7,10 @@ statement:
 
 - append:         one target row per record; the target's key on the source position rejects any duplicate (a
                   backfill, whose overlap policy looks at the staged positions first).
-- upsert_latest:  one target row per record key holding its newest record (offset order within a partition, Kafka
-                  timestamp across partitions); a tombstone deletes the key's row and is remembered, so an older
-                  record (a replay, a late batch) neither overwrites a newer row nor brings a deleted key back.
+- upsert_latest:  one target row per record key holding its newest record (offset order within a partition, the
+                  key's clock across partitions: `_newer`); a tombstone deletes the key's row and is remembered, so
+                  an older record (a replay, a late batch) neither overwrites a newer row nor brings a deleted key
+                  back.
 - aggregate:      counts and sums per group (and time bucket) added onto the target's existing rows — not idempotent,
                   so any record published twice shows up as a wrong total.
 """
@@ -96,97 +97,138 @@ class AppendSink(Sink):
 
 
 def _newer(a: str, b: str) -> sql.Composable:
-    """SQL: is the record version (source position, Kafka timestamp) of alias `a` newer than that of `b`?
+    """SQL: is the record version of alias `a` newer than that of `b`? Each has the source position and a `clock`.
 
-    Within a partition of one topic the offset decides: Kafka's own order. Across partitions or topics (a key whose
-    producer or partition count changed, or that several topics carry) the Kafka timestamp decides, ties broken by
-    topic, partition then offset, so every writer, replay or not, ends on the same row."""
+    Within a partition of one topic the offset decides: Kafka's own order, kept by a record redriven or backfilled
+    late too. Otherwise the clock decides, ties broken by topic, partition then offset. A key's clock is the latest
+    Kafka timestamp among its records in its partition up to each one, so it never goes backwards within a
+    partition (its CreateTime may, with several producers): the two rules agree, the order is total, and a key ends
+    on the same row whatever order its records came in and however batches were cut."""
     return sql.SQL(
         "(CASE WHEN ({a}.source_topic, {a}.source_partition) = ({b}.source_topic, {b}.source_partition) "
         "THEN {a}.source_offset > {b}.source_offset "
-        "ELSE (coalesce({a}.kafka_timestamp, '-infinity'), {a}.source_topic, {a}.source_partition, {a}.source_offset) "
-        "> (coalesce({b}.kafka_timestamp, '-infinity'), {b}.source_topic, {b}.source_partition, {b}.source_offset) "
-        "END)"
+        "ELSE ({a}.clock, {a}.source_topic, {a}.source_partition, {a}.source_offset) "
+        "> ({b}.clock, {b}.source_topic, {b}.source_partition, {b}.source_offset) END)"
     ).format(a=sql.Identifier(a), b=sql.Identifier(b))
+
+
+def _seed(stored: str) -> sql.Composable:
+    """SQL: the clock of the key's stored version (alias `stored`) when it comes earlier in staged record s's
+    partition: where s's clock goes on from."""
+    return sql.SQL(
+        "CASE WHEN ({v}.source_topic, {v}.source_partition) = (s.source_topic, s.source_partition) "
+        "AND {v}.source_offset < s.source_offset THEN {v}.clock END"
+    ).format(v=sql.Identifier(stored))
 
 
 class UpsertLatestSink(Sink):
     mode = "upsert_latest"
     TOMBSTONES = sql.Identifier("microingest", "upsert_tombstones")
-    _VERSION = ("record_key", "source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id")
+    CLOCKS = sql.Identifier("microingest", "upsert_clocks")
+    LATEST = sql.Identifier("microingest_latest")
+    _VERSION = ("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", "clock")
+    _WINS = sql.SQL("l.beats_row AND l.beats_memo")
 
     def target_columns(self) -> tuple[str, ...]:
         return ("record_key",) + SOURCE_COLUMNS + self.pipeline.value_columns
 
-    def _latest(self) -> sql.Composable:
-        """Each key's newest staged record of the batch (by `_newer`: the last offset of each topic's partition
-        first)."""
-        return sql.SQL(
-            "SELECT DISTINCT ON (record_key) * FROM (SELECT DISTINCT ON (record_key, source_topic, source_partition) * "
-            "FROM {} WHERE batch_id = %s ORDER BY record_key, source_topic, source_partition, source_offset DESC) p "
-            "ORDER BY record_key, coalesce(kafka_timestamp, '-infinity') DESC, source_topic DESC, "
-            "source_partition DESC, source_offset DESC"
-        ).format(self.staging)
+    def _weigh(self, cur, batch_id: str) -> None:
+        """Into LATEST: each key's newest staged record with its clock, and whether it is newer than the key's row
+        and than its remembered tombstone, as they stood before the batch (by `_newer`)."""
+        cur.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE {latest} ON COMMIT DROP AS WITH "
+                "s AS (SELECT *, max(coalesce(kafka_timestamp, '-infinity')) OVER (PARTITION BY record_key, "
+                "source_topic, source_partition ORDER BY source_offset) AS own_clock FROM {staging} "
+                "WHERE batch_id = %(batch)s), "
+                "r AS (SELECT t.record_key, t.source_topic, t.source_partition, t.source_offset, "
+                "coalesce(c.clock, t.kafka_timestamp, '-infinity') AS clock FROM {target} t LEFT JOIN {clocks} c "
+                "ON c.pipeline = %(pipeline)s AND c.record_key = t.record_key "
+                "WHERE t.record_key IN (SELECT record_key FROM s)), "
+                "m AS (SELECT record_key, source_topic, source_partition, source_offset, "
+                "coalesce(clock, kafka_timestamp, '-infinity') AS clock FROM {memo} "
+                "WHERE pipeline = %(pipeline)s AND record_key IN (SELECT record_key FROM s)), "
+                "c AS (SELECT s.*, greatest(s.own_clock, {seed_r}, {seed_m}) AS clock FROM s "
+                "LEFT JOIN r USING (record_key) LEFT JOIN m USING (record_key)), "
+                "l AS (SELECT DISTINCT ON (record_key) * FROM c "
+                "ORDER BY record_key, clock DESC, source_topic DESC, source_partition DESC, source_offset DESC) "
+                "SELECT l.*, (r.record_key IS NULL OR {newer_r}) AS beats_row, "
+                "(m.record_key IS NULL OR {newer_m}) AS beats_memo "
+                "FROM l LEFT JOIN r USING (record_key) LEFT JOIN m USING (record_key)"
+            ).format(
+                latest=self.LATEST,
+                staging=self.staging,
+                target=self.target,
+                clocks=self.CLOCKS,
+                memo=self.TOMBSTONES,
+                seed_r=_seed("r"),
+                seed_m=_seed("m"),
+                newer_r=_newer("l", "r"),
+                newer_m=_newer("l", "m"),
+            ),
+            {"batch": batch_id, "pipeline": self.pipeline.name},
+        )
 
     def publish(self, cur, batch_id: str) -> int:
         """Never overwrite a key's row with an older record, nor bring back a key that a newer tombstone deleted:
         live batches, retries and backfill replays all converge on each key's newest record."""
-        name = self.pipeline.name
-        latest, version = self._latest(), identifier_list(self._VERSION[1:])
+        name, latest, wins = self.pipeline.name, self.LATEST, self._WINS
+        self._weigh(cur, batch_id)
         cur.execute(
-            sql.SQL(
-                "WITH l AS ({}) DELETE FROM {} t USING l WHERE l.is_tombstone AND t.record_key = l.record_key AND {}"
-            ).format(latest, self.target, _newer("l", "t")),
-            (batch_id,),
+            sql.SQL("DELETE FROM {} t USING {} l WHERE l.is_tombstone AND {} AND t.record_key = l.record_key").format(
+                self.target, latest, wins
+            )
         )
         deleted = cur.rowcount
-        # Remember the deleting tombstones (and tombstones of keys already absent) so older records stay out.
+        # Remember the winning tombstones (of keys deleted now or absent already) so older records stay out.
+        version = identifier_list(self._VERSION)
         cur.execute(
             sql.SQL(
-                "WITH l AS ({latest}) INSERT INTO {memo} AS m (pipeline, record_key, {version}) SELECT %s, record_key, "
-                "{version} FROM l WHERE l.is_tombstone AND NOT EXISTS (SELECT 1 FROM {target} t WHERE t.record_key = "
-                "l.record_key) ON CONFLICT (pipeline, record_key) DO UPDATE SET {updates} WHERE {newer}"
+                "INSERT INTO {memo} (pipeline, record_key, {version}) SELECT %s, record_key, {version} FROM {latest} l "
+                "WHERE l.is_tombstone AND {wins} ON CONFLICT (pipeline, record_key) DO UPDATE SET {updates}"
             ).format(
-                latest=latest,
                 memo=self.TOMBSTONES,
                 version=version,
-                target=self.target,
+                latest=latest,
+                wins=wins,
                 updates=sql.SQL(", ").join(
-                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in self._VERSION[1:]
+                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in self._VERSION
                 ),
-                newer=_newer("excluded", "m"),
             ),
-            (batch_id, name),
+            (name,),
         )
-
         cols = self.target_columns()
         updates = sql.SQL(", ").join(
             sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in cols if c != "record_key"
         )
         cur.execute(
             sql.SQL(
-                "WITH l AS ({latest}) INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM l WHERE NOT l.is_tombstone "
-                "AND NOT EXISTS (SELECT 1 FROM {memo} m WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
-                "{newer_than_memo}) ON CONFLICT (record_key) DO UPDATE SET {updates} WHERE {newer}"
-            ).format(
-                latest=latest,
-                target=self.target,
-                cols=identifier_list(cols),
-                memo=self.TOMBSTONES,
-                newer_than_memo=_newer("l", "m"),
-                updates=updates,
-                newer=_newer("excluded", "t"),
-            ),
-            (batch_id, name),
+                "INSERT INTO {target} ({cols}) SELECT {cols} FROM {latest} l WHERE NOT l.is_tombstone AND {wins} "
+                "ON CONFLICT (record_key) DO UPDATE SET {updates}"
+            ).format(target=self.target, cols=identifier_list(cols), latest=latest, wins=wins, updates=updates),
         )
         written = cur.rowcount
-        # A newer value brought the key back: its tombstone no longer decides anything.
+        # A newer value brought the key back: its tombstone no longer decides anything. A row's clock is kept
+        # apart only where it is not the row's own Kafka timestamp.
         cur.execute(
             sql.SQL(
-                "WITH l AS ({}) DELETE FROM {} m USING l WHERE m.pipeline = %s AND m.record_key = "
-                "l.record_key AND NOT l.is_tombstone AND {}"
-            ).format(latest, self.TOMBSTONES, _newer("l", "m")),
-            (batch_id, name),
+                "DELETE FROM {} m USING {} l WHERE m.pipeline = %s AND m.record_key = l.record_key AND NOT "
+                "l.is_tombstone AND {}"
+            ).format(self.TOMBSTONES, latest, wins),
+            (name,),
+        )
+        cur.execute(
+            sql.SQL("DELETE FROM {} c USING {} l WHERE c.pipeline = %s AND c.record_key = l.record_key AND {}").format(
+                self.CLOCKS, latest, wins
+            ),
+            (name,),
+        )
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {} (pipeline, record_key, clock) SELECT %s, record_key, clock FROM {} l WHERE NOT "
+                "l.is_tombstone AND {} AND l.clock > coalesce(l.kafka_timestamp, '-infinity')"
+            ).format(self.CLOCKS, latest, wins),
+            (name,),
         )
         return deleted + written
 

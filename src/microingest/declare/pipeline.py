@@ -260,6 +260,19 @@ class Pipeline:
         return self.transform_sql is not None or bool(self.checks) or bool(self.mask)
 
     @property
+    def redrive_refusal(self) -> str | None:
+        """Why its dead letters cannot be redriven, else None. Judged by the planner and again by the job with the
+        declaration it decodes with, so a statement, check or mask added after the plan never lets rows land
+        untransformed, unchecked or unmasked."""
+        if not self.rows_in_spark:
+            return None
+        # A redrive decodes in the job's own process, without Spark SQL.
+        return (
+            f"pipeline {self.name} has a transform_sql, checks or masks, which redrives do not run yet: its dead "
+            "letters stay where they are"
+        )
+
+    @property
     def woken_by_records(self) -> bool:
         """Runs started by the triggerer when records wait (Airflow's event-driven scheduling), not by a clock."""
         return self.schedule == ON_RECORDS

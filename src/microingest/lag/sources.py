@@ -8,7 +8,7 @@ ledger positions and is reported as gone; a named topic Kafka does not have fail
 from __future__ import annotations
 
 from microingest.batches import Positions, Sources
-from microingest.commit.ledger import read_ledgers
+from microingest.commit.ledger import has_waited, read_ledgers
 from microingest.declare.pipeline import Pipeline
 from microingest.systems.kafka_access import list_topics, topics_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -18,6 +18,7 @@ def pipeline_sources(pipeline: Pipeline, systems: PipelineSystems) -> Sources:
     """Where the pipeline is on each of its topics (its ledger), and what Kafka holds."""
     with systems.db() as conn:
         ledgers = read_ledgers(conn, pipeline.name)
+        waited = pipeline.topic_pattern is not None and not ledgers and has_waited(conn, pipeline.name)
     topics: tuple[str, ...] = pipeline.topics
     gone: tuple[str, ...] = ()
     if pipeline.topic_pattern is not None:
@@ -25,4 +26,4 @@ def pipeline_sources(pipeline: Pipeline, systems: PipelineSystems) -> Sources:
         topics = tuple(sorted(t for t in listed if pipeline.reads_topic(t)))
         gone = tuple(sorted(t for t in ledgers if t not in listed and pipeline.reads_topic(t)))
     bounds = topics_bounds(systems.kafka_client, topics) if topics else {}
-    return Sources({t: Positions(ledgers.get(t, {}), *bounds[t]) for t in topics}, gone, frozenset(ledgers))
+    return Sources({t: Positions(ledgers.get(t, {}), *bounds[t]) for t in topics}, gone, frozenset(ledgers), waited)

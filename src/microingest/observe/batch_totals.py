@@ -29,7 +29,7 @@ def batch_totals(conn, pipeline: str) -> list[KindTotals]:
             f"SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), {buckets} "
             "FROM (SELECT kind, records_read, rows_written, dead_letters, "
             "extract(epoch FROM committed_at - started_at)::float8 AS d FROM microingest.batches "
-            "WHERE pipeline = %s AND kind NOT IN ('pin', 'new_topic')) b GROUP BY kind ORDER BY kind",
+            "WHERE pipeline = %s AND kind NOT IN ('pin', 'new_topic', 'waiting')) b GROUP BY kind ORDER BY kind",
             (*DURATION_BUCKETS, pipeline),
         )
         return [

@@ -9,7 +9,13 @@ from __future__ import annotations
 import logging
 
 from microingest.batches import OffsetRange, RunInfo, RunPlan, Sources
-from microingest.commit.ledger import ledger_topic_ids, pin_positions, record_new_topic, restart_topic
+from microingest.commit.ledger import (
+    ledger_topic_ids,
+    pin_positions,
+    record_new_topic,
+    record_waiting,
+    restart_topic,
+)
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
@@ -57,11 +63,12 @@ def plan_live_run(
 
 
 def joined_from(pipeline: Pipeline, sources: Sources, topic: str | None = None) -> str | None:
-    """Where a topic without positions begins once the pipeline holds positions on others (but `topic`): one that
-    came to match its pattern holds nothing older than the pipeline, so it is read from 'earliest', as a partition
-    added to a topic is. None: start_from decides (the pipeline's first topics, and those added to `topics:` by
-    hand)."""
-    return "earliest" if pipeline.topic_pattern is not None and sources.held - {topic} else None
+    """Where a topic without positions begins once the pipeline holds positions on others (but `topic`), or was
+    planned while its pattern matched nothing: one that came to match its pattern holds nothing older than the
+    pipeline, so it is read from 'earliest', as a partition added to a topic is. None: start_from decides (the
+    pipeline's first topics, and those added to `topics:` by hand)."""
+    joins = bool(sources.held - {topic}) or sources.waited
+    return "earliest" if pipeline.topic_pattern is not None and joins else None
 
 
 def _record_new_topics(
@@ -70,7 +77,7 @@ def _record_new_topics(
     """A topic the pipeline starts reading after its first (one that came to match its pattern, or was added to its
     list) is recorded in the history, once, with where it is read from. A topic restarted by this plan has its
     restart in the history instead."""
-    if not sources.held:
+    if not sources.held and not sources.waited:
         return  # the pipeline's first topics: its first batches say where they started
     begins = joined_from(pipeline, sources)
     for topic, positions in sources.positions.items():
@@ -140,6 +147,13 @@ def _plan(pipeline: Pipeline, max_records: int, run: RunInfo | None, record_pins
         log.warning(
             "pipeline %s: topic_pattern '%s' matches no topic Kafka lists", pipeline.name, pipeline.topic_pattern
         )
+        if record_pins and not sources.held and not sources.waited:
+            note = (
+                f"topic_pattern '{pipeline.topic_pattern}' matches no topic yet: every topic that comes to match "
+                "joins the pipeline and is read from its earliest offsets"
+            )
+            if record_waiting(systems.postgres, pipeline.name, run or RunInfo(), note):
+                log.info(note)
     for topic in sources.gone:
         log.warning(
             "topic %s matches pipeline %s's topic_pattern and the ledger holds positions on it, but Kafka no longer "

@@ -31,14 +31,8 @@ _END = 2**63 - 1  # past any Kafka offset
 def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple[RunPlan, list[UnresolvedGroup]]:
     """The redrive's run plan (its ranges empty when no dead letter is selected) and the selected dead letters by
     partition and error class."""
-    if pipeline.rows_in_spark:
-        # A redrive decodes in the job's own process, without Spark SQL: its rows would land untransformed,
-        # unchecked or unmasked (and a masked pipeline's dead letters keep no record to decode).
-        raise RequestError(
-            REDRIVE,
-            f"pipeline {pipeline.name} has a transform_sql, checks or masks, which redrives do not run yet: its "
-            "dead letters stay where they are",
-        )
+    if pipeline.redrive_refusal is not None:
+        raise RequestError(REDRIVE, pipeline.redrive_refusal)
     systems = PipelineSystems.of(pipeline)
     with systems.db() as conn, conn.cursor() as cur:
         cur.execute(
@@ -64,6 +58,8 @@ def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple
         groups = unresolved_groups(cur, pipeline.name, asked, request.selection) if asked else []
     spans: dict[tuple[str, int], tuple[int, int]] = {}
     for g in groups:
+        if g.withheld:
+            continue
         lo, hi = spans.get((g.topic, g.partition), (g.first, g.last + 1))
         spans[(g.topic, g.partition)] = (min(lo, g.first), max(hi, g.last + 1))
     ranges = tuple(OffsetRange(t, p, lo, hi, None) for (t, p), (lo, hi) in sorted(spans.items()))
@@ -74,16 +70,25 @@ def plan_redrive(pipeline: Pipeline, request: RedriveRequest, who: str) -> tuple
 
 def redrive_summary(plan: RunPlan, groups: list[UnresolvedGroup]) -> str:
     """What the redrive will take, for the plan's log, its XCom and `microingest redrive`."""
-    total = sum(g.records for g in groups)
+    withheld = sum(g.records for g in groups if g.withheld)
+    left = (
+        f"; {withheld:,} withheld dead letter(s) left as they are: a masked pipeline kept no record to decode, a "
+        "backfill over their positions reads them again from Kafka"
+        if withheld
+        else ""
+    )
+    total = sum(g.records for g in groups if not g.withheld)
     if not total:
-        return f"redrive: no unresolved dead letter is selected ({plan.redrive.describe() if plan.redrive else ''})"
+        selected = plan.redrive.describe() if plan.redrive else ""
+        return f"redrive: no unresolved dead letter is selected ({selected}){left}"
     by_class = Counter[str]()
     for g in groups:
-        by_class[g.error_class] += g.records
+        if not g.withheld:
+            by_class[g.error_class] += g.records
     classes = ", ".join(f"{c} {n:,}" for c, n in sorted(by_class.items()))
     return (
         f"redrive of {total:,} dead letter(s) in {', '.join(map(str, plan.ranges))} ({classes}), in batches of at "
-        f"most {plan.batch_cap:,}; {plan.note}"
+        f"most {plan.batch_cap:,}; {plan.note}{left}"
     )
 
 

@@ -165,21 +165,27 @@ def reader_group(pipeline: str) -> str:
     return f"microingest-{pipeline}-reader"
 
 
-def read_frame(spark, kafka_options: dict[str, str], batch: Batch, group: str | None = None):
-    """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions; read in
-    consumer group `group` unless the Kafka connection names one (for group-based authorization, say)."""
-    # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
-    # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
+def reader_options(kafka_options: dict[str, str], batch: Batch, group: str | None) -> dict[str, str]:
+    """The Kafka source's options for the batch: the connection's (`spark_kafka_options`), the batch's ranges, and
+    consumer group `group` unless the connection names its own."""
     options = {**kafka_options, **kafka_read_options(batch.ranges)}
     if group is not None:
         options.setdefault("kafka.group.id", group)
-    frame = spark.read.format("kafka").options(**options).load()
+    return options
+
+
+def read_frame(spark, kafka_options: dict[str, str], batch: Batch, group: str | None = None):
+    """The batch's records as the Decoder takes them, split into at most decode_tasks() Spark partitions; read in
+    consumer group `group` unless the Kafka connection names one (for group-based authorization, say)."""
+    frame = spark.read.format("kafka").options(**reader_options(kafka_options, batch, group)).load()
     if batch.time_window_ms is not None:
         # Before any decoding: a record outside the window is not part of this backfill at all.
         frame = frame.where(
             f"timestamp >= timestamp_millis({batch.time_window_ms[0]}) AND "
             f"timestamp < timestamp_millis({batch.time_window_ms[1]})"
         )
+    # Headers as JSON text: as an Arrow list of structs, Spark re-measures the batch's size for every row it adds
+    # (quadratic: 2.5 s of JVM time per 100k records in 6 Spark partitions, even with no headers at all).
     frame = frame.selectExpr(
         "topic",
         "partition",

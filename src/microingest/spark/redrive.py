@@ -21,10 +21,16 @@ from microingest.commit.history import committed_by_run
 from microingest.commit.sinks import sink_for
 from microingest.commit.target_tables import check_target
 from microingest.decode.staged_rows import stored_records_batch
+from microingest.errors import Refused
 from microingest.spark.decoder import DECODED_ARROW_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
 
 log = logging.getLogger(__name__)
+
+
+class RedriveRefusedError(Refused):
+    """The declaration the job decodes with refuses the redrive its plan was made for (a statement, check or mask
+    declared since): nothing was written."""
 
 
 def redrive_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = None) -> RunOutcome:
@@ -33,6 +39,11 @@ def redrive_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = Non
     outcome = outcome if outcome is not None else RunOutcome()
     if plan.redrive is None or not plan.ranges:
         return outcome
+    # Judged again here, by the declaration these records are decoded with: it may have changed since the plan (an
+    # Airflow retry, a cleared task re-running an old plan).
+    refusal = job.pipeline.redrive_refusal
+    if refusal is not None:
+        raise RedriveRefusedError(f"the declaration changed since the redrive was planned: {refusal}")
     after = _resume(job, outcome) if job.run.run_id else None
     pipeline, sink = job.pipeline, sink_for(job.pipeline)
     while True:

@@ -226,10 +226,15 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
     columns = []
     for field in pipeline.schema:
         value = f"CAST(`{field.name}` AS {from_arrow_type(schema.field(field.name).type).simpleString()})"
-        unstorable = _UNSTORABLE.get(field.type)
-        if unstorable is not None:
-            problem = f"{UNSTORED_MARK} {field.name} {unstorable[1]}"
-            value = f"CASE WHEN {unstorable[0].format(v=value)} THEN raise_error('{problem}') ELSE {value} END"
+        refusals = [_UNSTORABLE[field.type]] if field.type in _UNSTORABLE else []
+        if field.required:  # its column is NOT NULL: a NULL would refuse the whole batch at COPY, on every run
+            refusals.append(_NULL_FOR_REQUIRED)
+        if refusals:
+            cases = " ".join(
+                f"WHEN {condition.format(v=value)} THEN raise_error('{UNSTORED_MARK} {field.name} {problem}')"
+                for condition, problem in refusals
+            )
+            value = f"CASE {cases} ELSE {value} END"
         columns.append(f"{value} AS `{field.name}`")
     statement = (pipeline.transform_sql or PASS_THROUGH).strip().rstrip(";")
     positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
@@ -239,6 +244,7 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
     return f"WITH batch AS (SELECT * FROM `{view}`) SELECT *, {failed_check(pipeline)} AS {FAILED} FROM ({typed})"
 
 
+_NULL_FOR_REQUIRED = ("{v} IS NULL", "NULL, but the field is required")
 # Per declared type: when a value is one Postgres would refuse or the decoder never stages, and why.
 _UNSTORABLE = {
     "double": ("isnan({v}) OR abs({v}) = CAST('Infinity' AS DOUBLE)", "a number that is not finite"),

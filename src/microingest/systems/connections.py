@@ -165,6 +165,7 @@ def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
     """Options for spark.read.format("kafka"): consumer properties carry the 'kafka.' prefix."""
     options = {"kafka.bootstrap.servers": kafka_bootstrap(conn)}
     for key in (
+        "group.id",  # for group-based authorization: it wins over the platform's reader group (`spark.batch`)
         "security.protocol",
         "sasl.mechanism",
         "ssl.truststore.location",

@@ -11,8 +11,9 @@ import pytest
 
 from helpers.pipeline_env import DEMO_SCHEMA, UPSERT_TARGET, job_result, reached_pause
 from microingest.batches import RedriveSelection, RunInfo
+from microingest.decode.staged_rows import WITHHELD_MARK
 from microingest.plan.backfill import plan_backfill
-from microingest.plan.redrive import plan_redrive, preview_redrive
+from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
 from microingest.plan.request import RedriveRequest, SkipRequest, parse_request
 from microingest.plan.skip import plan_skip
 
@@ -287,3 +288,49 @@ def test_a_cleared_redrive_run_tries_its_failing_dead_letters_again_and_a_retry_
         (3, False),
         (5, True),
     ]
+
+
+def test_a_redrive_whose_declaration_gained_a_mask_since_its_plan_is_refused_and_writes_nothing(env):
+    """The plan was made under a declaration without a mask; the job finds one (a retry, a cleared task re-running
+    an old plan): it judges by the declaration it decodes with, so no clear-text value lands beside masked ones."""
+    incident(env)
+    plan, _ = plan_redrive(env.pipeline, RedriveRequest(), "on-call")
+    assert plan.ranges, "the plan, made before the mask, takes the dead letters"
+    before = (env.target_rows(), dead_state(env))
+    env.redeclare(mask={"user_id": "sha256"})
+
+    result = env.spark_job(plan)
+
+    assert result.returncode != 0
+    assert "RedriveRefusedError" in result.stdout and "redrives do not run yet" in result.stdout, result.stdout[-3000:]
+    assert (env.target_rows(), dead_state(env)) == before
+    assert redrive_batches(env) == []
+
+
+def test_withheld_dead_letters_of_a_mask_since_removed_are_never_redriven(env):
+    """A masked pipeline keeps no record in its dead letters (nor in a skip's); with the mask taken off, a redrive
+    would decode their missing values as tombstones. They stay as they are, and the plan says why."""
+    env.redeclare(**TOO_STRICT, mask={"user_id": "sha256"})
+    env.send_to(0, [(key, encoded(value)) for key, value, _ in RECORDS])
+    env.ingest_all()
+    env.send_to(0, [(b"s", encoded({"event_id": "s0", "user_id": "u", "event_type": "click", "amount": 1}))])
+    skipped = env.spark_job(plan_skip(env.pipeline, SkipRequest(0, 7, "incident 9"), "on-call"))
+    assert skipped.returncode == 0, skipped.stdout[-3000:]
+    letters = env.dead_letters()
+    assert [(o, cls, key, value) for _, o, cls, _, key, value, _ in letters] == [
+        *((o, RECORDS[o][2], None, None) for o in DEAD),
+        (6, "skipped", None, None),
+    ]
+    assert all(msg.startswith(WITHHELD_MARK) for *_, msg, _, _, _ in letters)
+    assert letters[-1][3] == f"{WITHHELD_MARK}skipped by on-call: incident 9"
+    env.redeclare(**FIXED, mask=None)
+
+    plan, groups = plan_redrive(env.pipeline, RedriveRequest(), "on-call")
+
+    assert plan.ranges == ()
+    summary = redrive_summary(plan, groups)
+    assert "no unresolved dead letter is selected" in summary and "5 withheld dead letter(s) left" in summary
+    result = env.spark_job(plan)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert env.dead_letters() == letters and redrive_batches(env) == []
+    assert [o for _, o, _ in env.landed_once()] == [0, 4]

@@ -224,3 +224,41 @@ def test_a_latest_pipeline_reads_a_topic_that_comes_to_match_from_its_start(pg, 
         "SELECT note FROM microingest.batches WHERE pipeline = %s AND kind = 'new_topic'", (env.pipeline.name,)
     )
     assert note[0].startswith(f"topic {prefix}-us matches topic_pattern") and "read from its earliest" in note[0]
+
+
+def test_a_pattern_that_matched_nothing_at_its_first_plan_reads_the_first_topic_to_match_from_earliest(
+    pg, kafka, tmp_path, monkeypatch
+):
+    """Deployed before any topic matches (start_from: latest): the topic that comes to match joins the pipeline and
+    is read from its earliest offsets, as the docs promise; a pipeline whose first plan finds the topic there starts
+    at its end, as start_from says."""
+    env, prefix = several(pg, kafka, tmp_path, monkeypatch, {"other": 1}, pattern="eu", start_from="latest")
+    assert plan_live_run(env.pipeline).ranges == ()
+    create_topic(kafka, f"{prefix}-eu", 2)
+    sent = send(env, f"{prefix}-eu", 25)
+
+    env.ingest_all()
+
+    assert landed(env) == sorted(sent)
+    history = env.query(
+        "SELECT kind, note FROM microingest.batches WHERE pipeline = %s AND kind IN ('waiting', 'new_topic') "
+        "ORDER BY committed_at",
+        (env.pipeline.name,),
+    )
+    assert [kind for kind, _ in history] == ["waiting", "new_topic"]
+    assert "matches no topic yet" in history[0][1] and "read from its earliest offsets" in history[1][1]
+
+    late = new_env(
+        pg,
+        kafka,
+        env.pipelines_dir,
+        f"{env.pipeline.name}_late",
+        f"{prefix}-other",
+        topic_pattern=f"{prefix}-eu",
+        start_from="latest",
+    )
+    late.ingest_all()
+    assert landed(late) == [], "the first plan that sees the topic places it by start_from"
+    more = send(env, f"{prefix}-eu", 5)
+    late.ingest_all()
+    assert landed(late) == sorted(more)

@@ -115,3 +115,25 @@ def test_a_statement_passing_the_batch_through_lands_what_the_decoder_alone_land
     assert len(landed) == 5 * 40
     assert through.query(columns.format(through.table)) == landed
     assert [d[:4] for d in through.dead_letters()] == [d[:4] for d in plain.dead_letters()]
+
+
+def test_a_statement_giving_null_for_a_required_field_makes_a_dead_letter_naming_it(pg, kafka, tmp_path, monkeypatch):
+    """A try_cast that fails gives NULL; the required field's column is NOT NULL, so the row would refuse the batch
+    at COPY on every run. The record is a sql_failed dead letter naming the field, and the rest land."""
+    statement = (
+        f"SELECT {POSITION}, try_cast(nullif(event_id, 'e3') AS STRING) AS event_id, user_id, event_type, amount, "
+        "event_time FROM batch"
+    )
+    env = own_env(pg, kafka, tmp_path, monkeypatch, transform_sql=statement)
+    values = [json.dumps(event(i)).encode() for i in range(10)]
+    sent = produce(env.kafka, env.topic, [(f"k{i}".encode(), v) for i, v in enumerate(values)])
+
+    env.ingest_all()
+
+    rows = env.query(sql.SQL("SELECT source_partition, source_offset, event_id FROM {}").format(env.table))
+    assert sorted(rows) == sorted((*sent[i], f"e{i}") for i in range(10) if i != 3)
+    [(partition, offset, error_class, message, key, value, _)] = env.dead_letters()
+    assert (partition, offset, error_class) == (*sent[3], "sql_failed")
+    assert "transform_sql gave event_id NULL, but the field is required" in message, message
+    assert (bytes(key), bytes(value)) == (b"k3", values[3])
+    assert dict(env.ledger()) == {p: max(o for q, o in sent if q == p) + 1 for p, _ in sent}
