@@ -156,38 +156,6 @@ def pin_positions(
     return batch_id
 
 
-def restart_topic(
-    params: dict[str, Any], pipeline: str, topic: str, topic_id: str, start_from: str, run: RunInfo
-) -> str | None:
-    """Forget the live positions of a topic deleted and created again (on_topic_recreated: restart), so the next plan
-    starts the new topic from `start_from`; in one transaction under the pipeline lock, recorded in the history as a
-    batch of kind `restart` whose ranges are the old positions and whose note says what happened. None when another
-    run restarted it first."""
-    batch_id = str(uuid.uuid4())
-    started = datetime.now(timezone.utc)
-    with connection(params) as conn, conn, conn.cursor() as cur:
-        lock_pipeline(cur, pipeline)
-        cur.execute(
-            "SELECT partition, next_offset, topic_id::text FROM microingest.ledger WHERE pipeline = %s AND "
-            "topic = %s ORDER BY partition FOR UPDATE",
-            (pipeline, topic),
-        )
-        rows = cur.fetchall()
-        old_ids = sorted({t for _, _, t in rows if t is not None and t != topic_id})
-        if not old_ids:
-            return None
-        cur.execute("DELETE FROM microingest.ledger WHERE pipeline = %s AND topic = %s", (pipeline, topic))
-        left = [OffsetRange(topic, p, o, o, o) for p, o, _ in rows]
-        note = (
-            f"topic {topic} was deleted and created again (Kafka topic id {', '.join(old_ids)} -> {topic_id}): "
-            f"the old topic's live positions ({', '.join(f'[{r.partition}] {r.from_offset}' for r in left)}) "
-            f"are left behind and the new topic is read from its {start_from} offsets"
-        )
-        record_batch(cur, pipeline, batch_id, left, run, BatchRecord("restart", 0, 0, 0, started, note=note))
-    log.warning(note)
-    return batch_id
-
-
 def record_new_topic(
     params: dict[str, Any], pipeline: str, starts: Sequence[OffsetRange], run: RunInfo, note: str
 ) -> bool:

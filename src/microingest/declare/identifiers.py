@@ -31,6 +31,11 @@ def check_identifier(name: str) -> str:
     return name
 
 
+def is_topic_name(name: str) -> bool:
+    """A name Kafka could give a topic (a restarted topic's old records are kept under one it could not)."""
+    return bool(_TOPIC.match(name)) and name not in (".", "..")
+
+
 def check_topic(topic: str) -> str:
     if not isinstance(topic, str) or not _TOPIC.match(topic) or topic in (".", ".."):
         raise IdentifierError(f"{topic!r} is not a valid Kafka topic name (letters, digits, '.', '_', '-', 1-249)")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Literal, get_args
 
+from microingest.declare.identifiers import is_topic_name
 from microingest.declare.lag_policy import LagPolicy, OnRecords
 from microingest.errors import Refused
 
@@ -230,10 +231,11 @@ class Pipeline:
     source: str = dataclass_field(default="", compare=False)  # the file it was read from; not a declaration field
 
     def reads_topic(self, topic: str) -> bool:
-        """Whether `topic` is one of the pipeline's: named, or matched whole by its pattern."""
+        """Whether `topic` is one of the pipeline's: named, or matched whole by its pattern (never a name no Kafka
+        topic can have, as a restarted topic's old records are kept under: `commit.restart`)."""
         if self.topic_pattern is None:
             return topic in self.topics
-        return re.fullmatch(self.topic_pattern, topic) is not None
+        return is_topic_name(topic) and re.fullmatch(self.topic_pattern, topic) is not None
 
     def topic_asked(self, topic: str | None) -> str:
         """The topic a question about one partition means: the one named, else the pipeline's only topic.

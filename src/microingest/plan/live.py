@@ -9,13 +9,8 @@ from __future__ import annotations
 import logging
 
 from microingest.batches import OffsetRange, RunInfo, RunPlan, Sources
-from microingest.commit.ledger import (
-    ledger_topic_ids,
-    pin_positions,
-    record_new_topic,
-    record_waiting,
-    restart_topic,
-)
+from microingest.commit.ledger import ledger_topic_ids, pin_positions, record_new_topic, record_waiting
+from microingest.commit.restart import restart_topic
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
@@ -121,7 +116,7 @@ def _observe_sources(
             forgotten |= {exc.topic}
             begins = joined_from(pipeline, sources, exc.topic) or pipeline.start_from
             if writes:
-                restart_topic(systems.postgres, pipeline.name, exc.topic, exc.new_id, begins, run or RunInfo())
+                restart_topic(systems.postgres, pipeline, exc.topic, exc.new_id, begins, run or RunInfo())
                 sources = pipeline_sources(pipeline, systems)
             else:
                 old = sources.positions[exc.topic]

@@ -182,18 +182,20 @@ def test_a_topic_deleted_and_created_again_is_refused_then_restarted_with_nothin
     assert "ERR" in lag.stdout and "deleted and created again" in lag.stdout
     assert env.ledger() == old, "nothing moved"
 
-    # The operator moves the old topic's rows aside, as the error says, and lets the pipeline restart the topic.
-    env.query_commit(sql.SQL("DELETE FROM {}").format(env.table))
     env.redeclare(on_topic_recreated="restart")
     look = plan_live_run(env.pipeline, record_pins=False)  # a dry run plans the restart without making it
     assert {r.partition: r.from_offset for r in look.ranges} == {p: 0 for p in old} and env.ledger() == old
+    before = env.target_rows()
     env.ingest_all()
 
-    env.assert_exactly_once(new)
+    # The old topic's rows stay, moved aside under a name no topic can have; the new topic's land beside them.
     [(ranges, note)] = env.query(
         "SELECT ranges, note FROM microingest.batches WHERE pipeline = %s AND kind = 'restart'", (env.pipeline.name,)
     )
     assert {r["partition"]: r["from"] for r in ranges} == old and "deleted and created again" in note
+    aside = topics_of(env) - {env.topic}
+    assert len(aside) == 1 and next(iter(aside)).startswith(f"{env.topic}@") and "900 target row(s)" in note
+    assert rows_of(env, env.topic) == sorted(new) and rows_of(env, *aside) == before
     lag = subprocess.run(["microingest", "lag", env.pipeline.name], capture_output=True, text=True, timeout=120)
     assert " restart " in lag.stdout and "ERR" not in lag.stdout
 
@@ -212,3 +214,83 @@ def test_a_batch_planned_on_the_old_topic_is_fenced_after_the_restart(env):
     late = env.spark_job(stale)  # its offsets exist on the new topic too: only the topic id tells them apart
     assert late.returncode == REFUSED_EXIT and "the topic was deleted and created again" in late.stdout
     env.assert_exactly_once(fresh)
+
+
+def topics_of(env) -> set[str]:
+    return {t for (t,) in env.query(sql.SQL("SELECT DISTINCT source_topic FROM {}").format(env.table))}
+
+
+def rows_of(env, topic: str) -> list[tuple[int, int, str]]:
+    statement = sql.SQL("SELECT source_partition, source_offset, event_id FROM {} WHERE source_topic = %s")
+    rows = env.query(statement.format(env.table), (topic,))
+    assert len(rows) == len({(p, o) for p, o, _ in rows}), "a position landed twice"
+    return sorted(rows)
+
+
+def keyed(key: str, event_id: str) -> tuple[bytes, bytes]:
+    return key.encode(), json.dumps({"event_id": event_id, "user_id": key}).encode()
+
+
+def test_a_restarted_topic_under_upsert_gives_each_key_its_new_record_and_its_dead_letters_a_place(env):
+    """The new user's case under upsert_latest: 30 keys written 10 times (one of them deleted, one record bad), the
+    topic recreated, one new value per key (one bad at the old bad record's position) and a tombstone. Every key
+    ends on its newest record: the old topic's rows, tombstones and dead letters, moved aside by the restart, are
+    never compared by offset with the new topic's."""
+    env.replace_target(UPSERT_TARGET)
+    env.redeclare(sink_mode="upsert_latest", on_topic_recreated="restart", max_records_per_batch=120)
+    keys = [f"k{i}" for i in range(30)]
+    old = [keyed(k, f"{k}-old-{n}") for n in range(10) for k in keys]
+    old[5] = (b"k5", b"{not json")
+    old.append((b"k9", None))  # k9 deleted on the old topic: its tombstone is remembered
+    env.send_to(0, old)
+    env.ingest_all()
+    assert env.query("SELECT count(*) FROM microingest.upsert_tombstones WHERE pipeline = %s", (env.pipeline.name,))[
+        0
+    ] == (1,)
+
+    recreate_topic(env, 3)
+    new = [keyed(k, f"{k}-new") for k in keys]
+    new[5] = (b"k5", b"{not json either")  # at offset 5, where the old topic left its dead letter
+    new.append((b"k7", None))
+    env.send_to(0, new)
+    env.ingest_all()
+
+    rows = dict(env.query(f"SELECT record_key, event_id FROM {env.pipeline.target_table}"))
+    assert rows == {k: f"{k}-new" for k in keys if k not in ("k5", "k7")} | {"k5": "k5-old-9"}
+    letters = env.query(
+        'SELECT topic, "offset", error_class FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1',
+        (env.pipeline.name,),
+    )
+    assert [(t == env.topic, o, cls) for t, o, cls in letters] == [
+        (True, 5, "invalid_json"),
+        (False, 5, "invalid_json"),
+    ]
+    assert letters[1][0].startswith(f"{env.topic}@")
+    ledger = env.ledger()
+    assert ledger == {0: len(new)}, "the new topic read to its end"
+
+
+def test_a_restarted_topic_under_aggregate_counts_both_topics_each_record_once(env):
+    env.replace_target("event_type text PRIMARY KEY, events bigint NOT NULL")
+    env.redeclare(
+        sink_mode="aggregate",
+        aggregate={"group_by": ["event_type"], "measures": {"events": "count"}},
+        schema={"event_id": "string", "event_type": {"type": "string", "required": True}},
+        on_topic_recreated="restart",
+        dead_letter={"max_fraction": 0.5},
+    )
+
+    def events(n: int) -> list[tuple[bytes, bytes]]:
+        return [(b"k", json.dumps({"event_id": f"e{i}", "event_type": "click"}).encode()) for i in range(n)]
+
+    env.send_to(0, events(6)[:1] + [(b"k", b"{bad")] + events(6)[1:])
+    env.ingest_all()
+    recreate_topic(env, 3)
+    env.send_to(0, events(4)[:1] + [(b"k", b"{bad again")] + events(4)[1:])
+    env.ingest_all()
+
+    assert env.query(f"SELECT event_type, events FROM {env.pipeline.target_table}") == [("click", 10)]
+    letters = env.query(
+        'SELECT topic, "offset" FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 1', (env.pipeline.name,)
+    )
+    assert [(t == env.topic, o) for t, o in letters] == [(True, 1), (False, 1)]

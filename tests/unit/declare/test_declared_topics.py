@@ -4,6 +4,8 @@ question about one partition names its topic."""
 import pytest
 from test_validate import VALID
 
+from microingest.commit.restart import set_aside_name
+from microingest.declare.identifiers import is_topic_name
 from microingest.declare.pipeline import DeclarationError
 from microingest.declare.validate import parse_pipeline
 
@@ -49,6 +51,13 @@ def test_a_pattern_matches_whole_names_only():
     assert not matched.reads_topic("orders-eu-retry") and not matched.reads_topic("old-orders-eu")
     listed = declared(topics=["a", "b"])
     assert listed.reads_topic("a") and not listed.reads_topic("c")
+
+
+def test_a_pattern_never_matches_the_name_a_restarted_topics_old_records_are_kept_under():
+    aside = set_aside_name("orders-eu", ["0f4c2a1e-9a8b-4c7d-8e6f-5a4b3c2d1e0f"])
+    assert aside.startswith("orders-eu@") and not is_topic_name(aside)
+    assert not declared(topic_pattern=r"orders-.*").reads_topic(aside)
+    assert not declared(topic_pattern=r".*").reads_topic(aside)
 
 
 def test_a_partition_names_its_topic_unless_the_pipeline_reads_one_only():
