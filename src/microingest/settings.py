@@ -110,3 +110,10 @@ def commit_lock_timeout_ms() -> int:
 def commit_statement_timeout_ms() -> int:
     """The longest any one statement of a commit may run (publishing a large batch is the long one)."""
     return int(float(os.environ.get("MICROINGEST_COMMIT_STATEMENT_TIMEOUT_SECONDS", "1800")) * 1000)
+
+
+def redrive_page_bytes() -> int:
+    """The most key, value and header bytes of dead letters a redrive reads and decodes at once (a page ends with the
+    record that passes it), beside its pipeline's max_records_per_batch: 5,000 dead letters of a megabyte each would
+    otherwise be one page of 5 GB."""
+    return int(os.environ.get("MICROINGEST_REDRIVE_PAGE_BYTES", str(64 * 1024 * 1024)))

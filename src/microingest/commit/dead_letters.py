@@ -84,9 +84,11 @@ def unresolved_page(
     selection: RedriveSelection,
     after: tuple[str, int, int] | None,
     limit: int,
+    max_bytes: int,
 ) -> list[StoredRecord]:
-    """The next `limit` selected dead letters after position `after` (topic, partition, offset), in position order;
-    never a withheld one."""
+    """The next selected dead letters after position `after` (topic, partition, offset), in position order, never a
+    withheld one: at most `limit`, ending with the first whose key, value and headers bring the page past
+    `max_bytes` (one at least, whatever its size)."""
     where, args = _selected(pipeline, ranges, selection)
     where = sql.SQL("{} AND NOT {}").format(where, WITHHELD)
     if after is not None:
@@ -94,10 +96,15 @@ def unresolved_page(
         args += list(after)
     cur.execute(
         sql.SQL(
-            'SELECT d.topic, d.partition, d."offset", d.kafka_timestamp, d.record_key, d.record_value, d.headers '
-            'FROM microingest.dead_letters d WHERE {} ORDER BY d.topic, d.partition, d."offset" LIMIT %s'
+            'SELECT topic, partition, "offset", kafka_timestamp, record_key, record_value, headers FROM (SELECT p.*, '
+            'sum(p.size) OVER (ORDER BY p.topic, p.partition, p."offset") - p.size AS before FROM (SELECT d.topic, '
+            'd.partition, d."offset", d.kafka_timestamp, d.record_key, d.record_value, d.headers, '
+            "coalesce(octet_length(d.record_key), 0) + coalesce(octet_length(d.record_value), 0) + "
+            "coalesce(octet_length(d.headers::text), 0) AS size FROM microingest.dead_letters d WHERE {} "
+            'ORDER BY d.topic, d.partition, d."offset" LIMIT %s) p) x WHERE before < %s '
+            'ORDER BY topic, partition, "offset"'
         ).format(where),
-        [*args, limit],
+        [*args, limit, max_bytes],
     )
     return [
         StoredRecord(t, p, o, ts, None if k is None else bytes(k), None if v is None else bytes(v), h)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from microingest import settings
 from microingest.batches import OffsetRange, RunPlan
 from microingest.commit.dead_letters import UnresolvedGroup, unresolved_groups, unresolved_page
 from microingest.declare.pipeline import Pipeline
@@ -110,20 +111,30 @@ class Preview:
 
 
 def preview_redrive(pipeline: Pipeline, plan: RunPlan) -> Preview:
-    """Decode the plan's dead letters (at most PREVIEWED) as the redrive would, writing nothing."""
+    """Decode the plan's dead letters (at most PREVIEWED) as the redrive would, page by page as its job does,
+    writing nothing."""
     systems = PipelineSystems.of(pipeline)
     preview = Preview()
     if not plan.ranges or plan.redrive is None:
         return preview
-    with systems.db() as conn, conn.cursor() as cur:
-        records = unresolved_page(cur, pipeline.name, plan.ranges, plan.redrive, None, PREVIEWED + 1)
-    preview.more = len(records) > PREVIEWED
     processor = RecordProcessor(pipeline, systems.registry)
-    for _, verdict in processed(stored_records_batch(records[:PREVIEWED]), processor):
-        preview.decoded += 1
-        if isinstance(verdict, BadRecord):
-            preview.failing[verdict.error_class] += 1
-            preview.reasons.setdefault(verdict.error_class, str(verdict))
-        else:
-            preview.landing += 1
-    return preview
+    after, max_bytes = None, settings.redrive_page_bytes()
+    while True:
+        wanted = min(plan.batch_cap, PREVIEWED - preview.decoded)
+        with systems.db() as conn, conn.cursor() as cur:
+            records = unresolved_page(
+                cur, pipeline.name, plan.ranges, plan.redrive, after, max(wanted, 1), max_bytes if wanted else 1
+            )
+        if not records:
+            return preview
+        if not wanted:
+            preview.more = True
+            return preview
+        for _, verdict in processed(stored_records_batch(records), processor):
+            preview.decoded += 1
+            if isinstance(verdict, BadRecord):
+                preview.failing[verdict.error_class] += 1
+                preview.reasons.setdefault(verdict.error_class, str(verdict))
+            else:
+                preview.landing += 1
+        after = (records[-1].topic, records[-1].partition, records[-1].offset)

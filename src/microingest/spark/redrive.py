@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from microingest import faults
+from microingest import faults, settings
 from microingest.batches import Batch, OffsetRange, RunOutcome, RunPlan, StoredRecord
 from microingest.commit.copy_commit import DecodedBatch, commit_decoded
 from microingest.commit.dead_letters import unresolved_page
@@ -46,14 +46,30 @@ def redrive_plan(job: IngestJob, plan: RunPlan, outcome: RunOutcome | None = Non
         raise RedriveRefusedError(f"the declaration changed since the redrive was planned: {refusal}")
     after = _resume(job, outcome) if job.run.run_id else None
     pipeline, sink = job.pipeline, sink_for(job.pipeline)
+    cap, max_bytes = plan.batch_cap, settings.redrive_page_bytes()
     while True:
         with job.systems.db() as conn, conn.cursor() as cur:
             check_target(cur, pipeline)
-            records = unresolved_page(cur, pipeline.name, plan.ranges, plan.redrive, after, plan.batch_cap)
+            records = unresolved_page(cur, pipeline.name, plan.ranges, plan.redrive, after, cap, max_bytes)
         if not records:
             break
         batch = Batch("redrive", _spans(records), outcome.batches + 1, note=plan.note)
-        decoded = _decoded(job, records, str(uuid.uuid4()))
+        try:
+            decoded = _decoded(job, records, str(uuid.uuid4()))
+        except (MemoryError, pa.ArrowCapacityError) as exc:
+            if len(records) == 1:
+                raise
+            # As a live batch too large for the driver: nothing was written, the page is split.
+            cap, max_bytes = max(1, len(records) // 2), max(1, max_bytes // 2)
+            log.warning(
+                "redrive page of %d dead letters could not be decoded at once (%s); nothing was written, pages of at "
+                "most %d dead letters and %d bytes from here",
+                len(records),
+                type(exc).__name__,
+                cap,
+                max_bytes,
+            )
+            continue
         faults.crash_point("after_decode")
         with job.systems.db() as conn:
             conn.autocommit = True

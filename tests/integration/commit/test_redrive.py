@@ -334,3 +334,26 @@ def test_withheld_dead_letters_of_a_mask_since_removed_are_never_redriven(env):
     assert result.returncode == 0, result.stdout[-3000:]
     assert env.dead_letters() == letters and redrive_batches(env) == []
     assert [o for _, o, _ in env.landed_once()] == [0, 4]
+
+
+def test_a_redrive_of_large_dead_letters_goes_in_pages_bounded_by_bytes(env, monkeypatch):
+    """value_too_large dead letters of 200 kB each, redriven once the limit is raised, in pages bounded by
+    MICROINGEST_REDRIVE_PAGE_BYTES as well as by records (1 MB here: four letters, and the fifth that passes it);
+    the dry run reads them the same way. Each lands once."""
+    env.redeclare(max_value_bytes=1000, dead_letter={"max_fraction": 1})
+    big = [(f"k{i}".encode(), encoded({"event_id": f"e{i}", "event_type": "x" * 200_000})) for i in range(24)]
+    sent = env.send_to(0, big)
+    env.ingest_all()
+    assert [cls for _, _, cls, *_ in env.dead_letters()] == ["value_too_large"] * 24
+    env.redeclare(max_value_bytes=1_048_576)
+    monkeypatch.setenv("MICROINGEST_REDRIVE_PAGE_BYTES", "1000000")
+
+    plan, _ = plan_redrive(env.pipeline, RedriveRequest(), "on-call")
+    preview = preview_redrive(env.pipeline, plan)
+    assert (preview.decoded, preview.landing, preview.more) == (24, 24, False)
+    result = env.spark_job(plan)
+
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert [row[1:4] for row in redrive_batches(env)] == [(5, 5, 0)] * 4 + [(4, 4, 0)]
+    assert [(p, o) for p, o, _ in env.landed_once()] == sorted(sent)
+    assert all(resolved is not None for _, _, resolved, _ in dead_state(env))
