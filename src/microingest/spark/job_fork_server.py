@@ -35,7 +35,14 @@ from typing import Any
 import setproctitle
 
 from microingest import settings
-from microingest.spark.job_forks import STOP_GRACE_SECONDS, fingerprint, send_message
+from microingest.spark.job_forks import (
+    STOP_GRACE_SECONDS,
+    FileStamp,
+    changed_files,
+    fingerprint,
+    imported_files,
+    send_message,
+)
 
 log = logging.getLogger("microingest.job_forks")
 
@@ -86,6 +93,7 @@ def serve(path: Path) -> None:
     for name in [*script_imports(script), *IMPORTED_LATER]:
         importlib.import_module(name)
     mark = fingerprint()
+    stamps = imported_files()  # a fork would run these modules as they were when imported, whatever the disk says now
     setproctitle.getproctitle()  # its set-up reads the environment, which a job's process replaces before its title
     refusal = _refusal()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -110,7 +118,7 @@ def serve(path: Path) -> None:
                 listener.close()
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-                _exit_after(_watch, conn, script, mark, refusal)
+                _exit_after(_watch, conn, script, mark, refusal, stamps)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             conn.close()
     finally:
@@ -131,7 +139,7 @@ def _exit_after(body: Callable[..., int | None], *args: Any) -> None:
         os._exit(code)
 
 
-def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None) -> None:
+def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None, stamps: dict[str, FileStamp]) -> None:
     """One request: start the job, report its pid and exit code, stop it when the task goes away first."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     conn.settimeout(10)
@@ -143,6 +151,11 @@ def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None) ->
         refusal = "it runs other code than the task (started before an upgrade?)"
     if not refusal and request["argv"][1:2] != [str(script)]:
         refusal = f"it runs only {script}"
+    if not refusal and (changed := changed_files(stamps)):
+        refusal = (
+            f"{len(changed)} module file(s) it imported changed on disk since it started ({changed[0]}); "
+            "`python scripts/services.py restart job-forks` brings it up to date"
+        )
     if refusal:
         os.close(fds[0])
         send_message(conn, {"refused": refusal})

@@ -24,7 +24,6 @@ import os
 import socket
 import struct
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,15 +44,13 @@ READ_AT_START = (
 @functools.cache
 def fingerprint() -> str:
     """What the job would run: the interpreter, the installed distributions, the package's sources, the job's script
-    and the settings read at start. The server forks only for a task whose fingerprint is its own."""
+    and the settings read at start. The server forks only for a task whose fingerprint is its own (and while the
+    modules it imported are unchanged on disk: `imported_files`)."""
     digest = hashlib.blake2b(digest_size=16)
     # The environment's prefix, not the interpreter's path: a venv's python and python3 are the same interpreter.
     digest.update(f"{sys.prefix}\0{sys.version}\0".encode())
-    # Each installed distribution's name and version, from its metadata folder's name (reading every METADATA file
-    # would cost a task a third of a second).
-    for folder in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
-        installed = sorted(name for name in os.listdir(folder) if name.endswith(".dist-info"))
-        digest.update("\0".join(installed).encode())
+    for entry in distributions():
+        digest.update(f"\0{entry}".encode())
     digest.update(repr([os.environ.get(name) for name in READ_AT_START]).encode())
     package = Path(settings.__file__).parent
     script = settings.spark_job_path()
@@ -61,6 +58,57 @@ def fingerprint() -> str:
         digest.update(f"\0{path}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def distributions() -> list[str]:
+    """Every distribution importlib.metadata would find on sys.path (the virtualenv's, a `pip install --user`'s, those
+    in PYTHONPATH and .pth folders, .dist-info and .egg-info alike), each as its folder and that folder's
+    modification time and inode: a reinstall of the same version makes the folder anew. From the folders' names and
+    a stat each: reading every METADATA file would cost a task a third of a second."""
+    found = []
+    for entry in dict.fromkeys(sys.path):
+        try:
+            names = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info")))
+        except OSError:  # a zip, a folder that is not there
+            continue
+        for name in names:
+            try:
+                stat = os.stat(os.path.join(entry or ".", name))
+            except OSError:
+                continue
+            found.append(f"{entry}/{name}:{stat.st_mtime_ns}:{stat.st_ino}")
+    return sorted(found)  # the order of sys.path is PYTHONPATH's (READ_AT_START) and the interpreter's
+
+
+FileStamp = tuple[int, int, int]  # modification time, size, inode
+
+
+def imported_files() -> dict[str, FileStamp]:
+    """The file of every module imported so far, as it is on disk now."""
+    files: dict[str, FileStamp] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path not in files:
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            files[path] = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return files
+
+
+def changed_files(stamps: dict[str, FileStamp]) -> list[str]:
+    """The files of `stamps` that changed on disk since, or went."""
+    changed = []
+    for path, stamp in stamps.items():
+        try:
+            stat = os.stat(path)
+        except OSError:
+            changed.append(path)
+            continue
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) != stamp:
+            changed.append(path)
+    return changed
 
 
 def send_message(sock: socket.socket, message: dict[str, Any]) -> None:

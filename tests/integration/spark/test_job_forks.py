@@ -4,6 +4,7 @@ task killed outright both end it, and a server that runs other code, or none, le
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -60,6 +61,12 @@ def job_script(tmp_path):
 @pytest.fixture
 def server(tmp_path, job_script, monkeypatch):
     """A server running `job_script`; the test's process is its task, with the same script."""
+    with served(tmp_path, job_script, monkeypatch) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def served(tmp_path, job_script, monkeypatch):
     path = tmp_path / "run" / "forks.sock"
     monkeypatch.setenv("MICROINGEST_SPARK_JOB", str(job_script))
     monkeypatch.setenv("MICROINGEST_JOB_FORKS_SOCKET", str(path))
@@ -75,10 +82,12 @@ def server(tmp_path, job_script, monkeypatch):
     while not (path.exists() and job_forks.answers(path)):
         assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() else "no socket"
         time.sleep(0.1)
-    yield path
-    proc.terminate()
-    proc.wait(10)
-    job_forks.fingerprint.cache_clear()
+    try:
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        job_forks.fingerprint.cache_clear()
     assert not path.exists(), "the server left its socket behind"
 
 
@@ -244,3 +253,34 @@ def test_signals_reach_the_job_not_the_server(server, job_script, tmp_path):
     runner.join(20)
     again, _ = _job(job_script, "0")
     assert again.run() == 0 and again._forked is not None
+
+
+def test_an_upgrade_beside_a_running_server_makes_the_next_job_spawn(tmp_path, monkeypatch):
+    """A dependency the job imports, in a PYTHONPATH folder: rewritten in place (its files, as a same-version
+    reinstall or a hand edit writes them), then installed anew under another version. A fork would run the server's
+    copy in memory beside the new files on disk; the server refuses, and the task spawns its job."""
+    site = tmp_path / "site"
+    (site / "mi_probe_dep-1.0.dist-info").mkdir(parents=True)
+    (site / "mi_probe_dep-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: mi-probe-dep\n")
+    (site / "mi_probe_dep.py").write_text("VERSION = '1.0'\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.syspath_prepend(str(site))
+    script = tmp_path / "scripts" / "job.py"
+    script.parent.mkdir()
+    script.write_text("import mi_probe_dep\n" + JOB)
+
+    env = {"MARKER": "task", "PYTHONPATH": str(site)}
+    with served(tmp_path, script, monkeypatch):
+        job, _ = _job(script, "0", env=env)
+        assert job.run() == 0 and job._proc is None, "forked while nothing changed"
+
+        (site / "mi_probe_dep.py").write_text("VERSION = '1.0'  # rebuilt\n")
+        job, lines = _job(script, "0", env=env)
+        assert job.run() == 0 and job._proc is not None
+        assert any("module file(s) it imported changed on disk" in line for line in lines.lines), lines.lines
+
+        (site / "mi_probe_dep-1.0.dist-info").rename(site / "mi_probe_dep-1.1.dist-info")
+        job_forks.fingerprint.cache_clear()
+        job, lines = _job(script, "0", env=env)
+        assert job.run() == 0 and job._proc is not None
+        assert any("runs other code than the task" in line for line in lines.lines), lines.lines
