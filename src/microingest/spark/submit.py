@@ -23,6 +23,8 @@ JOB_CONF = {
     "spark.pyspark.python": sys.executable,
     "spark.python.daemon.module": "microingest.spark.worker_daemon",  # see there: saves about 0.3 s per task
     "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:" + str(settings.spark_log_config()),
+    # Executors of their own (a standalone cluster's) log a failed task's value too: the same redaction there.
+    "spark.executor.extraJavaOptions": "-Dlog4j2.configurationFile=file:" + str(settings.spark_log_config()),
     # The driver collects each batch decoded (spark.batch): past this, the batch is split in smaller ones instead of
     # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
     "spark.driver.maxResultSize": "256m",

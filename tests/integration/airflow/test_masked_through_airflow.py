@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import create_engine, text
 
 from helpers.airflow_access import run_dag
+from helpers.platform_logs import platform_logs, written_since
 from microingest.observe.metrics import PipelineCollector
 from microingest.systems.kafka_access import produce
 
@@ -48,6 +49,7 @@ def test_a_masked_pipeline_leaves_no_secret_in_logs_xcom_lineage_or_metrics(env,
     ]
     values[3] = json.dumps({"event_id": "e3", "user_id": hidden[3], "amount": f"not a number {hidden[3]}"}).encode()
     produce(env.kafka, env.topic, [(s.encode(), v) for s, v in zip(hidden, values)])
+    logs = platform_logs()
 
     result = run_dag(env)
 
@@ -72,6 +74,7 @@ def test_a_masked_pipeline_leaves_no_secret_in_logs_xcom_lineage_or_metrics(env,
     assert lineage, "the run's lineage events are where the test looks"
     places = {
         "task logs": [result.stdout, result.stderr],
+        "the platform's logs": list(written_since(logs).values()),
         "rendered templates and XCom": airflow_texts(env.pipeline.dag_id),
         "lineage": lineage,
         "metrics": [metrics],

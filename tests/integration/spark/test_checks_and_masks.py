@@ -9,6 +9,7 @@ import json
 from psycopg2 import sql
 
 from helpers.pipeline_env import own_env
+from helpers.platform_logs import platform_logs, written_since
 from microingest.decode.staged_rows import WITHHELD
 from microingest.plan.live import plan_live_run
 from microingest.systems.kafka_access import produce
@@ -77,6 +78,7 @@ def test_masked_fields_land_masked_and_their_secrets_appear_nowhere(pg, kafka, t
         "FROM batch",
     )
     secrets = [f"secret-user-{i}@example.com" for i in range(30)]
+    logs = platform_logs()
     values = [
         json.dumps({"event_id": f"10.1.{i}.77", "user_id": s, "event_type": f"type-{s}", "amount": 1.0}).encode()
         for i, s in enumerate(secrets)
@@ -118,3 +120,9 @@ def test_masked_fields_land_masked_and_their_secrets_appear_nowhere(pg, kafka, t
     )
     for secret in secrets + [key]:
         assert secret not in everything
+    # Every log the platform wrote meanwhile: Spark's own (the Spark Connect server's driver and executors) quote the
+    # value a cast failed on, as '***' once redacted.
+    written = written_since(logs)
+    assert any("CAST_INVALID_INPUT" in text for text in written.values()), "the failing cast was logged somewhere"
+    leaks = {str(path): secret for path, text in written.items() for secret in secrets + [key] if secret in text}
+    assert leaks == {}
