@@ -34,7 +34,7 @@ def decode_json(value: bytes | memoryview | None, schema: Sequence[Field]) -> tu
     except UnicodeDecodeError as exc:
         raise DecodeError("invalid_utf8", f"value is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        doc = json.loads(text, parse_float=Decimal, parse_int=_json_int)
+        doc = read_json(text)
     except json.JSONDecodeError as exc:
         raise DecodeError(
             "invalid_json", f"value is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -48,6 +48,11 @@ def decode_json(value: bytes | memoryview | None, schema: Sequence[Field]) -> tu
     if not isinstance(doc, dict):
         raise DecodeError("not_an_object", f"value must be a JSON object, got {type(doc).__name__}")
     return fields_from_object(doc, schema)
+
+
+def read_json(text: str) -> Any:
+    """JSON text as the reference decoder reads it: numbers exact (int and Decimal, JSON's -0 kept)."""
+    return json.loads(text, parse_float=Decimal, parse_int=_json_int)
 
 
 def fields_from_object(doc: dict, schema: Sequence[Field]) -> tuple[Any, ...]:

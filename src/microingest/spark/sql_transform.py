@@ -23,9 +23,11 @@ import pyarrow.compute as pc
 from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
-from microingest.declare.pipeline import Pipeline
+from microingest.declare.pipeline import Field, Pipeline
 from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS, READ_COLUMN
+from microingest.decode.held_values import REFUSED, held, holds
 from microingest.decode.staged_rows import WITHHELD, dead_letters
+from microingest.decode.storable import MAX_EPOCH_MICROS, MIN_EPOCH_MICROS
 from microingest.errors import Refused
 from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
@@ -73,9 +75,24 @@ def transformed(
     level = context_log.level
     context_log.setLevel(logging.CRITICAL)
     try:
+        register_held(spark, pipeline)
         return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key)
     finally:
         context_log.setLevel(level)
+
+
+def register_held(spark, pipeline: Pipeline) -> None:
+    """The session's functions that hold the statement's values of each decimal and json field to the decoder's
+    rules (`held_values`), by the names `statement_sql` calls them."""
+    from pyspark.sql.functions import udf
+
+    for field in pipeline.schema:
+        if holds(field):
+            spark.udf.register(_held_function(field), udf(functools.partial(held, field), "string", useArrow=True))
+
+
+def _held_function(field: Field) -> str:
+    return f"microingest_held_{field.name}"
 
 
 def _transformed(
@@ -223,9 +240,18 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
     from pyspark.sql.pandas.types import from_arrow_type
 
     schema = staged_schema(pipeline)
-    columns = []
-    for field in pipeline.schema:
-        value = f"CAST(`{field.name}` AS {from_arrow_type(schema.field(field.name).type).simpleString()})"
+    columns, held_columns = [], []
+    for i, field in enumerate(pipeline.schema):
+        staged = from_arrow_type(schema.field(field.name).type).simpleString()
+        value = f"CAST(`{field.name}` AS {staged})"
+        if holds(field):  # the decoder's own rules, on the executors (`register_held`)
+            held_columns.append(f"{_held_function(field)}(`{field.name}`) AS `{HELD_COLUMN}{i}`")
+            h = f"`{HELD_COLUMN}{i}`"
+            refused = f"concat('{UNSTORED_MARK} {field.name} a value the decoder refuses: ', substr({h}, 4))"
+            value = (
+                f"CASE WHEN {h} IS NULL THEN CAST(NULL AS {staged}) WHEN startswith({h}, '{REFUSED}') THEN "
+                f"raise_error({refused}) ELSE CAST(substr({h}, 4) AS {staged}) END"
+            )
         refusals = [_UNSTORABLE[field.type]] if field.type in _UNSTORABLE else []
         if field.required:  # its column is NOT NULL: a NULL would refuse the whole batch at COPY, on every run
             refusals.append(_NULL_FOR_REQUIRED)
@@ -239,7 +265,10 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
     statement = (pipeline.transform_sql or PASS_THROUGH).strip().rstrip(";")
     positions = ", ".join(f"`{c}`" for c in POSITION_COLUMNS)
     # The statement on lines of its own: a comment ending it ends there.
-    typed = f"SELECT {positions}, {', '.join(columns)} FROM (\n{statement}\n)"
+    output = f"(\n{statement}\n)"
+    if held_columns:
+        output = f"(SELECT *, {', '.join(held_columns)} FROM {output})"
+    typed = f"SELECT {positions}, {', '.join(columns)} FROM {output}"
     # The record-level checks read the typed rows; which one a row fails (first) rides with it.
     return f"WITH batch AS (SELECT * FROM `{view}`) SELECT *, {failed_check(pipeline)} AS {FAILED} FROM ({typed})"
 
@@ -253,11 +282,12 @@ _UNSTORABLE = {
         "text with a NUL character or not UTF-8, which Postgres text cannot store",
     ),
     "uuid": ("length({v}) <> 16", "a uuid that is not 16 bytes"),
-    "json": (
-        "try_parse_json({v}) IS NULL OR contains({v}, '\\\\u0000')",
-        "text that is not JSON Postgres jsonb stores",
+    "timestamp": (
+        f"unix_micros({{v}}) NOT BETWEEN {MIN_EPOCH_MICROS} AND {MAX_EPOCH_MICROS}",
+        "a time outside the years 1 to 9999 in UTC",
     ),
 }
+HELD_COLUMN = "__microingest_held_"  # the statement's output columns of the held values (no field's name)
 
 
 def _faults(spark, pipeline: Pipeline, records, slices: list[Slice], message: str, batch_id: str) -> list[RecordFault]:

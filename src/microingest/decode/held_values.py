@@ -1,0 +1,50 @@
+"""What a transform_sql statement gives a declared decimal or json field, held to the reference decoder's own rules
+(`converters.convert`), so a value lands exactly as it would had the record carried it: a decimal from its exact
+value (a decimal's digits, a double's binary value, decimal text) at the declared scale, refused or rounded half to
+even as the declaration says, never by Spark's half-up cast; json text read as the decoder reads a record's JSON
+(numbers exact) and held to what jsonb stores. Pure: `spark.sql_transform` calls it from a Python UDF on the
+executors, one value at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from microingest.declare.pipeline import Field
+from microingest.decode import converters, json_values
+from microingest.decode.codec import read_json
+
+HELD_TYPES = ("decimal", "json")  # the declared types whose statement values pass here (arrays not yet)
+LANDS, REFUSED = "ok:", "no:"  # what `held` answers begins with
+
+
+def holds(field: Field) -> bool:
+    return field.type in HELD_TYPES
+
+
+def held(field: Field, value: Any) -> str | None:
+    """None for None; else LANDS and the value's staged text (a decimal at its scale, a json value's text), or
+    REFUSED and why, in the decoder's words."""
+    if value is None:
+        return None
+    try:
+        if field.type == "json":
+            if not isinstance(value, str):
+                raise TypeError(f"expected JSON text, got {type(value).__name__}")
+            document = _document(value)
+            if document is None:  # JSON's null, as the decoder reads a field holding it: no value
+                return None
+            return LANDS + json_values.json_text(converters.convert(field, document))
+        return LANDS + str(converters.convert(field, value))
+    except (TypeError, ValueError) as exc:  # storable.Unstorable is a ValueError
+        return REFUSED + str(exc)
+
+
+def _document(text: str) -> Any:
+    try:
+        return read_json(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"text that is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
