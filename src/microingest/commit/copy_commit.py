@@ -29,7 +29,7 @@ from microingest.batches import (
     Span,
 )
 from microingest.commit.history import BatchRecord, record_batch
-from microingest.commit.overlap import OverlapError, Settled
+from microingest.commit.overlap import Settled
 from microingest.commit.read_proof import ReadMismatchError, prove_read
 from microingest.commit.sinks import Sink, StagedCounts
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
@@ -53,6 +53,9 @@ class DecodedBatch:
     started_at: datetime  # when its read began
     decoded_at: datetime  # when the driver held all of it
     notes: list[DeadLetterNote] = field(default_factory=list)  # the first few dead letters, typed
+    # (topic, partition, offset) of each record transform_sql filtered out, for a staged batch (a backfill settles
+    # what the target already holds there: `overlap.settle_overlap`)
+    filtered_at: list[tuple[str, int, int]] = field(default_factory=list)
 
     def sample_dead_letters(self, limit: int = NOTED_DEAD_LETTERS) -> list[str]:
         """The first few dead letters as topic[partition]@offset class: message."""
@@ -86,13 +89,10 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
     """Prove the read, then fence, write the batch once and record its history: one transaction."""
     batch_id = decoded.batch_id
     prove_read(decoded.spans, batch.ranges, decoded.counts.records, batch_id)
-    if batch.is_backfill and batch.overlap == "replace" and decoded.counts.filtered:
-        # What the target and the dead letters hold at a position the statement now filters out would stay beside a
-        # replay that counts it filtered: two fates for one record.
-        raise OverlapError(
-            f"batch {batch_id}: a backfill with overlap replace cannot replay records its transform_sql filters out "
-            f"({decoded.counts.filtered} in this batch): their earlier rows would stay. Nothing was committed; "
-            "backfill with overlap skip_existing, or delete those rows first"
+    if batch.is_backfill and len(decoded.filtered_at) != decoded.counts.filtered:
+        raise ReadMismatchError(
+            f"batch {batch_id}: {decoded.counts.filtered} records were filtered out but {len(decoded.filtered_at)} "
+            "positions say where; nothing was committed"
         )
     pipeline, counts = sink.pipeline.name, decoded.counts
     with commit_transaction(conn, batch, pipeline, batch_id) as cur:
@@ -109,8 +109,10 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, binary=False),
             )
             _check_copied(batch_id, counts, copied)
-            written, settled = publish_staged(cur, sink, batch, batch_id, counts)
+            written, settled = publish_staged(cur, sink, batch, batch_id, counts, decoded.filtered_at)
         kept = settled.kept
+        # A filtered record whose position a skip_existing backfill found already there counts as already there.
+        filtered = counts.filtered - settled.present_filtered
         # Last before COMMIT, so the history's committed_at is when the publish really ended.
         record_batch(
             cur,
@@ -126,13 +128,12 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 decoded.started_at,
                 decoded.decoded_at,
                 batch.number,
-                _note(batch, settled, counts.filtered, sink.pipeline.transform_sql),
-                counts.filtered,
+                _note(batch, settled, filtered, sink.pipeline.transform_sql),
+                filtered,
             ),
         )
-    return CommitResult(
-        batch_id, written, counts.records, kept.dead, tuple(batch.ranges), counts.written - kept.written
-    )
+    already = counts.written - kept.written + settled.present_filtered
+    return CommitResult(batch_id, written, counts.records, kept.dead, tuple(batch.ranges), already)
 
 
 def _note(batch: Batch, settled: Settled, filtered: int, statement: str | None) -> str | None:

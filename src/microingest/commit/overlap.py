@@ -33,6 +33,8 @@ from microingest.commit.ledger import LedgerError
 from microingest.commit.sinks import SKIPPED, Sink, StagedCounts
 
 OVERLAP_POLICIES = ("refuse", "replace", "skip_existing")
+Position = tuple[str, int, int]  # topic, partition, offset
+FILTERED = sql.Identifier("microingest_staged_filtered")
 _SHOWN = 12  # overlapping ranges named in an error; the count of the rest follows
 
 
@@ -204,24 +206,73 @@ class Settled:
 
     kept: StagedCounts
     resolved_skips: int
+    present_filtered: int = 0  # records transform_sql filtered out whose positions were already there
 
     def note(self) -> str | None:
         return f"resolved {self.resolved_skips} skipped position(s)" if self.resolved_skips else None
 
 
-def settle_overlap(cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange], policy: str) -> Settled:
+def settle_overlap(
+    cur, sink: Sink, batch_id: str, ranges: Sequence[OffsetRange], policy: str, filtered_at: Sequence[Position] = ()
+) -> Settled:
     """Inside a backfill batch's transaction, before publishing: apply the policy, then resolve the skipped dead
-    letters at the positions that stay staged (each becomes that row or dead letter)."""
+    letters at the positions that stay staged (each becomes that row or dead letter) and at those its transform_sql
+    filtered out (`filtered_at`: the record's fate now is to be filtered)."""
     check_overlap(cur, sink, ranges, policy)
+    present = _filtered_present(cur, sink, filtered_at) if filtered_at else 0
     # An aggregate's ranges passed check_overlap only if never counted: nothing of them to replace or skip.
     if policy == "replace" and sink.mode != "aggregate":
+        if present:
+            # What the target or the dead letters hold there would stay beside a replay that filters the record
+            # out: two fates for one record.
+            raise OverlapError(
+                f"batch {batch_id}: a backfill with overlap replace replays {present} record(s) its transform_sql "
+                "now filters out at positions the target or the dead letters already hold, which would stay. "
+                "Nothing was committed; backfill with overlap skip_existing, or delete those rows first"
+            )
         _replace(cur, sink, batch_id)
     elif policy == "skip_existing" and sink.mode != "aggregate":
         _skip_existing(cur, sink, batch_id, ranges)
     cur.execute(_dead_letters_at_staged(sink, only=SKIPPED), (batch_id, batch_id, sink.pipeline.name))
     resolved = cur.rowcount
+    if filtered_at:
+        cur.execute(
+            sql.SQL(
+                "DELETE FROM microingest.dead_letters d USING {} f WHERE d.pipeline = %s AND d.topic = f.topic AND "
+                'd.partition = f.part AND d."offset" = f.o AND d.error_class = {} AND d.resolved_by IS NULL'
+            ).format(FILTERED, sql.Literal(SKIPPED)),
+            (sink.pipeline.name,),
+        )
+        resolved += cur.rowcount
     counts = []
     for table in (sink.staging, sink.staged_dead):
         cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE batch_id = %s").format(table), (batch_id,))
         counts.append(cur.fetchone()[0])
-    return Settled(StagedCounts(*counts), resolved)
+    return Settled(StagedCounts(*counts), resolved, present if policy == "skip_existing" else 0)
+
+
+def _filtered_present(cur, sink: Sink, filtered_at: Sequence[Position]) -> int:
+    """Stage the positions the batch's transform_sql filtered out (FILTERED, dropped at COMMIT); returns how many of
+    them the target or the dead letters already hold (a skip's unresolved dead letter is no record there)."""
+    cur.execute(sql.SQL("CREATE TEMP TABLE {} (topic text, part integer, o bigint) ON COMMIT DROP").format(FILTERED))
+    cur.execute(
+        sql.SQL("INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[])").format(FILTERED),
+        ([t for t, _, _ in filtered_at], [p for _, p, _ in filtered_at], [o for _, _, o in filtered_at]),
+    )
+    held = (
+        sql.SQL(
+            "SELECT 1 FROM {} t WHERE t.source_topic = f.topic AND t.source_partition = f.part "
+            "AND t.source_offset = f.o"
+        ).format(sink.target)
+        if sink.mode != "aggregate"
+        else sql.SQL("SELECT 1 WHERE false")
+    )
+    cur.execute(
+        sql.SQL(
+            "SELECT count(*) FROM {} f WHERE EXISTS ({}) OR EXISTS (SELECT 1 FROM microingest.dead_letters d WHERE "
+            'd.pipeline = %s AND d.topic = f.topic AND d.partition = f.part AND d."offset" = f.o AND '
+            "(d.error_class <> {} OR d.resolved_by IS NOT NULL))"
+        ).format(FILTERED, held, sql.Literal(SKIPPED)),
+        (sink.pipeline.name,),
+    )
+    return cur.fetchone()[0]

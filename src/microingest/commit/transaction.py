@@ -11,7 +11,7 @@ A crash anywhere before COMMIT leaves target, ledger and history untouched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ from psycopg2.errors import LockNotAvailable, QueryCanceled
 from microingest import faults, settings
 from microingest.batches import DEAD_LETTER_COLUMNS, Batch
 from microingest.commit.ledger import fence_and_advance, fence_below, lock_pipeline
-from microingest.commit.overlap import Settled, settle_overlap
+from microingest.commit.overlap import Position, Settled, settle_overlap
 from microingest.commit.partitions import make_needed_partitions
 from microingest.commit.redrive import resolve_redriven, settle_redrive
 from microingest.commit.sinks import Sink, StagedCounts
@@ -101,12 +101,14 @@ def commit_transaction(conn, batch: Batch, pipeline: str, batch_id: str) -> Iter
             conn.autocommit = True
 
 
-def publish_staged(cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts) -> tuple[int, Settled]:
+def publish_staged(
+    cur, sink: Sink, batch: Batch, batch_id: str, staged: StagedCounts, filtered_at: Sequence[Position] = ()
+) -> tuple[int, Settled]:
     """Inside the commit: settle a backfill's overlap (or what a redrive may still resolve), then move the batch's
     staged rows into the target and its staged dead letters into microingest.dead_letters (a redrive's: their
     reasons, and the resolved ones marked); returns the target rows written and what was kept."""
     if batch.is_backfill:
-        kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap)
+        kept = settle_overlap(cur, sink, batch_id, batch.ranges, batch.overlap, filtered_at)
     else:
         kept = Settled(settle_redrive(cur, sink, batch_id) if batch.is_redrive else staged, 0)
     if sink.pipeline.partition_by is not None:

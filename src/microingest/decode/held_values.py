@@ -1,5 +1,6 @@
 """What a transform_sql statement gives a declared decimal or json field, held to the reference decoder's own rules
-(`converters.convert`), so a value lands exactly as it would had the record carried it: a decimal from its exact
+(`converters.convert`), so a value lands exactly as it would had the record carried it: a decimal (or each of an
+array's) from its exact
 value (a decimal's digits, a double's binary value, decimal text) at the declared scale, refused or rounded half to
 even as the declaration says, never by Spark's half-up cast; json text read as the decoder reads a record's JSON
 (numbers exact) and held to what jsonb stores. Pure: `spark.sql_transform` calls it from a Python UDF on the
@@ -15,12 +16,12 @@ from microingest.declare.pipeline import Field
 from microingest.decode import converters, json_values
 from microingest.decode.codec import read_json
 
-HELD_TYPES = ("decimal", "json")  # the declared types whose statement values pass here (arrays not yet)
 LANDS, REFUSED = "ok:", "no:"  # what `held` answers begins with
 
 
 def holds(field: Field) -> bool:
-    return field.type in HELD_TYPES
+    """A decimal, an array of decimals or a json field: whose values Spark's casts would not hold as the decoder."""
+    return field.kind == "decimal" or field.type == "json"
 
 
 def held(field: Field, value: Any) -> str | None:
@@ -36,7 +37,10 @@ def held(field: Field, value: Any) -> str | None:
             if document is None:  # JSON's null, as the decoder reads a field holding it: no value
                 return None
             return LANDS + json_values.json_text(converters.convert(field, document))
-        return LANDS + str(converters.convert(field, value))
+        converted = converters.convert(field, value)
+        if field.type == "array":  # JSON's array of the decimals, each at its scale
+            return LANDS + "[" + ",".join("null" if d is None else format(d, "f") for d in converted) + "]"
+        return LANDS + format(converted, "f")
     except (TypeError, ValueError) as exc:  # storable.Unstorable is a ValueError
         return REFUSED + str(exc)
 

@@ -91,6 +91,11 @@ def register_held(spark, pipeline: Pipeline) -> None:
             spark.udf.register(_held_function(field), udf(functools.partial(held, field), "string", useArrow=True))
 
 
+def _staged_from_text(field: Field, text: str, staged: str) -> str:
+    """SQL: the held value's text (`held_values.held`) as the staged type: exact, it needs no rounding."""
+    return f"from_json({text}, '{staged}')" if field.type == "array" else f"CAST({text} AS {staged})"
+
+
 def _held_function(field: Field) -> str:
     return f"microingest_held_{field.name}"
 
@@ -125,6 +130,11 @@ def _transformed(
             kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
             encoder = RowEncoder(pipeline, into_target, mask_key)
             chunks = kept.mapInArrow(encoder, DECODED_SCHEMA).toArrow()
+            filtered_at = (
+                _filtered_at(records, output, found)
+                if not into_target and _sum(summary, "good") > len(found) + total
+                else []
+            )
         finally:
             output.unpersist()
     finally:
@@ -162,6 +172,7 @@ def _transformed(
         counts=counts,
         spans=spans,
         notes=notes,
+        filtered_at=filtered_at,
         into_target=into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),
@@ -232,6 +243,14 @@ def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str
     return output
 
 
+def _filtered_at(records, output, found: Sequence[RecordFault]) -> list[tuple[str, int, int]]:
+    """The positions of the records the statement filtered out: read, neither a row nor a record it failed on."""
+    failed = {(f.topic, f.partition, f.offset) for f in found}
+    positions = list(POSITION_COLUMNS)
+    gone = records.select(*positions).join(output.select(*positions), positions, "left_anti").collect()
+    return [tuple(r) for r in gone if tuple(r) not in failed]
+
+
 def statement_sql(pipeline: Pipeline, view: str) -> str:
     """The pipeline's statement (or all of `batch` when it has none) over `view` as `batch`, its fields cast to their
     staged types (ANSI: a value that does not fit fails, on its record) and held to what Postgres stores as the
@@ -250,7 +269,7 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
             refused = f"concat('{UNSTORED_MARK} {field.name} a value the decoder refuses: ', substr({h}, 4))"
             value = (
                 f"CASE WHEN {h} IS NULL THEN CAST(NULL AS {staged}) WHEN startswith({h}, '{REFUSED}') THEN "
-                f"raise_error({refused}) ELSE CAST(substr({h}, 4) AS {staged}) END"
+                f"raise_error({refused}) ELSE {_staged_from_text(field, f'substr({h}, 4)', staged)} END"
             )
         refusals = [_UNSTORABLE[field.type]] if field.type in _UNSTORABLE else []
         if field.required:  # its column is NOT NULL: a NULL would refuse the whole batch at COPY, on every run

@@ -19,6 +19,7 @@ VALID = ("1.00", "1.00", "{}", 1_700_000_000_000)
 STATEMENT = (
     "SELECT source_topic, source_partition, source_offset, event_id, CAST(amount_text AS DECIMAL(30, 10)) AS amount, "
     "CAST(base_text AS DECIMAL(12, 2)) * 1.19 AS charged, doc_text AS doc, timestamp_millis(at_ms) AS at, "
+    "from_json(concat('[', amount_text, ', null]'), 'array<decimal(30, 10)>') AS amounts, "
     "amount_text, base_text, doc_text, at_ms FROM batch"
 )
 
@@ -38,7 +39,7 @@ def cases() -> list[tuple[str, str, str, int]]:
 def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, monkeypatch, rounding):
     decimal = {"type": "decimal", "precision": 12, "scale": 2, **({"rounding": rounding} if rounding else {})}
     schema = {"event_id": {"type": "string", "required": True}, "amount": decimal, "charged": decimal}
-    schema |= {"doc": "json", "at": "timestamp"}
+    schema |= {"doc": "json", "at": "timestamp", "amounts": {**decimal, "type": "array", "items": "decimal"}}
     lenient = {"dead_letter": {"max_fraction": 1}}
     plain = own_env(pg, kafka, tmp_path, monkeypatch, schema=schema, **lenient)
     texts = {"amount_text": "string", "base_text": "string", "doc_text": "string", "at_ms": "integer"}
@@ -56,7 +57,8 @@ def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, mo
         env.replace_target(
             "source_topic text, source_partition integer, source_offset bigint, kafka_timestamp timestamptz, "
             "batch_id uuid, event_id text NOT NULL, amount numeric(12,2), charged numeric(12,2), doc jsonb, "
-            "at timestamptz, amount_text text, base_text text, doc_text text, at_ms bigint, ingested_at timestamptz, "
+            "at timestamptz, amounts numeric(12,2)[], amount_text text, base_text text, doc_text text, at_ms bigint, "
+            "ingested_at timestamptz, "
             "PRIMARY KEY (source_topic, source_partition, source_offset)"
         )
     records = cases()
@@ -66,7 +68,7 @@ def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, mo
             (
                 b"k",
                 f'{{"event_id": "e{i}", "amount": {a}, "charged": {Decimal(b) * Decimal("1.19")}, "doc": {d}, '
-                f'"at": {t}}}'.encode(),
+                f'"at": {t}, "amounts": [{a}, null]}}'.encode(),
             )
             for i, (a, b, d, t) in enumerate(records)
         ],
@@ -85,7 +87,7 @@ def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, mo
     plain.ingest_all()
     through.ingest_all()
 
-    landed = sql.SQL("SELECT source_offset, event_id, amount, charged, doc::text, at FROM {} ORDER BY 1")
+    landed = sql.SQL("SELECT source_offset, event_id, amount, charged, doc::text, at, amounts FROM {} ORDER BY 1")
     rows = plain.query(landed.format(plain.table))
     assert through.query(landed.format(through.table)) == rows
     decoder = {o: cls for _, o, cls, *_ in plain.dead_letters()}

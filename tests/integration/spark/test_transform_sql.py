@@ -7,6 +7,7 @@ import json
 from psycopg2 import sql
 
 from helpers.pipeline_env import new_env, own_env
+from microingest.batches import RunInfo
 from microingest.observe.offset_reads import offset_facts
 from microingest.observe.offset_story import story
 from microingest.systems.kafka_access import produce
@@ -137,3 +138,47 @@ def test_a_statement_giving_null_for_a_required_field_makes_a_dead_letter_naming
     assert "transform_sql gave event_id NULL, but the field is required" in message, message
     assert (bytes(key), bytes(value)) == (b"k3", values[3])
     assert dict(env.ledger()) == {p: max(o for q, o in sent if q == p) + 1 for p, _ in sent}
+
+
+def test_a_backfill_settles_the_positions_its_statement_filters_out(pg, kafka, tmp_path, monkeypatch):
+    """A statement that now filters test events, replayed over positions already ingested, skipped by an operator,
+    or filtered before: one already there counts as already there (skip_existing), a skip's dead letter there is
+    resolved, and replace is refused only where the target still holds such a record."""
+    from microingest.plan.backfill import plan_backfill
+    from microingest.plan.request import SkipRequest, parse_request
+    from microingest.plan.skip import plan_skip
+
+    keeps_all = f"SELECT {POSITION}, event_id, user_id, event_type, amount, event_time FROM batch"
+    env = own_env(pg, kafka, tmp_path, monkeypatch, transform_sql=keeps_all)
+    values = [json.dumps(event(i, "test" if i % 5 == 0 else "click")).encode() for i in range(40)]
+    env.send_to(0, [(b"k", v) for v in values[:20]])
+    env.ingest_all()  # offsets 0-19: every record a row
+    env.send_to(0, [(b"k", v) for v in values[20:30]])
+    skipped = env.spark_job(plan_skip(env.pipeline, SkipRequest(0, 30, "incident"), "on-call"))
+    assert skipped.returncode == 0, skipped.stdout[-3000:]  # offsets 20-29: skipped dead letters
+    env.redeclare(transform_sql=STATEMENT)  # test events filtered out from now on
+    env.send_to(0, [(b"k", v) for v in values[30:]])
+    env.ingest_all()  # offsets 30-39: 30 and 35 filtered, never held
+
+    def backfill(lo: int, hi: int, overlap: str, run_id: str):
+        request = parse_request({"backfill_ranges": {"0": [lo, hi]}, "overlap": overlap}, "manual")
+        return env.spark_job(plan_backfill(env.pipeline, request), run=RunInfo("microingest_test", run_id))
+
+    refused = backfill(0, 20, "replace", "replace_held")
+    assert refused.returncode != 0 and "OverlapError" in refused.stdout and "4 record(s)" in refused.stdout
+    replaced = backfill(30, 40, "replace", "replace_free")
+    assert replaced.returncode == 0, replaced.stdout[-3000:]
+    settled = backfill(0, 30, "skip_existing", "settle")
+    assert settled.returncode == 0, settled.stdout[-3000:]
+    assert '"records_read": 30, "rows_written": 8, "dead_letters": 0, "skipped": 20' in settled.stdout
+
+    rows = env.query(sql.SQL("SELECT source_offset FROM {} ORDER BY 1").format(env.table))
+    assert [o for (o,) in rows] == [*range(20), *(o for o in range(20, 40) if o % 5)]
+    assert env.dead_letters() == [], "the skip's dead letters are resolved, filtered ones too"
+    history = env.query(
+        "SELECT run_id, filtered, note FROM microingest.batches WHERE pipeline = %s AND kind = 'backfill' "
+        "ORDER BY committed_at",
+        (env.pipeline.name,),
+    )
+    assert [(r, f) for r, f, _ in history] == [("replace_free", 2), ("settle", 2)]
+    assert "resolved 10 skipped position(s)" in history[1][2]
