@@ -101,7 +101,7 @@ def unresolved_page(
             'd.partition, d."offset", d.kafka_timestamp, d.record_key, d.record_value, d.headers, '
             "coalesce(octet_length(d.record_key), 0) + coalesce(octet_length(d.record_value), 0) + "
             "coalesce(octet_length(d.headers::text), 0) AS size FROM microingest.dead_letters d WHERE {} "
-            'ORDER BY d.topic, d.partition, d."offset" LIMIT %s) p) x WHERE before < %s '
+            'ORDER BY d.topic, d.partition, d."offset" LIMIT %s) p) x WHERE before = 0 OR before < %s '
             'ORDER BY topic, partition, "offset"'
         ).format(where),
         [*args, limit, max_bytes],

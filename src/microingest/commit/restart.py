@@ -92,12 +92,18 @@ def _move_aside(cur, pipeline: Pipeline, topic: str, aside: str) -> str:
     moved.append(f"{cur.rowcount} dead letter(s)")
     # What earlier batches read (a backfill's overlap and the story of an offset look there) and the lag history
     # describe the old topic's log.
-    cur.execute(
-        "UPDATE microingest.batches b SET ranges = (SELECT jsonb_agg(CASE WHEN e->>'topic' = %(t)s THEN "
-        "jsonb_set(e, '{topic}', to_jsonb(%(a)s::text)) ELSE e END ORDER BY i) FROM jsonb_array_elements(b.ranges) "
-        "WITH ORDINALITY AS x(e, i)) WHERE b.pipeline = %(p)s AND b.ranges @> %(named)s",
-        {"t": topic, "a": aside, "p": pipeline.name, "named": json.dumps([{"topic": topic}])},
-    )
-    moved.append(f"{cur.rowcount} batch(es) of history")
+    named = {"t": topic, "a": aside, "p": pipeline.name, "named": json.dumps([{"topic": topic}])}
+    for column in ("ranges", "gaps"):  # what they read, and the offsets retention took from them
+        cur.execute(
+            sql.SQL(
+                "UPDATE microingest.batches b SET {c} = (SELECT jsonb_agg(CASE WHEN e->>'topic' = %(t)s THEN "
+                "jsonb_set(e, '{{topic}}', to_jsonb(%(a)s::text)) ELSE e END ORDER BY i) FROM "
+                "jsonb_array_elements(b.{c}) WITH ORDINALITY AS x(e, i)) "
+                "WHERE b.pipeline = %(p)s AND b.{c} @> %(named)s"
+            ).format(c=sql.Identifier(column)),
+            named,
+        )
+        if column == "ranges":
+            moved.append(f"{cur.rowcount} batch(es) of history")
     cur.execute("DELETE FROM microingest.lag_observations WHERE pipeline = %s AND topic = %s", (pipeline.name, topic))
     return ", ".join(moved)

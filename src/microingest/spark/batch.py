@@ -119,7 +119,9 @@ def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, sta
     frame = read_frame(job.spark, job.systems.spark_kafka, batch, reader_group(pipeline.name))
     if pipeline.rows_in_spark and not batch.is_skip:
         registry, key = job.systems.registry, job.systems.mask_key
-        return transformed(job.spark, pipeline, registry, frame, batch_id, into_target, started_at, key)
+        return transformed(
+            job.spark, pipeline, registry, frame, batch_id, into_target, started_at, key, batch.is_backfill
+        )
     if jvm is not None and jvm.usable and not batch.is_skip:
         processor = RecordProcessor(pipeline, job.systems.registry)
         every = sample_every(batch.offsets)

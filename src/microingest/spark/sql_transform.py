@@ -11,6 +11,7 @@ Tombstones carry no value for the statement to read: they pass to the sink as th
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import operator
 import uuid
@@ -61,10 +62,19 @@ class TransformError(Refused):
 
 
 def transformed(
-    job_spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime, mask_key
+    job_spark,
+    pipeline: Pipeline,
+    registry,
+    frame,
+    batch_id: str,
+    into_target: bool,
+    started_at: datetime,
+    mask_key,
+    backfill: bool = False,
 ) -> DecodedBatch:
     """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
-    and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`)."""
+    and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`). A backfill's also says where the records
+    the statement filtered out were (`DecodedBatch.filtered_at`)."""
     spark = job_spark
     # The statement's casts and arithmetic fail on a value that does not fit, as the declared types do, whatever the
     # server's default: without ANSI they give NULL or wrap around, and the value would change silently.
@@ -76,7 +86,7 @@ def transformed(
     context_log.setLevel(logging.CRITICAL)
     try:
         register_held(spark, pipeline)
-        return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key)
+        return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill)
     finally:
         context_log.setLevel(level)
 
@@ -88,7 +98,8 @@ def register_held(spark, pipeline: Pipeline) -> None:
 
     for field in pipeline.schema:
         if holds(field):
-            spark.udf.register(_held_function(field), udf(functools.partial(held, field), "string", useArrow=True))
+            # Not an Arrow UDF: through pandas, a NULL would arrive as NaN and a large integer as a float.
+            spark.udf.register(_held_function(field), udf(functools.partial(held, field), "string", useArrow=False))
 
 
 def _staged_from_text(field: Field, text: str, staged: str) -> str:
@@ -97,11 +108,21 @@ def _staged_from_text(field: Field, text: str, staged: str) -> str:
 
 
 def _held_function(field: Field) -> str:
-    return f"microingest_held_{field.name}"
+    """Named by all the field declares: jobs share a Spark Connect session, and two pipelines' fields of one name may
+    be declared differently (one function per declaration, whoever registers it)."""
+    return f"microingest_held_{hashlib.blake2b(repr(field).encode(), digest_size=8).hexdigest()}"
 
 
 def _transformed(
-    spark, pipeline: Pipeline, registry, frame, batch_id: str, into_target: bool, started_at: datetime, mask_key
+    spark,
+    pipeline: Pipeline,
+    registry,
+    frame,
+    batch_id: str,
+    into_target: bool,
+    started_at: datetime,
+    mask_key,
+    backfill: bool,
 ) -> DecodedBatch:
     decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
     typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
@@ -131,9 +152,7 @@ def _transformed(
             encoder = RowEncoder(pipeline, into_target, mask_key)
             chunks = kept.mapInArrow(encoder, DECODED_SCHEMA).toArrow()
             filtered_at = (
-                _filtered_at(records, output, found)
-                if not into_target and _sum(summary, "good") > len(found) + total
-                else []
+                _filtered_at(records, output, found) if backfill and _sum(summary, "good") > len(found) + total else []
             )
         finally:
             output.unpersist()

@@ -13,7 +13,7 @@ from helpers.pipeline_env import new_env, own_env
 
 AMOUNTS = ["0.125", "0.135", "-0.005", "11.9610", "12.50", "9999999999.99", "9999999999.995", "99999999999.9", "0"]
 BASES = ["10.05", "10.00", "0.01"]  # times 1.19: 11.9595, 11.9000, 0.0119
-DOCS = ['{"a": 1}', '{"a": "\\ud800"}', '{"n": 1e400000}', "[1, 2.50, -0]", '"text"', "null", '{"a": "x\\u0000"}']
+DOCS = [None, '{"a": 1}', '{"a": "\\ud800"}', '{"n": 1e400000}', "[1, 2.50, -0]", '"text"', "null", '{"a": "x\\u0000"}']
 TIMES_MS = [0, -62135596800000, -62135596800001, 253402300799999, 253402300800000]
 VALID = ("1.00", "1.00", "{}", 1_700_000_000_000)
 STATEMENT = (
@@ -67,8 +67,11 @@ def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, mo
         [
             (
                 b"k",
-                f'{{"event_id": "e{i}", "amount": {a}, "charged": {Decimal(b) * Decimal("1.19")}, "doc": {d}, '
-                f'"at": {t}, "amounts": [{a}, null]}}'.encode(),
+                (
+                    f'{{"event_id": "e{i}", "amount": {a}, "charged": {Decimal(b) * Decimal("1.19")}, '
+                    + ("" if d is None else f'"doc": {d}, ')  # None: no such field, SQL's NULL in the other
+                    + f'"at": {t}, "amounts": [{a}, null]}}'
+                ).encode(),
             )
             for i, (a, b, d, t) in enumerate(records)
         ],
@@ -78,7 +81,10 @@ def test_statement_values_land_as_the_decoder_lands_them(pg, kafka, tmp_path, mo
         [
             (
                 b"k",
-                json.dumps({"event_id": f"e{i}", "amount_text": a, "base_text": b, "doc_text": d, "at_ms": t}).encode(),
+                json.dumps(
+                    {"event_id": f"e{i}", "amount_text": a, "base_text": b, "at_ms": t}
+                    | ({} if d is None else {"doc_text": d})
+                ).encode(),
             )
             for i, (a, b, d, t) in enumerate(records)
         ],
