@@ -10,12 +10,13 @@ Tombstones carry no value for the statement to read: they pass to the sink as th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import operator
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -61,36 +62,6 @@ class TransformError(Refused):
     records, or its rows do not come one each from the records read. Nothing of the batch was written."""
 
 
-def transformed(
-    job_spark,
-    pipeline: Pipeline,
-    registry,
-    frame,
-    batch_id: str,
-    into_target: bool,
-    started_at: datetime,
-    mask_key,
-    backfill: bool = False,
-) -> DecodedBatch:
-    """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
-    and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`). A backfill's also says where the records
-    the statement filtered out were (`DecodedBatch.filtered_at`)."""
-    spark = job_spark
-    # The statement's casts and arithmetic fail on a value that does not fit, as the declared types do, whatever the
-    # server's default: without ANSI they give NULL or wrap around, and the value would change silently.
-    spark.conf.set("spark.sql.ansi.enabled", "true")
-    # pyspark logs each failed query's SQL context at ERROR, stack and all: a probe's expected failures would flood the
-    # job's log (and put record values in it); what they found is logged below, once.
-    context_log = logging.getLogger("SQLQueryContextLogger")
-    level = context_log.level
-    context_log.setLevel(logging.CRITICAL)
-    try:
-        register_held(spark, pipeline)
-        return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill)
-    finally:
-        context_log.setLevel(level)
-
-
 def register_held(spark, pipeline: Pipeline) -> None:
     """The session's functions that hold the statement's values of each decimal and json field to the decoder's
     rules (`held_values`), by the names `statement_sql` calls them."""
@@ -113,7 +84,7 @@ def _held_function(field: Field) -> str:
     return f"microingest_held_{hashlib.blake2b(repr(field).encode(), digest_size=8).hexdigest()}"
 
 
-def _transformed(
+def transformed(
     spark,
     pipeline: Pipeline,
     registry,
@@ -122,7 +93,34 @@ def _transformed(
     into_target: bool,
     started_at: datetime,
     mask_key,
-    backfill: bool,
+    backfill: bool = False,
+) -> DecodedBatch:
+    """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
+    and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`). A backfill's also says where the records
+    the statement filtered out were (`DecodedBatch.filtered_at`)."""
+    # The statement's casts and arithmetic fail on a value that does not fit, as the declared types do, whatever the
+    # server's default: without ANSI they give NULL or wrap around, and the value would change silently.
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    register_held(spark, pipeline)
+    with _quiet_query_context():
+        return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill)
+
+
+@contextlib.contextmanager
+def _quiet_query_context() -> Iterator[None]:
+    """pyspark logs each failed query's SQL context at ERROR, stack and all: a probe's expected failures would flood
+    the job's log (and put record values in it); what they found is logged once, by the batch."""
+    context_log = logging.getLogger("SQLQueryContextLogger")
+    level = context_log.level
+    context_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        context_log.setLevel(level)
+
+
+def _transformed(
+    spark, pipeline: Pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill
 ) -> DecodedBatch:
     decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
     typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
