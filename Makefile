@@ -28,14 +28,15 @@ DECODER_JAR := $(INSTALL)/spark/decoders/microingest-decoders.jar
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo lint test test-cluster test-unit chaos soak soak-cluster bench clean clean-platforms
+.PHONY: help install up down status demo lint test test-cluster test-unit test-quick chaos soak soak-cluster bench clean clean-platforms
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
 	@echo "make test    set up and run the whole test suite (what CI runs)"
 	@echo "make up | down | status    start / stop / show the local platform (TOPOLOGY=cluster: the production shape)"
 	@echo "make lint                  ruff (lint and format check) and mypy, as make test runs them first"
-	@echo "make test-unit             pure-logic tests only (no services)"
+	@echo "make test-unit             pure-logic tests only (no services), under 2 minutes"
+	@echo "make test-quick            the unit tests and a few end-to-end ones on the running platform, under 8 minutes"
 	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s + restarts), report in .state/chaos-report.json"
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
@@ -134,7 +135,9 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 test: install browser lint
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
-	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=40 tests --ignore=tests/integration/cluster
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=40 \
+	  --junitxml=$(STATE)/test-results.xml tests --ignore=tests/integration/cluster
+	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml --top 15
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
 	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster
@@ -163,7 +166,7 @@ soak-cluster:
 	$(PLATFORM) leftovers
 
 chaos: install
-	$(PLATFORM) up --no-airflow-services
+	$(PLATFORM) up --no-airflow-services --spark-connect
 	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/deploy/test_chaos.py
 
 # The bench declares its pipelines in a folder of its own too. BENCH_ARGS passes more options (see
@@ -178,6 +181,14 @@ bench: install
 
 test-unit: $(STAMP_PY) $(DECODER_JAR)
 	$(BIN)/pytest -q tests/unit
+
+# The contributor's loop: the unit tests, then the end-to-end tests marked `quick` on the platform, started if it is not
+# running and left running for the next time (`make down` stops it).
+test-quick: install
+	rm -f $(TEST_PIPELINES)/*.yaml
+	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
+	$(BIN)/pytest -q tests/unit
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q -m quick tests/integration --ignore=tests/integration/cluster
 
 # Stop this platform and the cluster topology's, and delete their Postgres clusters (run as root, they live outside
 # the state folder).

@@ -8,8 +8,9 @@ decoder's `Faults`, where any action but pause halts the executor's JVM).
 
 MICROINGEST_FAULT=<point>                the process reaching that point kills itself with SIGKILL: no cleanup, no
                                          exception handlers, like an OOM kill or a lost machine.
-MICROINGEST_FAULT=<point>:pause:<file>   the process creates <file> and waits (up to 120 s) until it is removed,
-                                         so a test can break something (restart Postgres, stop the broker) right there.
+MICROINGEST_FAULT=<point>:pause:<file>   the process creates <file> and waits (up to 10 min) until it is removed,
+                                         so a test can break something (restart Postgres, stop the broker) right there,
+                                         or hold several jobs there and release them together.
 MICROINGEST_FAULT=<point>:executor      (on a Spark executor) kill -9 the executor JVM that runs this Python
                                          worker: an executor lost, as when its machine dies.
 MICROINGEST_FAULT=jvm_self_check:corrupt  the driver changes the first text field of every record the JVM decoded,
@@ -28,6 +29,9 @@ import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+# A bound only for a test that never releases its job; three racers held on two busy cores take minutes to gather.
+PAUSE_LIMIT_SECONDS = 600
 
 
 def executor_faults() -> dict[str, str]:
@@ -65,7 +69,7 @@ def crash_point(name: str, carried: Mapping[str, str] | None = None) -> None:
     if action.startswith("pause:"):
         marker = Path(action.removeprefix("pause:"))
         marker.touch()
-        deadline = time.time() + 120
+        deadline = time.time() + PAUSE_LIMIT_SECONDS
         while marker.exists() and time.time() < deadline:
             time.sleep(0.2)
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 import uuid
 from collections import Counter
@@ -18,6 +19,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, TopicPartition
 from psycopg2 import sql
 
+from microingest.airflow.job_process import JobProcess
 from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.declare.files import load_pipeline_file
 from microingest.declare.identifiers import table_identifier
@@ -264,6 +266,8 @@ class Env:
         if spark_connect.is_spark_connect(get_connection(self.pipeline.spark_conn_id)):
             assert master == "local[2]" and not extra_conf, "Spark conf is the Spark Connect server's"
             cmd = spark_connect.job_command(self.pipeline, plan, run)
+            if wait:  # as the operator runs it: forked by the job-forks server, whose imports are done
+                return forked_job(cmd, env)
             stderr = subprocess.STDOUT  # the job's log and errors in stdout, as spark-submit forwards them
         else:
             cmd = spark_submit.command(
@@ -287,6 +291,30 @@ class Env:
         proc = self.spark_job(ranges, fault=f"{point}:pause:{marker}", wait=False, **job)
         assert reached_pause(proc, marker), f"the job did not reach {point}: exit {proc.poll()}"
         return proc
+
+
+class _Output:
+    """A logger for JobProcess that keeps the job's lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args) -> None:
+        self.lines.append(message % args if args else message)
+
+
+def forked_job(cmd: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """A Spark Connect job run the operator's way (`JobProcess`): forked by the platform's job-forks server when it
+    runs this code, else a new interpreter; its output as stdout. Stopped after `timeout`, as job_result would."""
+    output = _Output()
+    job = JobProcess(cmd, env, output, forkable=True)
+    watchdog = threading.Timer(timeout, job.stop, kwargs={"grace_seconds": 5})
+    watchdog.start()
+    try:
+        code = job.run()
+    finally:
+        watchdog.cancel()
+    return subprocess.CompletedProcess(cmd, code, "\n".join(output.lines) + "\n", "")
 
 
 def job_result(proc: subprocess.Popen, timeout: float = 300) -> subprocess.CompletedProcess:

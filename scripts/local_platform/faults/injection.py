@@ -236,14 +236,20 @@ FAULTS: dict[str, tuple[str, Callable]] = {
 }
 
 
-def available_kinds() -> list[str]:
-    """The fault kinds this machine can inject (partitions need nftables, the full disk a tmpfs mount: root)."""
-    kinds = list(FAULTS)
+def unavailable_kinds() -> dict[str, str]:
+    """The fault kinds this machine cannot inject, each with the reason (partitions need nftables, the full disk a
+    tmpfs mount: root)."""
+    left_out = {}
     if not network_partition.available():
-        kinds = [k for k in kinds if FAULTS[k][0] != "network"]
+        left_out.update({k: "nft is not installed (Debian's nftables)" for k, v in FAULTS.items() if v[0] == "network"})
     if not full_disk.available():
-        kinds.remove("target tablespace full")
-    return kinds
+        left_out["target tablespace full"] = "mounting a small tablespace takes root and a local Postgres cluster"
+    return left_out
+
+
+def available_kinds() -> list[str]:
+    """The fault kinds this machine can inject."""
+    return [k for k in FAULTS if k not in unavailable_kinds()]
 
 
 def run_fault(soak: Soak, kind: str, fault: Fault) -> None:

@@ -27,13 +27,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--contenders", default=",".join(defaults.contenders), help=f"comma-separated, of {', '.join(CONTENDERS)}"
     )
+    parser.add_argument(
+        "--warm-up-records",
+        type=int,
+        default=None,
+        help="records the long-lived driver reads untimed first (default: --records, at most 200,000; 0: none)",
+    )
     parser.add_argument("--out", type=Path, default=settings.state_dir() / "bench")
     args = parser.parse_args(argv)
     for name in ("records", "partitions", "batch_records", "small_records"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.small_batches < 0:
-        parser.error("--small-batches must be 0 or more")
+    for name in ("small_batches", "warm_up_records"):
+        if (getattr(args, name) or 0) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be 0 or more")
     served = settings.pipelines_dir().resolve()
     if served == (settings.repo_root() / "pipelines").resolve():
         parser.error(
@@ -48,6 +55,7 @@ def main(argv: list[str]) -> int:
         args.small_batches,
         tuple(c for c in args.contenders.split(",") if c),
         args.out,
+        args.warm_up_records,
     )
     result = run_bench(opts, say=lambda m: print(m, flush=True))
     paths = report.write(result, args.out)

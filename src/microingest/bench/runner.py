@@ -38,6 +38,7 @@ class Options:
     small_batches: int = 3
     contenders: tuple[str, ...] = tuple(CONTENDERS)
     out: Path = Path(".state/bench")
+    warm_up_records: int | None = None  # None: min(records, WARM_UP_RECORDS); 0: no warm-up (a smoke run)
 
 
 @dataclass
@@ -101,7 +102,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     ctx = Context(pg, kafka, f"microingest-bench-{run_id}", run_id, opts.batch_records, work.resolve(), say)
     _forget_earlier_declarations()
     contenders = [CONTENDERS[key](ctx) for key in opts.contenders]
-    warm_up = WarmUp(ctx, min(opts.records, WARM_UP_RECORDS)) if any(c.long_lived for c in contenders) else None
+    warm_records = min(opts.records, WARM_UP_RECORDS) if opts.warm_up_records is None else opts.warm_up_records
+    warm_up = WarmUp(ctx, warm_records) if warm_records and any(c.long_lived for c in contenders) else None
     create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY] + ([warm_up.key] if warm_up else []))
     for c in contenders + ([warm_up] if warm_up else []):
         c.prepare()  # declarations first: Airflow parses them while the data is produced

@@ -22,6 +22,7 @@ def finished(api, env, run_id):
     return api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
 
 
+@pytest.mark.quick
 def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
     env = served["live"]
     produced = env.produce(600)

@@ -1,4 +1,5 @@
-"""Pipelines through Airflow: DAG import, and the ingest DAG end to end with `airflow dags test`."""
+"""Pipelines through Airflow: DAG import, and the ingest DAG end to end with `airflow dags test` (its jobs on the
+Spark Connect server, but for the two that go through the operator's spark-submit path)."""
 
 import json
 import os
@@ -6,19 +7,13 @@ import re
 import subprocess
 from collections import Counter
 
-import pytest
 from sqlalchemy import create_engine, text
 
 from helpers.airflow_access import run_dag
+from helpers.pipeline_env import reached_pause
 from microingest.settings import repo_root
 
 REPO = repo_root()
-
-
-@pytest.fixture
-def env(submit_env):
-    """These runs go through the operator's spark-submit path (its command, output and kill handling)."""
-    return submit_env
 
 
 def airflow_db():
@@ -44,7 +39,9 @@ def task_states(dag_id: str) -> list[dict]:
     return list(runs.values())
 
 
-def test_ingest_dag_end_to_end(env):
+def test_ingest_dag_end_to_end(submit_env):
+    """Through the operator's spark-submit path: its command, its output, and no credential on either."""
+    env = submit_env
     first = env.produce(2500)
     result = run_dag(env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -182,47 +179,48 @@ def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_th
     assert "broken.yaml: field 'max_records_per_batch': must be a positive integer, got -5" in error
 
 
-def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fenced_or_skip(env):
-    """Whichever run commits first, every offset is committed by exactly one batch: a run that planned before that
-    commit is fenced at its own commit, one that planned after it finds nothing to do and skips."""
+def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fenced(env, tmp_path):
+    """Three runs plan the same ranges and each waits with its batch decoded, just before its commit; released
+    together, exactly one commits and the other two are fenced at their own commits, writing nothing."""
     env.redeclare(max_active_runs=3, retries=0)
     produced = env.produce(1200)
     dag_env = {**os.environ, "MICROINGEST_PIPELINES_DIR": str(env.pipelines_dir)}
     # Register the DAG first: three `dags test` processes would otherwise race to insert the same DAG row.
     subprocess.run(["airflow", "dags", "reserialize"], env=dag_env, check=True, capture_output=True, timeout=300)
+    markers = [tmp_path / f"run-{i}-decoded" for i in range(3)]
     procs = [
         subprocess.Popen(
             ["airflow", "dags", "test", env.pipeline.dag_id],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=dag_env,
+            env={**dag_env, "MICROINGEST_FAULT": f"after_decode:pause:{marker}"},
         )
-        for _ in range(3)
+        for marker in markers
     ]
+    try:
+        for proc, marker in zip(procs, markers):
+            assert reached_pause(proc, marker, timeout=600), f"a run did not reach its commit: exit {proc.poll()}"
+    finally:
+        for marker in markers:
+            marker.unlink(missing_ok=True)
     outputs = [p.communicate(timeout=900)[0] for p in procs]
 
-    assert env.target_rows() == sorted(produced), "every record exactly once"
+    assert env.landed_once() == sorted(produced), "every record exactly once"
     runs = task_states(env.pipeline.dag_id)[-3:]
-    committed = [r for r in runs if r.get("ingest") == "success"]
-    fenced = [r for r in runs if r.get("ingest") == "failed"]
-    skipped = [r for r in runs if r.get("ingest") == "skipped"]
-    assert len(committed) + len(fenced) + len(skipped) == 3, runs
-    ranges = [
-        r
-        for (ranges,) in env.query("SELECT ranges FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,))
-        for r in ranges
-    ]
+    assert sorted(r.get("ingest") for r in runs) == ["failed", "failed", "success"], runs
+    [(ranges,)] = env.query("SELECT ranges FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,))
     covered = Counter((r["partition"], o) for r in ranges for o in range(r["from"], r["until"]))
-    assert set(covered.values()) == {1} and len(covered) == len(produced), "each offset in exactly one batch"
-    assert len(committed) == len(env.batches())
+    assert set(covered.values()) == {1} and sorted(covered) == sorted((p, o) for p, o, _ in produced)
     failed_output = [o for o, p in zip(outputs, procs) if p.returncode != 0]
-    assert len(failed_output) == len(fenced)
+    assert len(failed_output) == 2
     for output in failed_output:
         assert "FencedError: fenced" in output and "nothing from this batch was written" in output
 
 
-def test_an_airflow_retry_goes_on_after_a_kill_between_batches(env, tmp_path):
+def test_an_airflow_retry_goes_on_after_a_kill_between_batches(submit_env, tmp_path):
+    """A spark-submit application killed outright: the operator fails the try and the retry goes on."""
+    env = submit_env
     env.redeclare(retries=1, retry_delay_seconds=0, max_records_per_batch=300)
     produced = env.produce(500)
     once = tmp_path / "fault-fired"

@@ -10,9 +10,7 @@ import pytest
 import yaml
 
 from helpers.pipeline_env import SERVED_FOLDER, Env
-from microingest.batches import OffsetRange
 from microingest.declare.files import load_pipeline_file
-from microingest.observe.announcements import merged_ranges
 from microingest.systems.kafka_access import create_topic, json_bytes
 
 REPO = Path(__file__).resolve().parents[3]
@@ -28,7 +26,23 @@ def history(env: Env, run_id: str) -> list[tuple]:
 
 
 def expected_ranges(batches: list[tuple]) -> list[dict]:
-    return merged_ranges(OffsetRange.from_dict(r) for _, _, ranges, _ in batches for r in ranges)
+    """The batches' offsets, one by one, gathered into the runs of consecutive offsets of each partition."""
+    offsets = sorted(
+        {
+            (r["topic"], r["partition"], o)
+            for _, _, ranges, _ in batches
+            for r in ranges
+            for o in range(r["from"], r["until"])
+        }
+    )
+    spans: list[dict] = []
+    for topic, partition, offset in offsets:
+        last = spans[-1] if spans else {}
+        if (last.get("topic"), last.get("partition"), last.get("until")) == (topic, partition, offset):
+            last["until"] += 1
+        else:
+            spans.append({"topic": topic, "partition": partition, "from": offset, "until": offset + 1})
+    return spans
 
 
 def clear(api, dag_id: str, run_id: str, task_id: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from microingest.airflow.dag_factory import SLA_DAG_ID
@@ -120,10 +121,21 @@ def test_records_arriving_on_an_idle_topic_wake_the_pipeline(api, served):
     def runs():
         return api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
 
+    def gate_pokes() -> int:  # each look of the trigger at the caught-up topic records an observation
+        return env.query(
+            "SELECT count(DISTINCT observed_at) FROM microingest.lag_observations WHERE pipeline = %s "
+            "AND source = 'gate' AND observed_at > %s",
+            (env.pipeline.name, unpaused),
+        )[0][0]
+
+    unpaused = datetime.now(timezone.utc)
     api.unpause(dag_id)
     try:
-        time.sleep(5)  # an idle topic wakes nothing: no run appears
-        assert runs() == []
+        deadline = time.monotonic() + 300
+        while gate_pokes() < 2 and time.monotonic() < deadline:  # two looks: the trigger ran and decided
+            time.sleep(1)
+        assert gate_pokes() >= 2, "the trigger never looked" + service_log("triggerer", env.pipeline.name)
+        assert runs() == [], "an idle topic woke the pipeline"
         sent = env.produce(12)
         deadline = time.monotonic() + 300
         while not runs() and time.monotonic() < deadline:

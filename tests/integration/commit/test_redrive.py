@@ -74,6 +74,7 @@ def redrive_batches(env):
     )
 
 
+@pytest.mark.quick
 def test_append_redrive_lands_each_fixed_dead_letter_once_and_a_second_changes_nothing(env):
     incident(env)
     preview = preview_redrive(env.pipeline, plan_redrive(env.pipeline, RedriveRequest(), "on-call")[0])

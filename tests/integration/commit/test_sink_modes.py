@@ -21,6 +21,7 @@ def reading(device, seq, temp):
     return json.dumps({"event_id": f"{device}-{seq}", "user_id": device, "amount": temp}).encode()
 
 
+@pytest.mark.quick
 def test_upsert_latest_keeps_the_last_value_per_key_and_applies_tombstones(env):
     env.replace_target(UPSERT_TARGET)
     env.redeclare(sink_mode="upsert_latest", max_records_per_batch=37)

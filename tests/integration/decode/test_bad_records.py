@@ -4,6 +4,8 @@ import json
 import re
 import struct
 
+import pytest
+
 from helpers.pipeline_env import RawHeaderName
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
@@ -33,6 +35,7 @@ HANDLED = [  # records that look odd but are valid for the append sink: they lan
 ]
 
 
+@pytest.mark.quick
 def test_every_bad_record_is_dead_lettered_once_and_the_rest_lands(env):
     env.redeclare(
         max_value_bytes=1000,

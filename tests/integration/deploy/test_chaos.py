@@ -3,13 +3,15 @@ exactly what Kafka holds — none lost, none duplicated.
 
 Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its
 own ledger, and a fifth appends that topic and a second one (`topics:`), with a producer of its own on the second.
-Each round plans a batch for one of them and breaks it: kill -9 of the whole Spark job at a random moment (reading,
-decoding or committing), a self-kill at a fault point (before the read, after decoding, inside the commit
-transaction), a Postgres restart while the commit transaction is open, or a broker stop/start during the read.
-Afterwards every pipeline is drained without faults and compared with the topic read back from Kafka.
+Each round plans a batch for one of them and breaks it with the next fault kind, in a fixed order: a self-kill at a
+fault point (before the read, after decoding, inside the commit transaction), kill -9 of the whole Spark job at a
+random moment (reading, decoding or committing), a Postgres restart while the commit transaction is open, and a broker
+stop/start while the job reads. Afterwards every pipeline is drained without faults and compared with the topic read
+back from Kafka.
 
-Rounds go on until MICROINGEST_CHAOS_KILLS kill -9s have landed (default 3, the short version in `make test`;
-`make chaos` asks for 20); the restarts of Postgres and the broker come on top.
+Rounds go on until every kind has struck and MICROINGEST_CHAOS_KILLS kill -9s have landed (default 4: each kill kind
+once, the version `make test` runs; `make chaos` asks for 20). The Postgres crashes (immediate shutdown, then crash
+recovery) at the two moments of a batch that hold or open its commit are the tests after it.
 """
 
 from __future__ import annotations
@@ -30,21 +32,22 @@ from helpers.exactly_once import Producer, declare_sink_pipelines, verify, verif
 from helpers.pipeline_env import SERVED_FOLDER, new_env, read_to_end
 from local_platform.faults.cluster import platform
 from microingest import settings
+from microingest.declare.pipeline import Pipeline
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
+from microingest.systems.airflow_api import AirflowClient
 from microingest.systems.kafka_access import create_topic
 
-KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "3"))
+KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "4"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
-FAULTS = (
-    "kill_random",
+KINDS = (
     "after_open",
     "after_decode",
     "before_commit",
+    "kill_random",
     "postgres_restart_in_commit",
     "broker_restart_in_read",
-    "kill_random",
 )
 
 
@@ -77,10 +80,12 @@ def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]
         assert proc.returncode != 0, "a commit whose connection died must not report success"
         return "postgres restarted during commit", "the open commit transaction lost its connection"
     if fault == "broker_restart_in_read":
-        proc = env.spark_job(ranges, wait=False)
-        time.sleep(rnd.uniform(3, 7))
+        # Held before its read until the broker is down, so the read meets the restart; it may fail or wait it out.
+        marker = tmp / f"pause-{uuid.uuid4().hex}"
+        proc = env.paused_job(ranges, "after_open", marker)
         platform("stop", "kafka")
-        time.sleep(2)
+        marker.unlink()
+        time.sleep(rnd.uniform(1, 4))
         platform("start", "kafka")
         proc.communicate(timeout=600)
         return "broker restarted during read", f"job exit {proc.returncode}"
@@ -103,11 +108,37 @@ def airflow_running() -> bool:
         return False
 
 
+def airflow_healthy() -> bool:
+    """Airflow's own health report: its metadata database and every component's heartbeat are healthy."""
+    try:
+        health = AirflowClient().get("/api/v2/monitor/health")
+    except Exception:  # the API server itself still reconnecting
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+
+
 def bring_airflow_back() -> None:
-    """`make test` runs Airflow beside this test, on the same Postgres: a restart can make its scheduler exit (or hang
-    shutting down), which would fail every later test that goes through it. Restart it as an operator would."""
+    """`make test` runs Airflow beside these tests, on the same Postgres. Its services reconnect, or exit and are
+    restarted by the platform's supervisor; one that hangs instead would fail every later test that goes through
+    Airflow, so after a wait it is restarted as an operator would."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if airflow_healthy():
+            return
+        time.sleep(2)
+    print("Airflow did not recover from the Postgres restart in 180 s: restarting it", flush=True)
     platform("stop", "airflow", timeout=300)
     platform("up", "--pipelines-dir", SERVED_FOLDER, "--spark-connect", "--schema-registry")
+
+
+@pytest.fixture
+def postgres_crashes():
+    """The test crashes Postgres: Airflow, when it runs beside, is healthy again before the next test starts."""
+    was_running = airflow_running()
+    yield
+    if was_running:
+        bring_airflow_back()
 
 
 def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
@@ -133,19 +164,21 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     producer, producer_b = Producer(kafka, topic, SEED), Producer(kafka, second, SEED + 1)
     producer.start()
     producer_b.start()
-    outcomes = Counter()
+    outcomes, struck = Counter(), Counter()
     try:
         time.sleep(3)
         rounds = 0
-        while outcomes[KILLED] + outcomes[KILLED_RANDOMLY] < KILLS_WANTED:
-            # Three in seven faults always kill; random kills miss jobs faster than their delay. The bound only stops
-            # a run whose faults never land: at 4x the wanted kills it tripped on about 6% of seeds by chance alone.
-            assert rounds < 10 * KILLS_WANTED + 10, f"faults keep missing: {dict(outcomes)}"
-            env = envs[rounds % len(envs)]
-            category, detail = run_round(env, rnd.choice(FAULTS), rnd, tmp_path)
+        while outcomes[KILLED] + outcomes[KILLED_RANDOMLY] < KILLS_WANTED or len(struck) < len(KINDS):
+            # Only a random kill can miss (its job may end before the kill): the bound stops a run where it keeps
+            # missing.
+            assert rounds < 2 * len(KINDS) + 2 * KILLS_WANTED, f"faults keep missing: {dict(outcomes)}"
+            env, kind = envs[rounds % len(envs)], KINDS[rounds % len(KINDS)]
+            category, detail = run_round(env, kind, rnd, tmp_path)
             outcomes[category] += 1
+            if category != NO_FAULT:
+                struck[kind] += 1
             rounds += 1
-            print(f"round {rounds} {env.pipeline.name}: {category} ({detail})", flush=True)
+            print(f"round {rounds} {env.pipeline.name} {kind}: {category} ({detail})", flush=True)
             if rounds % 3 == 0:  # let a batch through between faults, so the ledgers move on
                 ingest_once(env)
     finally:
@@ -156,8 +189,8 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
         if airflow_was_running and outcomes["postgres restarted during commit"]:
             bring_airflow_back()
 
-    for env in envs:  # drain what is left without faults, in one batch per pipeline
-        env.redeclare(max_records_per_batch=1_000_000)
+    for env in envs:  # drain what is left without faults, in one batch per pipeline, on the Spark Connect server
+        env.redeclare(max_records_per_batch=1_000_000, spark_conn_id=Pipeline.spark_conn_id)
         env.ingest_all()
     truth = read_to_end(kafka, topic, isolation_level="read_committed")
     report = verify(sinks, truth)
@@ -177,21 +210,15 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
             "producer_send_errors": producer.errors + producer_b.errors,
             "faults_landed": rounds - outcomes[NO_FAULT],
             "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY],
+            "struck": {kind: struck[kind] for kind in KINDS},
         }
     )
     print("chaos report: " + json.dumps(report), flush=True)
     (settings.state_dir() / "chaos-report.json").write_text(json.dumps(report, indent=2))
     assert report["lost"] == 0 and report["duplicated"] == 0, report
+    assert all(report["struck"].values()), f"a fault kind never struck: {report['struck']}"
 
 
-CRASHES_POSTGRES = pytest.mark.skipif(
-    "MICROINGEST_CHAOS_KILLS" not in os.environ,
-    reason="crashes Postgres, which the Airflow that `make test` runs beside the suite does not "
-    "survive (its scheduler and dag-processor exit); `make chaos` runs it, without Airflow",
-)
-
-
-@CRASHES_POSTGRES
 def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_connection(submit_env, tmp_path):
     """Reading a batch holds no Postgres connection while Spark decodes it: the commit opens its own afterwards, so
     a Postgres that crashed and recovered meanwhile (`platform crash` returns once it is up again) takes the batch,
@@ -208,8 +235,7 @@ def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_
     assert env.target_rows() == sorted(produced)
 
 
-@CRASHES_POSTGRES
-def test_a_postgres_crash_inside_the_commit_is_retried_and_lands_once(submit_env, tmp_path):
+def test_a_postgres_crash_inside_the_commit_is_retried_and_lands_once(submit_env, tmp_path, postgres_crashes):
     """The batch whose transaction the crash ended, everything written and not committed, is not refused as if the
     read were wrong: the job fails as a transient failure (no refusal exit code), nothing of it stays, and the retry
     lands every record."""

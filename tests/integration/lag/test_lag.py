@@ -8,6 +8,8 @@ import os
 import subprocess
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from microingest import settings
 from microingest.batches import OffsetRange, RunInfo
 from microingest.commit.ledger import pin_positions
@@ -17,7 +19,7 @@ from microingest.lag.mirror import group_id
 from microingest.lag.states import LagState
 from microingest.lag.status import pipeline_status
 from microingest.plan.live import plan_live_run
-from microingest.systems.kafka_access import partition_bounds
+from microingest.systems.kafka_access import create_topic, partition_bounds
 from microingest.systems.pipeline_systems import PipelineSystems
 
 # Recent enough for the broker's 7-day retention, which deletes older records even from the active segment.
@@ -39,6 +41,7 @@ def pin(env, positions: dict[int, int]) -> None:
     )
 
 
+@pytest.mark.quick
 def test_offset_and_time_lag_come_from_the_ledger_and_the_oldest_waiting_record(env, kafka):
     # Partition p gets 30 records, one per second from T0; record i of the topic is stamped T0 + i seconds.
     produced = env.produce(90, timestamp_of=lambda i: at_ms(i))
@@ -106,7 +109,8 @@ def test_a_record_after_a_quiet_spell_is_judged_from_when_the_sla_check_last_saw
 
 
 def test_a_failing_planning_is_err_until_one_succeeds(env):
-    env.redeclare(topic="no-such-topic-" + env.pipeline.name.replace("_", "-"))
+    missing = "no-such-topic-" + env.pipeline.name.replace("_", "-")
+    env.redeclare(topic=missing)
     try:
         plan_live_run(env.pipeline)
     except Exception as exc:
@@ -115,6 +119,14 @@ def test_a_failing_planning_is_err_until_one_succeeds(env):
         raise AssertionError("planning a missing topic succeeded")
     status = pipeline_status(env.pipeline)
     assert status.verdict.state is LagState.ERR and "does not exist" in status.verdict.reason
+
+    # The topic appears: Kafka reads again, but the verdict stays the failed planning's until a planning succeeds.
+    create_topic(env.kafka, missing, 1)
+    status = pipeline_status(env.pipeline)
+    assert status.verdict.state is LagState.ERR and status.verdict.reason.startswith("planning fails:")
+    plan_live_run(env.pipeline)
+    status = pipeline_status(env.pipeline)
+    assert status.verdict.state is not LagState.ERR, status.verdict
 
 
 def describe_group(group: str) -> dict[int, tuple[int, int, int]]:

@@ -43,6 +43,7 @@ def by_partition(produced):
     return out
 
 
+@pytest.mark.quick
 def test_a_pipeline_started_at_latest_fills_its_history_and_every_record_lands_once(env):
     env.redeclare(start_from="latest", max_records_per_batch=250)
     history = env.produce(900)

@@ -102,7 +102,10 @@ def test_an_executor_lost_after_decoding_is_replaced_and_the_batch_still_lands_o
     """The first Spark task to decode a record kills its own executor JVM before its task ends (the JVM decoder's
     fault point); Spark re-runs the lost task elsewhere, which decodes the same records again, keeps one result per
     partition, and the commit lands every record exactly once."""
+    env.redeclare(dead_letter={"max_fraction": 0.5})
     produced = env.produce(3000)
+    # Undecodable records among them: the re-run task dead-letters its records again, and each is still kept once.
+    broken = env.send([(b"k", b"not json"), (b"k", b'{"user_id": "no event_id"}')] * 20)
     plan = plan_next_batch(env.pipeline)
     fired = tmp_path / "executor-killed"
 
@@ -120,6 +123,7 @@ def test_an_executor_lost_after_decoding_is_replaced_and_the_batch_still_lands_o
 
     assert fired.exists(), "an executor was killed"
     assert result.returncode == 0, result.stdout[-4000:]
-    assert env.target_rows() == sorted(produced)
+    assert env.landed_once() == sorted(produced)
+    assert sorted((p, o) for p, o, *_ in env.dead_letters()) == sorted(broken)
     [(_, _, read, written, _, _)] = env.batches()
-    assert read == written == 3000
+    assert (read, written) == (3040, 3000)

@@ -52,6 +52,7 @@ def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application
     assert app.startswith("local-")
 
 
+@pytest.mark.quick
 def test_a_client_killed_after_decoding_commits_nothing_and_the_rerun_lands_each_record_once(connect_env):
     env = connect_env
     produced = env.produce(1500)
@@ -61,9 +62,11 @@ def test_a_client_killed_after_decoding_commits_nothing_and_the_rerun_lands_each
 
     assert killed.returncode == -signal.SIGKILL
     assert "decoded: 1500 rows" in killed.stdout + killed.stderr, "the kill must come after the batch was decoded"
-    assert env.target_rows() == [] and env.ledger() == {}
+    assert env.target_rows() == [] and env.ledger() == {} and env.batches() == []
+    assert plan_next_batch(env.pipeline).ranges == plan.ranges
     env.ingest_all()
     env.assert_exactly_once(produced)
+    assert len(env.batches()) == 1
 
 
 def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_each_record_once(
