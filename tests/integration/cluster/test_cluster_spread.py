@@ -20,6 +20,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from helpers.pipeline_env import SERVED_FOLDER, new_env
 from local_platform import config
+from local_platform.faults.cluster import edge_worker_states
 from microingest.systems.kafka_access import create_topic
 
 pytestmark = pytest.mark.skipif(
@@ -42,11 +43,12 @@ def _edge(*args: str, check: bool = True) -> str:
     return done.stdout
 
 
-def _states() -> dict[str, str]:
-    return {w["worker_name"]: w["state"] for w in json.loads(_edge("list-workers", "-o", "json"))}
+def _states(api) -> dict[str, str]:
+    """Read from the API server: an `airflow edge list-workers` process each poll would cost seconds of CPU."""
+    return edge_worker_states(api)
 
 
-def _maintenance(worker: str, on: bool, check: bool = True) -> None:
+def _maintenance(api, worker: str, on: bool, check: bool = True) -> None:
     """Drain a worker (or bring it back), and wait until it has taken note: until then it may still fetch jobs."""
     if on:
         _edge("remote-edge-worker-request-maintenance", "-H", worker, "--comments", "cluster test", check=check)
@@ -54,7 +56,7 @@ def _maintenance(worker: str, on: bool, check: bool = True) -> None:
         _edge("remote-edge-worker-exit-maintenance", "-H", worker, check=check)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        state = _states()[worker]
+        state = _states(api)[worker]
         if (state == "maintenance mode") if on else (state in ("idle", "running")):
             return
         time.sleep(1)
@@ -104,21 +106,21 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     hosts, produced = {}, []
     # Both workers registered and fetching jobs before one is drained: a worker not yet known cannot be.
     deadline = time.monotonic() + 120
-    while any(_states().get(w) not in ("idle", "running") for w in WORKERS) and time.monotonic() < deadline:
+    while any(_states(api).get(w) not in ("idle", "running") for w in WORKERS) and time.monotonic() < deadline:
         time.sleep(1)
     try:
         for i, (drained, serving) in enumerate((WORKERS[::-1], WORKERS)):
-            _maintenance(drained, True)
+            _maintenance(api, drained, True)
             produced += env.produce(6000, start=6000 * i)  # 3 Spark tasks of 2,000 records
             run_id = api.trigger(env.pipeline.dag_id)
             run = api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
             assert run.state == "success", run.describe()
             hosts[serving] = _hosts(api, env.pipeline.dag_id, run_id)
-            _maintenance(drained, False)
+            _maintenance(api, drained, False)
     finally:
         for worker in WORKERS:
-            if _states()[worker] != "idle":
-                _maintenance(worker, False, check=False)
+            if _states(api)[worker] != "idle":
+                _maintenance(api, worker, False, check=False)
 
     for serving, tasks in hosts.items():
         assert set(tasks) == {"plan", "ingest", "announce"} and set(tasks.values()) == {serving}, hosts
