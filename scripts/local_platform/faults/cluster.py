@@ -79,6 +79,16 @@ def api_healthy() -> bool:
     return health.get("metadatabase", {}).get("status") == "healthy"
 
 
+def airflow_healthy() -> bool:
+    """Airflow's own health report: its metadata database and every component's heartbeat are healthy."""
+    try:
+        health = _get(f"http://127.0.0.1:{config.AIRFLOW_PORT}/api/v2/monitor/health")
+    except (OSError, ValueError):  # the API server itself still reconnecting
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+
+
 def scheduler_healthy() -> bool:
     try:
         _get(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health")

@@ -30,13 +30,13 @@ import pytest
 
 from helpers.exactly_once import Producer, declare_sink_pipelines, verify, verify_topics
 from helpers.pipeline_env import SERVED_FOLDER, new_env, read_to_end
+from local_platform.faults import cluster
 from local_platform.faults.cluster import platform
 from microingest import settings
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import REFUSED_EXIT
 from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
-from microingest.systems.airflow_api import AirflowClient
 from microingest.systems.kafka_access import create_topic
 
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "4"))
@@ -108,23 +108,13 @@ def airflow_running() -> bool:
         return False
 
 
-def airflow_healthy() -> bool:
-    """Airflow's own health report: its metadata database and every component's heartbeat are healthy."""
-    try:
-        health = AirflowClient().get("/api/v2/monitor/health")
-    except Exception:  # the API server itself still reconnecting
-        return False
-    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-    return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
-
-
 def bring_airflow_back() -> None:
     """`make test` runs Airflow beside these tests, on the same Postgres. Its services reconnect, or exit and are
     restarted by the platform's supervisor; one that hangs instead would fail every later test that goes through
     Airflow, so after a wait it is restarted as an operator would."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        if airflow_healthy():
+        if cluster.airflow_healthy():
             return
         time.sleep(2)
     print("Airflow did not recover from the Postgres restart in 180 s: restarting it", flush=True)
