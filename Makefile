@@ -130,14 +130,21 @@ TEST_PIPELINES := $(STATE)/test-pipelines
 # saves more than peak speed would, about 4 s of 20 per job. Production jobs keep the JVM's defaults.
 TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
+# Most of a test's time is spent waiting on the platform (a scheduler's loop, a JVM, a broker), so two test processes
+# share the two cores better than one: each takes whole modules (`--dist loadfile`), on names of its own. The tests
+# marked `disruptive` stop or kill a service every test shares, and run alone after the others.
+TEST_WORKERS ?= 2
+
 # The suite runs on the single topology, then its cluster stage on the cluster topology (one platform at a time:
 # two would share two cores).
 test: install browser lint
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
-	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=40 \
-	  --junitxml=$(STATE)/test-results.xml tests --ignore=tests/integration/cluster
-	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml --top 15
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) \
+	  --dist loadfile -m "not disruptive" --junitxml=$(STATE)/test-results.xml tests --ignore=tests/integration/cluster
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=10 -m disruptive \
+	  --junitxml=$(STATE)/test-results-alone.xml tests/integration --ignore=tests/integration/cluster
+	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml $(STATE)/test-results-alone.xml --top 15
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
 	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster

@@ -86,7 +86,8 @@ def markdown(modules: dict[str, Module], top: int) -> str:
     for m in modules.values():
         by_area[area(m.path)].append(m)
     lines = [
-        f"{sum(m.tests for m in modules.values()):,} tests, {total / 60:.1f} min in all (setup and teardown included).",
+        f"{sum(m.tests for m in modules.values()):,} tests, {total / 60:.1f} min of test time in all (setup and "
+        "teardown included; tests run side by side count each their own, so this exceeds the suite's wall time).",
         "",
         "| area | tests | minutes | share |",
         "|---|---:|---:|---:|",

@@ -161,6 +161,7 @@ def test_avro_keys_key_an_upsert_target_the_declaration_created(avro_env, regist
     assert env.ledger() == {p: max(o for q, o in positions if q == p) + 1 for p, _ in positions}
 
 
+@pytest.mark.disruptive
 def test_a_registry_that_does_not_answer_fails_the_batch_and_the_retry_lands_everything(avro_env, registry):
     """Its own namespace makes the schema one no executor has fetched yet, so the stopped registry is asked."""
     env = avro_env

@@ -39,6 +39,8 @@ from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.kafka_access import create_topic
 
+pytestmark = pytest.mark.disruptive
+
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "4"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
 KINDS = (

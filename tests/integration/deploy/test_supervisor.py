@@ -17,6 +17,8 @@ import pytest
 
 from local_platform.process_tree import cgroup_members, kill_all, living, service_cgroup, tag_of, tagged
 
+pytestmark = pytest.mark.disruptive
+
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 SERVICE = """

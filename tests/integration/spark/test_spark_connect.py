@@ -88,6 +88,7 @@ def test_a_client_stopped_with_sigterm_discards_its_batch_and_the_rerun_lands_ea
     env.assert_exactly_once(produced)
 
 
+@pytest.mark.disruptive
 def test_the_server_killed_while_decoding_commits_nothing_and_after_a_restart_the_rerun_lands_each_record_once(
     connect_env, tmp_path, finish
 ):

@@ -23,7 +23,7 @@ def test_modules_sum_their_tests_and_skipped_ones_are_left_out(tmp_path):
     assert modules["tests/unit/plan/test_windows.py"].tests == 1
 
     table = test_durations.markdown(modules, top=5)
-    assert table.startswith("3 tests, 0.3 min in all")
+    assert table.startswith("3 tests, 0.3 min of test time in all")
     assert "| integration/spark | 2 | 0.3 | 99% |" in table
     row = next(line for line in table.splitlines() if line.startswith("| `integration/spark/test_spark_job.py`"))
     assert "| 2 | 20 | `test_a` (12) |" in row
