@@ -96,14 +96,19 @@ def backfill_ranges(env: Env) -> dict[str, list[int]]:
     return {str(p): [max(0, until - BACKFILL_SPAN), until] for p, until in sorted(env.ledger().items()) if until > 0}
 
 
-def wait_until_caught_up(envs: list[Env], end: dict[int, int], timeout: float) -> tuple[float, list[str]]:
-    """Until every pipeline's live position is the topic's end: how long it took, and the pipelines still behind
-    when `timeout` passed first."""
+def wait_until_caught_up(envs: list[Env], end: dict[int, int], timeout: float) -> tuple[dict[str, float], list[str]]:
+    """Until every pipeline's live position is the topic's end: when each caught up (seconds from the start; the
+    slowest is the convergence's), and the pipelines still behind when `timeout` passed first."""
     started = time.monotonic()
+    caught_up: dict[str, float] = {}
     while True:
-        behind = [e.pipeline.name for e in envs if any(e.ledger().get(p, 0) < o for p, o in end.items())]
+        for env in envs:
+            name = env.pipeline.name
+            if name not in caught_up and all(env.ledger().get(p, 0) >= o for p, o in end.items()):
+                caught_up[name] = round(time.monotonic() - started, 1)
+        behind = [e.pipeline.name for e in envs if e.pipeline.name not in caught_up]
         if not behind or time.monotonic() - started > timeout:
-            return time.monotonic() - started, behind
+            return caught_up, behind
         time.sleep(5)
 
 
