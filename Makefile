@@ -59,25 +59,23 @@ $(STAMP_KAFKA): build/maven/kafka-broker/pom.xml
 	  -DincludeScope=runtime -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
-# The Maven steps take turns (`|`: one after another, never two at once on the same ~/.m2), while pip installs beside
-# them under `make -j` (make test): one core resolves jars while the other unpacks wheels.
-$(STAMP_SPARK): build/maven/spark-kafka/pom.xml | $(STAMP_KAFKA)
+$(STAMP_SPARK): build/maven/spark-kafka/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/spark-kafka/pom.xml dependency:copy-dependencies \
 	  -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
-$(STAMP_BENCH): build/maven/bench-jdbc/pom.xml | $(STAMP_SPARK)
+$(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/bench-jdbc/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath $(dir $@))
 	touch $@
 
 # The platform's decoding functions for Spark's JVM, built and unit-tested by Maven (src/microingest/spark/jvm_decode.py).
-$(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -type f) | $(STAMP_REGISTRY)
+$(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -type f)
 	$(MVN) -q -B -f build/jvm-decoders/pom.xml package
 	mkdir -p $(dir $@) && cp build/jvm-decoders/target/microingest-decoders.jar $@
 
-$(STAMP_REGISTRY): build/maven/schema-registry/pom.xml | $(STAMP_BENCH)
+$(STAMP_REGISTRY): build/maven/schema-registry/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
 	$(MVN) -q -B -f build/maven/schema-registry/pom.xml dependency:unpack-dependencies \
 	  -DoutputDirectory=$(abspath $(dir $@)) -DmarkersDirectory=$(abspath $(dir $@))/.markers
@@ -138,10 +136,8 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 TEST_WORKERS ?= 2
 
 # The suite runs on the single topology, then its cluster stage on the cluster topology (one platform at a time:
-# two would share two cores). Before it, pip and the Maven steps run side by side, and lint once pip is done; apt
-# (the browser) first, alone, as two apt-gets at once would fight over dpkg's lock.
-test: browser
-	$(MAKE) --no-print-directory -j2 --output-sync=target install lint
+# two would share two cores).
+test: install browser lint
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) \
