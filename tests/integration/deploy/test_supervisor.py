@@ -17,8 +17,6 @@ import pytest
 
 from local_platform.process_tree import cgroup_members, kill_all, living, service_cgroup, tag_of, tagged
 
-pytestmark = pytest.mark.disruptive
-
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 SERVICE = """
@@ -162,6 +160,7 @@ def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leave
     assert "exited: toy (terminated by SIGKILL; not expected)" in (state / "supervisord.log").read_text()
 
 
+@pytest.mark.disruptive
 def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_comes_back():
     """The case that needed the supervisor: a scheduler killed with kill -9 used to leave its LocalExecutor workers
     (which ignore SIGTERM) and its log server running, and `make down` left them too."""
@@ -177,6 +176,7 @@ def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_co
     _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
 
 
+@pytest.mark.disruptive
 def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_missing():
     """The scheduler stopped by an operator's `supervisorctl stop` (or left FATAL by too many quick exits); `make up`
     from a shell that sourced .state/platform.env (as the suite's is) takes the connections there for the platform's
