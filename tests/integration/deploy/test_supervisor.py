@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
+from local_platform.faults import cluster
 from local_platform.process_tree import cgroup_members, kill_all, living, service_cgroup, tag_of, tagged
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
@@ -67,16 +67,6 @@ def _pid(path: Path) -> int | None:
         return int(path.read_text())
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _scheduler_healthy() -> bool:
-    from local_platform import config
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{config.SCHEDULER_HEALTH_PORT}/health", timeout=5):
-            return True
-    except OSError:
-        return False
 
 
 def _alive(pid: int) -> bool:
@@ -173,7 +163,7 @@ def test_the_platform_scheduler_killed_takes_its_executor_workers_with_it_and_co
     os.kill(scheduler, signal.SIGKILL)
     _until(_restarted(run / "airflow-scheduler.pid", scheduler), "the scheduler started again", timeout=120)
     assert not any(_alive(pid) for pid in children), "the killed scheduler's processes outlived it"
-    _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
+    _until(cluster.scheduler_healthy, "the new scheduler's health check", timeout=180)
 
 
 @pytest.mark.disruptive
@@ -232,4 +222,4 @@ def test_make_up_from_a_shell_that_sourced_platform_env_starts_only_what_is_miss
     assert restarted and restarted != scheduler and _alive(restarted)
     assert _alive(_pid(run / "schema-registry.pid") or 0), "the local registry started again"
     assert {name: _pid(run / f"{name}.pid") for name in others} == others, "running services were left alone"
-    _until(_scheduler_healthy, "the new scheduler's health check", timeout=180)
+    _until(cluster.scheduler_healthy, "the new scheduler's health check", timeout=180)
