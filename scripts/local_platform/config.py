@@ -31,7 +31,9 @@ def _port(name: str, single: int) -> int:
     return int(os.environ.get(f"MICROINGEST_{name}_PORT") or single + (1000 if CLUSTER else 0))
 
 
-PG_PORT = _port("PG", 55432)
+# Below Linux's ephemeral range (32768-60999), as every port here: a port in it can be held by some outgoing
+# connection just when Postgres starts, and the start fails with "Address already in use".
+PG_PORT = _port("PG", 15432)
 # Broker n (from 1) listens on these plus 100 * (n - 1).
 KAFKA_PORT = _port("KAFKA", 9092)
 CONTROLLER_PORT = _port("KAFKA_CONTROLLER", 9093)

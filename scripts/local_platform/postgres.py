@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from local_platform.config import PG_PORT, STATE, private_file
-from local_platform.processes import say, wait_for
+from local_platform.processes import log_tail, say, wait_for
 
 
 def cluster_root() -> Path:
@@ -119,13 +119,14 @@ def start() -> dict:
     admin = {**params, "dbname": "postgres"}
     if not reachable(admin):
         opts = f"-c listen_addresses=127.0.0.1 -p {PG_PORT} -c unix_socket_directories={root} -c max_connections=200"
-        subprocess.run(
+        started = subprocess.run(
             as_pg_user(
                 [str(bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"]
             ),
-            check=True,
             stdout=subprocess.DEVNULL,
         )
+        if started.returncode:
+            raise SystemExit(f"[platform] Postgres did not start on 127.0.0.1:{PG_PORT}{log_tail(log)}")
         say(f"started Postgres {bindir().parent.name} on 127.0.0.1:{PG_PORT} (data {data}, log {log})")
     wait_for("Postgres", lambda: reachable(admin), 60, log)
     ensure_database(admin, params["dbname"])

@@ -147,8 +147,12 @@ def wait_for(what: str, check, timeout: float, log: Path | None = None) -> None:
         except Exception as exc:  # the service is still starting; remember why for the final message
             last = exc
         time.sleep(1)
-    tail = ""
-    if log and log.exists():
-        tail = "\n  ".join(log.read_text(errors="replace").splitlines()[-25:])
-        tail = f"\n  last lines of {log}:\n  {tail}"
-    raise SystemExit(f"[platform] {what} did not come up within {timeout:.0f}s ({last!r}){tail}")
+    raise SystemExit(f"[platform] {what} did not come up within {timeout:.0f}s ({last!r}){log_tail(log)}")
+
+
+def log_tail(log: Path | None, lines: int = 25) -> str:
+    """The end of a service's log, for the message that says it failed: on-call reads why without opening a file."""
+    if not (log and log.exists()):
+        return ""
+    tail = "\n  ".join(log.read_text(errors="replace").splitlines()[-lines:])
+    return f"\n  last lines of {log}:\n  {tail}"
