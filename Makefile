@@ -132,7 +132,8 @@ TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 # Most of a test's time is spent waiting on the platform (a scheduler's loop, a JVM, a broker), so two test processes
 # share the two cores better than one: each takes whole modules (`--dist loadfile`), on names of its own. The tests
-# marked `disruptive` stop or kill a service every test shares, and run alone after the others.
+# marked `disruptive` stop or kill a service every test shares: they run after the others, one at a time in one
+# process, while the other takes the `platform_free` ones (tests/conftest.py says which pass a test belongs to).
 TEST_WORKERS ?= 2
 
 # The suite runs on the single topology, then its cluster stage on the cluster topology (one platform at a time:
@@ -141,10 +142,12 @@ test: install browser lint
 	rm -f $(TEST_PIPELINES)/*.yaml
 	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) \
-	  --dist loadfile -m "not disruptive" --junitxml=$(STATE)/test-results.xml tests --ignore=tests/integration/cluster
-	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=10 -m disruptive \
-	  --junitxml=$(STATE)/test-results-alone.xml tests/integration --ignore=tests/integration/cluster
-	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml $(STATE)/test-results-alone.xml --top 15
+	  --dist loadfile -m "not disruptive and not platform_free" --junitxml=$(STATE)/test-results.xml tests \
+	  --ignore=tests/integration/cluster
+	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=10 -n $(TEST_WORKERS) \
+	  --dist loadgroup -m "disruptive or platform_free" --junitxml=$(STATE)/test-results-second-pass.xml tests \
+	  --ignore=tests/integration/cluster
+	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml $(STATE)/test-results-second-pass.xml --top 15
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
 	$(MAKE) --no-print-directory test-cluster TOPOLOGY=cluster

@@ -23,12 +23,6 @@ REQUIRED_ENV = ("AIRFLOW_CONN_MICROINGEST_POSTGRES", "AIRFLOW_CONN_MICROINGEST_K
 logging.getLogger("kafka").setLevel(logging.WARNING)
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "integration" in item.nodeid:
-            item.add_marker(pytest.mark.integration)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def platform_env():
     missing = [k for k in REQUIRED_ENV if not os.environ.get(k)]

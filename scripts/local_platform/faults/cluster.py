@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 from kafka import KafkaAdminClient
@@ -79,14 +80,24 @@ def api_healthy() -> bool:
     return health.get("metadatabase", {}).get("status") == "healthy"
 
 
-def airflow_healthy() -> bool:
-    """Airflow's own health report: its metadata database and every component's heartbeat are healthy."""
+def airflow_healthy(since: float | None = None) -> bool:
+    """Airflow's own health report: its metadata database and every component's heartbeat are healthy, and, given
+    `since` (a Unix time), each component heartbeat after it. Just after a database outage the report still shows
+    the heartbeats from before it, of components that may yet exit on its errors (and be restarted)."""
     try:
         health = _get(f"http://127.0.0.1:{config.AIRFLOW_PORT}/api/v2/monitor/health")
     except (OSError, ValueError):  # the API server itself still reconnecting
         return False
-    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-    return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+    if (health.get("metadatabase") or {}).get("status") != "healthy":
+        return False
+    for part in ("scheduler", "triggerer", "dag_processor"):
+        report = health.get(part) or {}
+        if report.get("status") != "healthy":
+            return False
+        beat = report.get(f"latest_{part}_heartbeat")
+        if since is not None and (not beat or datetime.fromisoformat(beat).timestamp() <= since):
+            return False
+    return True
 
 
 def scheduler_healthy() -> bool:

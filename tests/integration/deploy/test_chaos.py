@@ -113,10 +113,12 @@ def airflow_running() -> bool:
 def bring_airflow_back() -> None:
     """`make test` runs Airflow beside these tests, on the same Postgres. Its services reconnect, or exit and are
     restarted by the platform's supervisor; one that hangs instead would fail every later test that goes through
-    Airflow, so after a wait it is restarted as an operator would."""
+    Airflow, so after a wait it is restarted as an operator would. Healthy means each has heartbeat since Postgres
+    came back: one that has not yet may still exit on the errors it met, and be restarted under the next test."""
+    since = time.time()
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        if cluster.airflow_healthy():
+        if cluster.airflow_healthy(since):
             return
         time.sleep(2)
     print("Airflow did not recover from the Postgres restart in 180 s: restarting it", flush=True)

@@ -19,6 +19,8 @@ from microingest.settings import repo_root
 REPO = repo_root()
 DAG_FILE = REPO / "dags" / "microingest_pipelines.py"
 
+pytestmark = pytest.mark.platform_free  # its Airflow is the fresh virtualenv's, on a database of its own
+
 
 def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: int = 600) -> str:
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)

@@ -85,6 +85,7 @@ def _restarted(pid_path: Path, old: int):
     return lambda: (lambda p: p if p and p != old and _alive(p) else None)(_pid(pid_path))
 
 
+@pytest.mark.platform_free  # toy services under a supervisor of their own, in a state folder of their own
 @pytest.mark.parametrize("in_cgroup", [False, True], ids=["tag-and-orphans", "cgroup"])
 def test_a_killed_service_comes_back_without_its_orphans_and_a_stopped_one_leaves_nothing(tmp_path, in_cgroup):
     state, script = tmp_path / "state", tmp_path / "service.py"
