@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from microingest.airflow.lag_triggers import LagTrigger, run_check
+from microingest.airflow.lag_triggers import LagTrigger, outcome, run_check
 from microingest.declare.pipeline import Pipeline
 
 GATED_RUN_TYPES = ("scheduled",)
@@ -56,7 +56,7 @@ class LagGateSensor(_LagSensor):
         result = run_check(self.check, self.pipeline.name)
         self.log.info("gate: %s", result["summary"])
         if result["met"]:
-            return result
+            return outcome("met", 1, result)
         self.log.info(
             "waiting up to %ss in the triggerer for min_records %s or an oldest record older than %ss",
             gate.wait_seconds,
@@ -80,7 +80,7 @@ class LagSlaSensor(_LagSensor):
         result = run_check(self.check, self.pipeline.name)
         if result["met"]:
             self.log.info("within the lag SLA: %s", result["summary"])
-            return result
+            return outcome("met", 1, result)
         if result.get("breach") in ("time_lag", "retention"):  # waiting would only bring the loss closer
             raise AirflowFailException(f"lag SLA of {self.pipeline.name} breached: {result['summary']}")
         sla = self.pipeline.lag.declared_sla()

@@ -37,6 +37,13 @@ def run_check(check: str, pipeline_name: str) -> dict:
     return health_check(pipeline, pipeline.lag.declared_sla()).to_dict()
 
 
+def outcome(status: str, pokes: int, result: dict) -> dict:
+    """How a wait ended ("met" or "deadline"), after how many pokes, with the last check's result: what the trigger
+    sends and what the sensors return as their XCom. One shape whether the condition held at the task's own first
+    look or after it deferred (Airflow may also run a deferred task's `execute` again, as a new try)."""
+    return {"status": status, "pokes": pokes, **result}
+
+
 class LagTrigger(BaseTrigger):
     def __init__(self, pipeline: str, check: str, deadline: str, poke_seconds: float = 30):
         super().__init__()
@@ -66,11 +73,11 @@ class LagTrigger(BaseTrigger):
                 self.log.warning("%s check of %s failed: %r", self.check, self.pipeline, exc)
                 result = {"met": False, "summary": f"check failed: {type(exc).__name__}: {exc}"}
             if result["met"]:
-                yield TriggerEvent({"status": "met", "pokes": pokes, **result})
+                yield TriggerEvent(outcome("met", pokes, result))
                 return
             remaining = (deadline - datetime.now(timezone.utc)).total_seconds()
             if remaining <= 0:
-                yield TriggerEvent({"status": "deadline", "pokes": pokes, **result})
+                yield TriggerEvent(outcome("deadline", pokes, result))
                 return
             self.log.info("%s of %s not met yet: %s", self.check, self.pipeline, result["summary"])
             await asyncio.sleep(min(self.poke_seconds, remaining))

@@ -31,6 +31,15 @@ def test_the_gate_skips_the_run_when_its_wait_ends_quiet_and_goes_on_when_met():
     assert gate.execute_complete({}, event) == event
 
 
+@pytest.mark.parametrize("sensor", [LagGateSensor, LagSlaSensor])
+def test_a_sensor_met_at_its_first_look_returns_what_it_returns_after_deferring(sensor, monkeypatch):
+    check = {"met": True, "summary": "150 records wait", "offset_lag": 150}
+    monkeypatch.setattr("microingest.airflow.lag_sensors.run_check", lambda *_: dict(check))
+    returned = sensor(task_id="wait", pipeline=PIPELINE).execute({"dag_run": SimpleNamespace(run_type="scheduled")})
+    assert returned == {"status": "met", "pokes": 1, **check}
+    assert sensor(task_id="wait", pipeline=PIPELINE).execute_complete({}, returned) == returned
+
+
 @pytest.mark.parametrize("run_type", ["manual", "backfill", "asset_triggered"])
 def test_runs_someone_asked_for_are_not_gated(run_type):
     gate = LagGateSensor(task_id="wait_for_records", pipeline=PIPELINE)
