@@ -37,7 +37,7 @@ help:
 	@echo "make lint                  ruff (lint and format check) and mypy, as make test runs them first"
 	@echo "make test-unit             pure-logic tests only (no services), under 2 minutes"
 	@echo "make test-quick            the unit tests and a few end-to-end ones on the running platform, under 8 minutes"
-	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s + restarts), report in .state/chaos-report.json"
+	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s, 5 of each restart), report in .state/chaos-report.json"
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
@@ -177,7 +177,8 @@ soak-cluster:
 
 chaos: install
 	$(PLATFORM) up --no-airflow-services --spark-connect
-	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} $(BIN)/pytest -q -s tests/integration/deploy/test_chaos.py
+	$(WITH_ENV) MICROINGEST_CHAOS_KILLS=$${MICROINGEST_CHAOS_KILLS:-20} MICROINGEST_CHAOS_RESTARTS=$${MICROINGEST_CHAOS_RESTARTS:-5} \
+	  $(BIN)/pytest -q -s tests/integration/deploy/test_chaos.py
 
 # The bench declares its pipelines in a folder of its own too. BENCH_ARGS passes more options (see
 # `python -m microingest.bench --help`), e.g. BENCH_ARGS="--contenders airflow,kafka_loop --small-batches 5".

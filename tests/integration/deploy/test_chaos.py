@@ -3,15 +3,16 @@ exactly what Kafka holds — none lost, none duplicated.
 
 Four pipelines (append, append into a table without a key, upsert_latest, aggregate) read the same topic, each with its
 own ledger, and a fifth appends that topic and a second one (`topics:`), with a producer of its own on the second.
-Each round plans a batch for one of them and breaks it with the next fault kind, in a fixed order: a self-kill at a
-fault point (before the read, after decoding, inside the commit transaction), kill -9 of the whole Spark job at a
-random moment (reading, decoding or committing), a Postgres restart while the commit transaction is open, and a broker
-stop/start while the job reads. Afterwards every pipeline is drained without faults and compared with the topic read
-back from Kafka.
+Each round plans a batch for one of them and breaks it with the next fault kind, in a fixed order. One test kills:
+a self-kill at a fault point (before the read, after decoding, inside the commit transaction), and kill -9 of the
+whole Spark job at a random moment (reading, decoding or committing). The other restarts what every test shares, so
+it is `disruptive`: Postgres while the commit transaction is open, and the broker (stop, start) while the job reads.
+Afterwards every pipeline is drained without faults and compared with the topics read back from Kafka.
 
-Rounds go on until every kind has struck and MICROINGEST_CHAOS_KILLS kill -9s have landed (default 4: each kill kind
-once, the version `make test` runs; `make chaos` asks for 20). The Postgres crashes (immediate shutdown, then crash
-recovery) at the two moments of a batch that hold or open its commit are the tests after it.
+Rounds go on until every kind has struck, MICROINGEST_CHAOS_KILLS kill -9s have landed (default 4: each kill kind
+once, the version `make test` runs; `make chaos` asks for 20) and each restart struck MICROINGEST_CHAOS_RESTARTS times
+(default 1; `make chaos` 5). The Postgres crashes (immediate shutdown, then crash recovery) at the two moments of a
+batch that hold or open its commit are the tests after them.
 """
 
 from __future__ import annotations
@@ -39,18 +40,13 @@ from microingest.plan.live import plan_next_batch
 from microingest.spark.submit import SUBMIT_CONN_ID
 from microingest.systems.kafka_access import create_topic
 
-pytestmark = pytest.mark.disruptive
-
 KILLS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_KILLS", "4"))
 SEED = int(os.environ.get("MICROINGEST_CHAOS_SEED", str(int(time.time()))))
-KINDS = (
-    "after_open",
-    "after_decode",
-    "before_commit",
-    "kill_random",
-    "postgres_restart_in_commit",
-    "broker_restart_in_read",
-)
+RESTARTS_WANTED = int(os.environ.get("MICROINGEST_CHAOS_RESTARTS", "1"))
+# kill -9 of the job's own processes: every other test may run beside these
+KILL_KINDS = ("after_open", "after_decode", "before_commit", "kill_random")
+# restarts of services every test shares: `disruptive`
+RESTART_KINDS = ("postgres_restart_in_commit", "broker_restart_in_read")
 
 
 def ingest_once(env) -> None:
@@ -135,7 +131,43 @@ def postgres_crashes():
         bring_airflow_back()
 
 
-def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
+def test_exactly_once_under_kills(pg, kafka, tmp_path, monkeypatch):
+    """kill -9 of Spark jobs, at each fault point and at random moments, until MICROINGEST_CHAOS_KILLS have landed."""
+
+    def enough(outcomes: Counter, struck: Counter) -> bool:
+        return kills(outcomes) >= KILLS_WANTED
+
+    judge("kills", chaos(pg, kafka, tmp_path, monkeypatch, KILL_KINDS, enough))
+
+
+@pytest.mark.disruptive
+def test_exactly_once_under_service_restarts(pg, kafka, tmp_path, monkeypatch):
+    """Postgres restarted while a commit transaction is open, the broker stopped and started during a read: each
+    MICROINGEST_CHAOS_RESTARTS times."""
+
+    def enough(outcomes: Counter, struck: Counter) -> bool:
+        return all(struck[kind] >= RESTARTS_WANTED for kind in RESTART_KINDS)
+
+    judge("restarts", chaos(pg, kafka, tmp_path, monkeypatch, RESTART_KINDS, enough))
+
+
+def judge(name: str, report: dict) -> None:
+    """Both tests' reports are kept in one file, each under its name; nothing lost or duplicated, every kind struck."""
+    path = settings.state_dir() / "chaos-report.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    reports = {key: kept[key] for key in ("kills", "restarts") if key in kept}  # an older, flat report is dropped
+    path.write_text(json.dumps({**reports, name: report}, indent=2))
+    assert report["lost"] == 0 and report["duplicated"] == 0, report
+    assert all(report["struck"].values()), f"a fault kind never struck: {report['struck']}"
+
+
+def kills(outcomes: Counter) -> int:
+    return outcomes[KILLED] + outcomes[KILLED_RANDOMLY]
+
+
+def chaos(pg, kafka, tmp_path, monkeypatch, kinds: tuple[str, ...], enough) -> dict:
+    """Rounds of `kinds` in turn, each on the next pipeline, until every kind struck and `enough(outcomes, struck)`;
+    then every pipeline drained without faults and compared with its topics read back. Returns the report."""
     rnd = random.Random(SEED)
     suffix = uuid.uuid4().hex[:8]
     topic = f"chaos-{suffix}"
@@ -162,11 +194,11 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
     try:
         time.sleep(3)
         rounds = 0
-        while outcomes[KILLED] + outcomes[KILLED_RANDOMLY] < KILLS_WANTED or len(struck) < len(KINDS):
+        while not enough(outcomes, struck) or len(struck) < len(kinds):
             # Only a random kill can miss (its job may end before the kill): the bound stops a run where it keeps
             # missing.
-            assert rounds < 2 * len(KINDS) + 2 * KILLS_WANTED, f"faults keep missing: {dict(outcomes)}"
-            env, kind = envs[rounds % len(envs)], KINDS[rounds % len(KINDS)]
+            assert rounds < 2 * len(kinds) + 2 * (KILLS_WANTED + RESTARTS_WANTED), f"faults keep missing: {outcomes}"
+            env, kind = envs[rounds % len(envs)], kinds[rounds % len(kinds)]
             category, detail = run_round(env, kind, rnd, tmp_path)
             outcomes[category] += 1
             if category != NO_FAULT:
@@ -203,17 +235,18 @@ def test_exactly_once_under_faults(pg, kafka, tmp_path, monkeypatch):
             "outcomes": dict(outcomes),
             "producer_send_errors": producer.errors + producer_b.errors,
             "faults_landed": rounds - outcomes[NO_FAULT],
-            "kills": outcomes[KILLED] + outcomes[KILLED_RANDOMLY],
-            "struck": {kind: struck[kind] for kind in KINDS},
+            "kills": kills(outcomes),
+            "struck": {kind: struck[kind] for kind in kinds},
         }
     )
     print("chaos report: " + json.dumps(report), flush=True)
-    (settings.state_dir() / "chaos-report.json").write_text(json.dumps(report, indent=2))
-    assert report["lost"] == 0 and report["duplicated"] == 0, report
-    assert all(report["struck"].values()), f"a fault kind never struck: {report['struck']}"
+    return report
 
 
-def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_connection(submit_env, tmp_path):
+@pytest.mark.disruptive
+def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_connection(
+    submit_env, tmp_path, postgres_crashes
+):
     """Reading a batch holds no Postgres connection while Spark decodes it: the commit opens its own afterwards, so
     a Postgres that crashed and recovered meanwhile (`platform crash` returns once it is up again) takes the batch,
     every record once."""
@@ -229,6 +262,7 @@ def test_a_postgres_crash_between_decoding_and_commit_leaves_the_commit_its_own_
     assert env.target_rows() == sorted(produced)
 
 
+@pytest.mark.disruptive
 def test_a_postgres_crash_inside_the_commit_is_retried_and_lands_once(submit_env, tmp_path, postgres_crashes):
     """The batch whose transaction the crash ended, everything written and not committed, is not refused as if the
     read were wrong: the job fails as a transient failure (no refusal exit code), nothing of it stays, and the retry
