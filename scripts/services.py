@@ -231,26 +231,34 @@ def up(
     say(f"schema up to date ({len(applied)} migration(s) applied now)")
     if own_spark_cluster:
         spark_cluster.start()
+    # The two JVM servers start side by side and while Airflow's database migrates; each is waited for where it is
+    # first needed.
     selecting = selects_local_spark_connect(pipelines_dir) if own_spark_connect else []
-    if (with_spark_connect or selecting or CLUSTER) and own_spark_connect:
-        if selecting:
-            say(f"pipeline(s) {', '.join(selecting)} run on the local Spark Connect server")
-        spark_connect.start()
+    serving_connect = (with_spark_connect or bool(selecting) or CLUSTER) and own_spark_connect
+    if selecting:
+        say(f"pipeline(s) {', '.join(selecting)} run on the local Spark Connect server")
+    if serving_connect:
+        spark_connect.launch()
     reading = reads_local_registry(pipelines_dir) if own_registry else []
     if reading:
         say(f"pipeline(s) {', '.join(reading)} read values framed with schemas of the local schema registry")
-    if (with_schema_registry or reading) and own_registry:
-        schema_registry.start()
-    prepare_target_tables(pipelines_dir)  # after the registry: a declaration may take its fields from it
+    serving_registry = (with_schema_registry or bool(reading)) and own_registry
+    if serving_registry:
+        schema_registry.launch()
     postgres.ensure_database({**pg, "dbname": "postgres"}, "airflow")
     say("airflow db migrate (first run takes a minute)")
     subprocess.run(
         [str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL
     )
+    if serving_registry:
+        schema_registry.ready()
+    prepare_target_tables(pipelines_dir)  # after the registry: a declaration may take its fields from it
     if with_airflow_services:
         pipelines_dir.mkdir(parents=True, exist_ok=True)
         job_forks.start()  # before Airflow: its first tasks find it
         airflow.start(env)
+    if serving_connect:
+        spark_connect.ready()
     status(show_password=False)  # `make up` output ends up in CI logs; the password is shown where a person asks
 
 

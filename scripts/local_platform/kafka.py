@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from local_platform.config import (
@@ -211,5 +212,8 @@ def brokers(config: dict) -> list[int]:
 
 
 def stop_broker(only: int | None = None) -> None:
-    for node in [only] if only else reversed(nodes()):
-        stop(name(node))
+    # All nodes at once: stopped one after another, the last one has lost its controller quorum, cannot finish its
+    # controlled shutdown and is killed when its grace ends.
+    targets = [only] if only else nodes()
+    with ThreadPoolExecutor(len(targets)) as pool:
+        list(pool.map(lambda node: stop(name(node)), targets))

@@ -58,15 +58,17 @@ def bindir() -> Path:
     raise SystemExit("[platform] no PostgreSQL server binaries found; `make install` installs Debian's postgresql")
 
 
-def as_pg_user(argv: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+def run_as_pg_user(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a server binary as the cluster's owner, from / (the `postgres` user may not enter the caller's folder)."""
+    argv = ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+    return subprocess.run(argv, cwd="/", **kwargs)
 
 
 def _prepare_root(root: Path) -> None:
     if os.geteuid() != 0:
         root.mkdir(parents=True, exist_ok=True)
         return
-    subprocess.run(as_pg_user(["mkdir", "-p", "-m", "0700", str(root)]), check=True)
+    run_as_pg_user(["mkdir", "-p", "-m", "0700", str(root)], check=True)
 
 
 def start() -> dict:
@@ -95,22 +97,20 @@ def start() -> dict:
         if os.geteuid() == 0:
             shutil.chown(pwfile, "postgres")
         try:
-            subprocess.run(
-                as_pg_user(
-                    [
-                        str(bindir() / "initdb"),
-                        "-D",
-                        str(data),
-                        "-U",
-                        "microingest",
-                        f"--pwfile={pwfile}",
-                        "--auth-local=scram-sha-256",
-                        "--auth-host=scram-sha-256",
-                        "-E",
-                        "UTF8",
-                        "--locale=C",
-                    ]
-                ),
+            run_as_pg_user(
+                [
+                    str(bindir() / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "microingest",
+                    f"--pwfile={pwfile}",
+                    "--auth-local=scram-sha-256",
+                    "--auth-host=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
@@ -119,10 +119,8 @@ def start() -> dict:
     admin = {**params, "dbname": "postgres"}
     if not reachable(admin):
         opts = f"-c listen_addresses=127.0.0.1 -p {PG_PORT} -c unix_socket_directories={root} -c max_connections=200"
-        started = subprocess.run(
-            as_pg_user(
-                [str(bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"]
-            ),
+        started = run_as_pg_user(
+            [str(bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start"],
             stdout=subprocess.DEVNULL,
         )
         if started.returncode:
@@ -134,8 +132,8 @@ def start() -> dict:
 
 
 def pg_ctl(*args: str, check: bool = True) -> None:
-    subprocess.run(
-        as_pg_user([str(bindir() / "pg_ctl"), "-D", str(data_dir()), "-w", "-t", "60", *args]),
+    run_as_pg_user(
+        [str(bindir() / "pg_ctl"), "-D", str(data_dir()), "-w", "-t", "60", *args],
         check=check,
         stdout=subprocess.DEVNULL,
     )

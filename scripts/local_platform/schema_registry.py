@@ -71,11 +71,20 @@ def server_argv() -> list[str]:
 
 
 def start() -> None:
-    url = local_connection("check").extra["url"]
-    if not _quietly(answers, url):
+    launch()
+    ready()
+
+
+def launch() -> None:
+    """The registry's JVM started, unless it answers already; `ready` waits for it (`up` starts others meanwhile)."""
+    if not _quietly(answers, local_connection("check").extra["url"]):
         # Only what a JVM needs: no credential, and no QUARKUS_* or APICURIO_* setting of the shell reconfiguring it.
         spawn(NAME, server_argv(), log_file(), {k: os.environ[k] for k in _JVM_ENV if k in os.environ})
-        wait_for("the schema registry", lambda: answers(url), 120, log_file())
+
+
+def ready() -> None:
+    url = local_connection("check").extra["url"]
+    wait_for("the schema registry", lambda: answers(url), 120, log_file())
     say(f"schema registry answers at {url}")
 
 

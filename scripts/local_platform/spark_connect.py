@@ -32,6 +32,12 @@ def listening() -> bool:
 
 
 def start() -> None:
+    launch()
+    ready()
+
+
+def launch() -> None:
+    """The server's JVM started, unless it listens already; `ready` waits for it (`up` starts others meanwhile)."""
     if not listening():
         # No credential: every job brings its own connections, the server has no authentication, and its Python
         # workers run any job's code.
@@ -42,7 +48,10 @@ def start() -> None:
             else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT)
         )
         spawn(NAME, argv, log_file(), without_credentials(os.environ))
-        wait_for("Spark Connect", listening, 180, log_file())
+
+
+def ready() -> None:
+    wait_for("Spark Connect", listening, 180, log_file())
     wait_for("Spark Connect", lambda: spark_connect.answers(local_connection("check")), 120, log_file())
     say(f"Spark Connect server answers at sc://{HOST}:{SPARK_CONNECT_PORT}")
 
