@@ -52,8 +52,14 @@ def read_junit(paths: list[Path]) -> dict[str, Module]:
             seconds = float(case.get("time", 0))
             module.seconds += seconds
             module.tests += 1
-            module.slowest.append((seconds, case.get("name", "")))
+            module.slowest.append((seconds, bare_name(case.get("name", ""))))
     return modules
+
+
+def bare_name(name: str) -> str:
+    """The name without the group pytest-xdist's `--dist loadgroup` appends (`test_x@disruptive`); an `@` inside the
+    parameters (`test_y[@hourly]`) is the name's own."""
+    return name[: name.rfind("@")] if name.rfind("@") > name.rfind("]") else name
 
 
 def proves(path: Path) -> str:

@@ -6,9 +6,9 @@ import test_durations
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="4">
-<testcase classname="tests.integration.spark.test_spark_job" name="test_a" time="12.5"/>
+<testcase classname="tests.integration.spark.test_spark_job" name="test_a@disruptive" time="12.5"/>
 <testcase classname="tests.integration.spark.test_spark_job" name="test_b" time="7.5"/>
-<testcase classname="tests.unit.plan.test_windows" name="test_c" time="0.25"/>
+<testcase classname="tests.unit.plan.test_windows" name="test_c[@hourly]" time="0.25"/>
 <testcase classname="tests.unit.plan.test_windows" name="test_skipped" time="0.0"><skipped message="x"/></testcase>
 </testsuite></testsuites>
 """
@@ -20,7 +20,7 @@ def test_modules_sum_their_tests_and_skipped_ones_are_left_out(tmp_path):
     modules = test_durations.read_junit([path])
     job = modules["tests/integration/spark/test_spark_job.py"]
     assert (job.tests, job.seconds, max(job.slowest)) == (2, 20.0, (12.5, "test_a"))
-    assert modules["tests/unit/plan/test_windows.py"].tests == 1
+    assert modules["tests/unit/plan/test_windows.py"].slowest == [(0.25, "test_c[@hourly]")]
 
     table = test_durations.markdown(modules, top=5)
     assert table.startswith("3 tests, 0.3 min of test time in all")
