@@ -40,6 +40,7 @@ class Fault:
     at_moment: bool | None = None  # whether it struck at the moment it waits for (None: it waits for none)
     started: float = 0.0
     outage: float = 0.0  # how long a deliberate outage lasted (a partition, a full disk, a stopped Postgres)
+    back_after: float | None = None  # from the end of the fault until its part was healthy (the next may strike it)
     recovered_after: float | None = None  # from the end of the fault until healthy and committing again
     not_recovered: str = ""  # why, when it did not recover within RECOVERY_LIMIT
     error: str = ""  # why it could not be struck (it then does not count, and its kind is tried again)
@@ -253,7 +254,8 @@ def available_kinds() -> list[str]:
 
 
 def run_fault(soak: Soak, kind: str, fault: Fault) -> None:
-    """Strike, then wait until the part is healthy again and a batch committed after the fault ended."""
+    """Strike, then wait until the part is healthy again (from then on the next fault may strike it) and a batch
+    committed after the fault ended."""
     _, strike = FAULTS[kind]
     fault.started = time.time()
     try:
@@ -262,10 +264,12 @@ def run_fault(soak: Soak, kind: str, fault: Fault) -> None:
         fault.error = f"not struck: {exc!r}"[:300]
         return
     ended = time.time()
-    recovered = until(lambda: healthy() and soak.last_commit() > ended, RECOVERY_LIMIT, poll=1)
-    if recovered:
-        fault.recovered_after = time.time() - ended
-    elif not until(healthy, 1):
+    if not until(healthy, RECOVERY_LIMIT, poll=1):
         fault.not_recovered = f"{fault.part} not back and healthy after {RECOVERY_LIMIT}s"
+        return
+    fault.back_after = time.time() - ended
+    left = RECOVERY_LIMIT - fault.back_after
+    if until(lambda: healthy() and soak.last_commit() > ended, left, poll=1):
+        fault.recovered_after = time.time() - ended
     else:
         fault.not_recovered = f"{fault.part} healthy, but no batch committed in the {RECOVERY_LIMIT}s after the fault"

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.skipif(
 SEED = int(os.environ.get("MICROINGEST_SOAK_SEED", str(int(time.time()))))
 INTERVAL = float(os.environ.get("MICROINGEST_SOAK_INTERVAL", "10"))
 # The faults are injected within this many times their schedule (one every INTERVAL): a kind waits while its part
-# still recovers from the last fault on it, and a fault that finds nothing to strike comes round again. In the full
+# is not yet back from the last fault on it, and a fault that finds nothing to strike comes round again. In the full
 # soak of 26 November 2026 99 faults took 40.5 minutes against 33 scheduled.
 STRETCH = 1.75
 CONVERGE_LIMIT = 15 * 60
@@ -176,12 +176,13 @@ def write_report(report: dict, faults: list) -> None:
 
 
 def inject(soak, kinds: list[str], wanted: int, rnd: random.Random, faults: list) -> list[threading.Thread]:
-    """One fault every INTERVAL seconds, kinds in turn (shuffled each round), skipping a kind whose part is still
-    recovering from the last fault on it; each fault's recovery watched in a thread of its own. A fault that could
-    not be struck (its target gone meanwhile) does not count: its kind comes round again."""
+    """One fault every INTERVAL seconds, kinds in turn (shuffled each round), skipping a kind whose part is not yet
+    back and healthy from the last fault on it; each fault's recovery (a batch committed since) watched in a thread of
+    its own, which may outlast the part's return. A fault that could not be struck (its target gone meanwhile) does
+    not count: its kind comes round again."""
     order: list[str] = []
     threads: list[threading.Thread] = []
-    busy: dict[str, threading.Thread] = {}
+    busy: dict[str, tuple[soak_faults.Fault, threading.Thread]] = {}
     deadline = time.monotonic() + STRETCH * wanted * INTERVAL
     while _struck_or_striking(faults) < wanted and time.monotonic() < deadline:
         if not order:
@@ -199,7 +200,7 @@ def inject(soak, kinds: list[str], wanted: int, rnd: random.Random, faults: list
         thread = threading.Thread(target=soak_faults.run_fault, args=(soak, kind, fault), daemon=True)
         thread.start()
         threads.append(thread)
-        busy[fault.part] = thread
+        busy[fault.part] = (fault, thread)
         print(f"[soak] fault {_struck_or_striking(faults)}/{wanted}: {kind}", flush=True)
         time.sleep(INTERVAL)
     return threads
@@ -210,8 +211,10 @@ def _struck_or_striking(faults: list) -> int:
 
 
 def _busy(busy: dict, part: str) -> bool:
-    thread = busy.get(part)
-    return thread is not None and thread.is_alive()
+    if part not in busy:
+        return False
+    fault, thread = busy[part]
+    return thread.is_alive() and fault.back_after is None
 
 
 def _last_offsets(truth) -> dict[int, int]:
