@@ -127,7 +127,8 @@ lint: $(STAMP_PY)
 TEST_PIPELINES := $(STATE)/test-pipelines
 
 # The suite's Spark jobs read a few hundred records each: for their driver JVMs a quick start (C1 only, serial GC)
-# saves more than peak speed would, about 4 s of 20 per job. Production jobs keep the JVM's defaults.
+# saves more than peak speed would, about 4 s of 20 per job. The platforms the tests start pass it to Airflow too, for
+# the spark-submit jobs its tasks start (not to the Spark Connect server, long-lived). `make up` keeps the defaults.
 TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 
 # Most of a test's time is spent waiting on the platform (a scheduler's loop, a JVM, a broker), so two test processes
@@ -143,7 +144,8 @@ test: install browser
 	rm -f $(TEST_PIPELINES)/*.yaml
 	mkdir -p $(STATE)
 	$(MAKE) --no-print-directory lint > $(STATE)/lint.log 2>&1 & checks=$$!; \
-	  $(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect --schema-registry; started=$$?; \
+	  SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(PLATFORM) up --pipelines-dir $(TEST_PIPELINES) --spark-connect \
+	  --schema-registry; started=$$?; \
 	  wait $$checks; checked=$$?; cat $(STATE)/lint.log; [ $$checked -eq 0 ] && [ $$started -eq 0 ]
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) \
 	  --dist loadfile -m "not disruptive and not platform_free" --junitxml=$(STATE)/test-results.xml tests \
@@ -160,7 +162,7 @@ test: install browser
 # process of the platform may be left.
 test-cluster: install nftables
 	rm -f $(TEST_PIPELINES)/*.yaml
-	$(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
+	SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(PLATFORM) up --pipelines-dir $(TEST_PIPELINES)
 	$(WITH_ENV) $(BIN)/pytest -q -s --durations=10 tests/integration/cluster
 	$(PLATFORM) down
 	$(PLATFORM) leftovers

@@ -47,7 +47,10 @@ def launch() -> None:
             if SPARK_WORKERS
             else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT)
         )
-        spawn(NAME, argv, log_file(), without_credentials(os.environ))
+        # SPARK_SUBMIT_OPTS is for the drivers `make test` starts (a quick JVM start for short jobs); the server is
+        # long-lived and keeps the JVM's defaults.
+        env = {k: v for k, v in without_credentials(os.environ).items() if k != "SPARK_SUBMIT_OPTS"}
+        spawn(NAME, argv, log_file(), env)
 
 
 def ready() -> None:

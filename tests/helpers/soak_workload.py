@@ -19,11 +19,14 @@ BACKFILL_SPAN = 3000  # offsets per partition a backfill run replaces, below the
 
 def declare(pg, kafka, folder: Path, suffix: str, topic: str) -> tuple[SinkPipelines, Env]:
     """The sink pipelines (aggregate's jobs by spark-submit, the rest on the Connect server) and the gated one."""
+    # Retries come quickly (1 s, doubling): the faults come every 10 s, and a task still waiting out its backoff once
+    # they ended (40 s at 5 s a start) only delays the convergence; a run out of retries fails saying why, and the
+    # driver triggers the next.
     common = {
         "max_records_per_batch": 2000,
         "dead_letter": {"max_fraction": 0.5},
         "retries": 4,
-        "retry_delay_seconds": 5,
+        "retry_delay_seconds": 1,
     }
     sinks = declare_sink_pipelines(
         pg,
