@@ -192,10 +192,14 @@ def start(env: dict[str, str]) -> None:
 
 
 def stop_all() -> None:
-    # All at once: the triggerer alone takes about 10 s to let its triggers go, and none waits for another.
+    # The Edge workers first, while the API server they report to still answers (without it each waits out its
+    # calls' timeouts, 30 s); then the rest at once (the triggerer alone takes about 10 s to let its triggers go).
     names = [f"airflow-{service}" for service in services()]
-    with ThreadPoolExecutor(len(names)) as pool:
-        list(pool.map(stop, names))
+    workers = [n for n in names if n.startswith("airflow-edge-worker-")]
+    for wave in (workers, [n for n in names if n not in workers]):
+        if wave:
+            with ThreadPoolExecutor(len(wave)) as pool:
+                list(pool.map(stop, wave))
 
 
 def login(show_password: bool) -> str:
