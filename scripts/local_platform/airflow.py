@@ -75,6 +75,11 @@ def executor_env() -> dict[str, str]:
         # Long enough to ride out an API server restart (its tasks cannot report meanwhile), short enough that the
         # task of a worker killed outright is retried within two minutes (Airflow's default: 5).
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
+        # A job its worker claimed and died before starting stays queued (no heartbeat to miss): the scheduler takes
+        # it back and queues it again once it has been queued this long (default 10 min). Twice; the third time fails
+        # the task, so it stays well above how long a task waits for a slot while both workers live.
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "180",
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
     }
 
 
@@ -151,6 +156,10 @@ def airflow_env(pg: dict) -> dict[str, str]:
         # An idle scheduler sleeps this long between loops: a triggered run waits for it before it starts, and each
         # task for the loop after its upstream finished (default 1 s, i.e. about 1 s of a small run's latency).
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
+        # A scheduler watches the heartbeats and queue times only of the tasks it queued itself; a restarted one takes
+        # over its predecessor's when it next looks for orphans (default every 5 min, which a task whose worker died
+        # meanwhile waits out as running).
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         # OpenLineage events of every task and DAG run, one JSON per line; point the transport at a lineage server
         # (e.g. {"type": "http", "url": ...}) to send them there instead.
