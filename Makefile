@@ -25,6 +25,7 @@ STAMP_SPARK := $(INSTALL)/spark/jars/.resolved
 STAMP_BENCH := $(INSTALL)/spark/bench-jars/.resolved
 STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 DECODER_JAR := $(INSTALL)/spark/decoders/microingest-decoders.jar
+CLASS_ARCHIVE := $(INSTALL)/spark/classes.jsa
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
@@ -41,7 +42,8 @@ help:
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
-install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) postgres-binaries
+install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) $(CLASS_ARCHIVE) \
+  postgres-binaries
 
 $(STAMP_PY): constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +76,10 @@ $(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
 $(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -type f)
 	$(MVN) -q -B -f build/jvm-decoders/pom.xml package
 	mkdir -p $(dir $@) && cp build/jvm-decoders/target/microingest-decoders.jar $@
+
+# The classes a job's JVM loads, parsed and verified once (src/microingest/spark/class_archive.py): about 30 s here.
+$(CLASS_ARCHIVE): $(STAMP_PY) $(STAMP_SPARK) $(DECODER_JAR) src/microingest/spark/entry/class_archive_job.py
+	$(BIN)/python -m microingest.spark.class_archive_build
 
 $(STAMP_REGISTRY): build/maven/schema-registry/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)

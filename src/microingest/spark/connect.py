@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 from microingest import settings
 from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
-from microingest.spark.submit import JOB_CONF, job_args
+from microingest.spark.submit import JOB_CONF, job_args, job_conf
 from microingest.systems.connections import ConnectionConfigError, ConnectionInfo
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def server_argv(host: str, port: int, master: str = "local[*]", extra_conf: dict
     """spark-submit of a Spark Connect server with the Kafka source's jars and the job's Spark conf (the executors'
     Python and worker daemon apply to the whole server)."""
     conf = {
-        **JOB_CONF,
+        **job_conf(),
         **SERVER_CONF,
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),

@@ -15,6 +15,7 @@ from pathlib import Path
 from microingest import settings
 from microingest.batches import RunInfo, RunPlan
 from microingest.declare.pipeline import Pipeline
+from microingest.spark import class_archive
 
 JOB_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -29,6 +30,16 @@ JOB_CONF = {
     # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
     "spark.driver.maxResultSize": "256m",
 }
+
+
+def job_conf() -> dict[str, str]:
+    """JOB_CONF, the driver's and executors' JVMs mapping the class archive `make install` built (`class_archive`)."""
+    archive = class_archive.java_options()
+    conf = dict(JOB_CONF)
+    if archive:
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            conf[key] = f"{conf[key]} {archive}"
+    return conf
 
 
 # The connection `make up` and docker compose define for pipelines that want a Spark application of their own per run
@@ -90,7 +101,7 @@ def submit_argv(
     jars: list[str] | None = None,
 ) -> list[str]:
     """spark-submit of a Python script with the job's Spark conf and the Kafka source's jars (plus `jars`)."""
-    conf = {**JOB_CONF, **(extra_conf or {})}
+    conf = {**job_conf(), **(extra_conf or {})}
     argv = [
         "spark-submit",
         "--master",
