@@ -49,18 +49,23 @@ KILL_KINDS = ("after_open", "after_decode", "before_commit", "kill_random")
 RESTART_KINDS = ("postgres_restart_in_commit", "broker_restart_in_read")
 
 
-def ingest_once(env) -> None:
+def ingest_once(env) -> float | None:
+    """One batch ingested without a fault; the seconds its job took, None when nothing was planned."""
     plan = plan_next_batch(env.pipeline)
-    if plan.ranges:
-        result = env.spark_job(list(plan.ranges))
-        assert result.returncode == 0, result.stdout[-3000:]
+    if not plan.ranges:
+        return None
+    started = time.monotonic()
+    result = env.spark_job(list(plan.ranges))
+    assert result.returncode == 0, result.stdout[-3000:]
+    return time.monotonic() - started
 
 
 KILLED, KILLED_RANDOMLY, NO_FAULT = "killed at a fault point", "kill -9 at a random moment", "no fault landed"
 
 
-def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]:
-    """Plan one batch and break it; returns (category, detail) of what happened, for the report."""
+def run_round(env, fault: str, rnd: random.Random, tmp: Path, job_s: float) -> tuple[str, str]:
+    """Plan one batch and break it; returns (category, detail) of what happened, for the report. `job_s`: how long a
+    whole job took last, the span a random kill is drawn from."""
     plan = plan_next_batch(env.pipeline)
     if not plan.ranges:
         return NO_FAULT, "nothing planned"
@@ -88,7 +93,7 @@ def run_round(env, fault: str, rnd: random.Random, tmp: Path) -> tuple[str, str]
         proc.communicate(timeout=600)
         return "broker restarted during read", f"job exit {proc.returncode}"
     proc = env.spark_job(ranges, wait=False)
-    delay = rnd.uniform(1, 14)
+    delay = rnd.uniform(1, max(2.0, job_s))
     try:
         proc.communicate(timeout=delay)
         return NO_FAULT, f"job finished (exit {proc.returncode}) before its kill at {delay:.1f}s"
@@ -194,19 +199,20 @@ def chaos(pg, kafka, tmp_path, monkeypatch, kinds: tuple[str, ...], enough) -> d
     try:
         time.sleep(3)
         rounds = 0
+        job_s = 8.0  # until a job without a fault has been timed
         while not enough(outcomes, struck) or len(struck) < len(kinds):
             # Only a random kill can miss (its job may end before the kill): the bound stops a run where it keeps
             # missing.
             assert rounds < 2 * len(kinds) + 2 * (KILLS_WANTED + RESTARTS_WANTED), f"faults keep missing: {outcomes}"
             env, kind = envs[rounds % len(envs)], kinds[rounds % len(kinds)]
-            category, detail = run_round(env, kind, rnd, tmp_path)
+            category, detail = run_round(env, kind, rnd, tmp_path, job_s)
             outcomes[category] += 1
             if category != NO_FAULT:
                 struck[kind] += 1
             rounds += 1
             print(f"round {rounds} {env.pipeline.name} {kind}: {category} ({detail})", flush=True)
             if rounds % 3 == 0:  # let a batch through between faults, so the ledgers move on
-                ingest_once(env)
+                job_s = ingest_once(env) or job_s
     finally:
         for p in (producer, producer_b):
             p.stopping.set()
