@@ -29,7 +29,7 @@ CLASS_ARCHIVE := $(INSTALL)/spark/classes.jsa
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
-.PHONY: help install up down status demo lint test test-cluster test-unit test-quick chaos soak soak-cluster bench clean clean-platforms
+.PHONY: help install up down status demo lint test test-cluster compose-test test-unit test-quick chaos soak soak-cluster bench clean clean-platforms
 
 help:
 	@echo "make demo    set up, start the platform, produce sample events, run the demo DAG, print the outcome"
@@ -40,6 +40,7 @@ help:
 	@echo "make test-quick            the unit tests and a few end-to-end ones on the running platform, under 8 minutes"
 	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s, 5 of each restart), report in .state/chaos-report.json"
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
+	@echo "make compose-test          docker-compose.yml built and run under podman (images, SASL_SSL Kafka, volumes)"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) $(CLASS_ARCHIVE) \
@@ -155,10 +156,10 @@ test: install browser
 	  wait $$checks; checked=$$?; cat $(STATE)/lint.log; [ $$checked -eq 0 ] && [ $$started -eq 0 ]
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) \
 	  --dist loadfile -m "not disruptive and not platform_free" --junitxml=$(STATE)/test-results.xml tests \
-	  --ignore=tests/integration/cluster
+	  --ignore=tests/integration/cluster --ignore=tests/compose
 	$(WITH_ENV) SPARK_SUBMIT_OPTS="$(TEST_SPARK_JVM)" $(BIN)/pytest -q --durations=10 -n $(TEST_WORKERS) \
 	  --dist loadgroup -m "disruptive or platform_free" --junitxml=$(STATE)/test-results-second-pass.xml tests \
-	  --ignore=tests/integration/cluster
+	  --ignore=tests/integration/cluster --ignore=tests/compose
 	$(BIN)/python scripts/test_durations.py $(STATE)/test-results.xml $(STATE)/test-results-second-pass.xml --top 15
 	$(PLATFORM) down
 	$(PLATFORM) leftovers
@@ -201,6 +202,12 @@ BENCH_PARTITIONS ?= 6
 bench: install
 	$(PLATFORM) up --pipelines-dir $(BENCH_PIPELINES) --spark-connect --schema-registry
 	$(WITH_ENV) $(BIN)/python -m microingest.bench --records $(BENCH_RECORDS) --partitions $(BENCH_PARTITIONS) $(BENCH_ARGS)
+
+# docker-compose.yml built and run under podman (docker/podman-setup.sh installs it and makes the base image once):
+# minutes from an empty image store, so a developer runs it by hand; figures in .state/compose/figures.json.
+compose-test: $(STAMP_PY)
+	bash docker/podman-setup.sh
+	$(BIN)/pytest -q -s tests/compose
 
 test-unit: $(STAMP_PY) $(DECODER_JAR)
 	$(BIN)/pytest -q tests/unit

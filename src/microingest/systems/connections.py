@@ -168,6 +168,7 @@ def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
         "group.id",  # for group-based authorization: it wins over the platform's reader group (`spark.batch`)
         "security.protocol",
         "sasl.mechanism",
+        "ssl.truststore.type",
         "ssl.truststore.location",
         "ssl.truststore.password",
         "ssl.keystore.location",
