@@ -26,6 +26,7 @@ STAMP_BENCH := $(INSTALL)/spark/bench-jars/.resolved
 STAMP_REGISTRY := $(INSTALL)/schema-registry/app/.resolved
 DECODER_JAR := $(INSTALL)/spark/decoders/microingest-decoders.jar
 CLASS_ARCHIVE := $(INSTALL)/spark/classes.jsa
+WORKER_PYTHON := $(INSTALL)/spark/worker-python/.installed
 PLATFORM    := $(BIN)/python scripts/services.py
 WITH_ENV    := set -a && source $(STATE)/platform.env && set +a &&
 
@@ -44,7 +45,7 @@ help:
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) $(CLASS_ARCHIVE) \
-  postgres-binaries
+  $(WORKER_PYTHON) postgres-binaries
 
 $(STAMP_PY): constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +82,13 @@ $(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -
 # The classes a job's JVM loads, parsed and verified once (src/microingest/spark/class_archive.py): about 30 s here.
 $(CLASS_ARCHIVE): $(STAMP_PY) $(STAMP_SPARK) $(DECODER_JAR) src/microingest/spark/entry/class_archive_job.py
 	$(BIN)/python -m microingest.spark.class_archive_build
+
+# The cluster topology's Spark workers' Python: pyspark's requirements and none of microingest, which every job ships
+# (src/microingest/spark/job_bundle.py), as it would to a team's own cluster.
+$(WORKER_PYTHON): constraints.txt $(STAMP_PY)
+	rm -rf $(dir $@) && $(BIN)/python -m venv $(dir $@)
+	$(dir $@)bin/pip install -q -c constraints.txt pyarrow pandas numpy
+	touch $@
 
 $(STAMP_REGISTRY): build/maven/schema-registry/pom.xml
 	rm -rf $(dir $@) && mkdir -p $(dir $@)

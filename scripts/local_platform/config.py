@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("MICROINGEST_STATE", REPO / ".state")).absolute()
 VENV_BIN = Path(sys.executable).parent
 INSTALLED = Path(os.environ.get("MICROINGEST_INSTALL", REPO / ".state"))  # what `make install` downloaded
+# The cluster's workers run this Python: pyspark's requirements only (`make install`), as a team's Spark cluster
+# would; every job brings microingest itself (microingest.spark.job_bundle).
+WORKER_PYTHON = INSTALLED / "spark" / "worker-python"
 ENV_FILE = STATE / "platform.env"
 TOPOLOGIES = ("single", "cluster")
 TOPOLOGY = os.environ.get("MICROINGEST_TOPOLOGY") or "single"

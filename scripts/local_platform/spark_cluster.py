@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import urllib.request
+from pathlib import Path
+
+import pyspark
 
 from local_platform.config import (
     SPARK_CONNECT_UI_PORT,
@@ -14,8 +18,10 @@ from local_platform.config import (
     SPARK_WORKERS,
     STATE,
     VENV_BIN,
+    WORKER_PYTHON,
 )
 from local_platform.processes import spawn, stop, wait_for, without_credentials
+from microingest import settings
 
 HOST = "127.0.0.1"
 MASTER = "spark-master"
@@ -63,7 +69,20 @@ def alive_workers() -> list[dict]:
 
 def start() -> None:
     # No credential, as the Connect server: executors run any job's code and get their connections from the job.
-    env = {**without_credentials(os.environ), "SPARK_LOG_DIR": str(root()), "SPARK_LOCAL_IP": HOST}
+    # Executors find python3.X in the workers' Python (none of microingest), and log with the platform's redaction
+    # as their own configuration (a job's own config path is not a cluster's).
+    conf = root() / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(settings.spark_log_config(), conf / "log4j2.properties")
+    env = {
+        **without_credentials(os.environ),
+        "SPARK_LOG_DIR": str(root()),
+        "SPARK_LOCAL_IP": HOST,
+        "SPARK_CONF_DIR": str(conf),
+        # spark-class would ask the first python3 on PATH where Spark is: the workers' own has no pyspark.
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "PATH": f"{WORKER_PYTHON / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
     spark_class = str(VENV_BIN / "spark-class")
     master_env = {**env, "SPARK_MASTER_OPTS": f"-Dspark.deploy.defaultCores={SUBMIT_CORES}"}
     spawn(

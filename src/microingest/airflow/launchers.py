@@ -92,7 +92,7 @@ def launcher_for(pipeline: Pipeline, plan: RunPlan, run: RunInfo, env: dict[str,
             "command line, so microingest refuses these masters; use local[*] or a spark:// standalone master"
         )
     hook = SparkSubmitHook(
-        conf=spark_submit.job_conf(),
+        conf=spark_submit.job_conf(master),
         conn_id=spark.conn_id,
         jars=",".join(spark_submit.job_jars()),
         name=f"microingest-{pipeline.name}",
