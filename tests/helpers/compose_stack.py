@@ -10,6 +10,7 @@ import secrets
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ REPO = repo_root()
 COMPOSE_FILE = REPO / "docker-compose.yml"
 BASE_IMAGE = os.environ.get("MICROINGEST_BASE_IMAGE", "localhost/microingest-base:bookworm")
 DATA_SERVICES = ("postgres", "kafka-1", "kafka-2", "kafka-3", "schema-registry")
+AIRFLOW_URL = "http://127.0.0.1:8080"
 REQUIRED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?")
 
 
@@ -177,6 +179,50 @@ class Stack:
             text=True,
         ).stdout.strip()
         return (Path(mount) / path).read_bytes()
+
+    def exec(self, service: str, *argv: str, stdin: str = "") -> str:
+        """A command in a service's running container; what it reads comes on stdin (a password, never an argument)."""
+        done = subprocess.run(
+            ["podman", "exec", "-i", self.container(service), *argv], input=stdin, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} in {service} exited {done.returncode}: {done.stderr[-3000:]}")
+        return done.stdout
+
+    def exec_fails(self, service: str, *argv: str) -> str:
+        """What a command that must fail in a service's container says (its stderr)."""
+        done = subprocess.run(["podman", "exec", self.container(service), *argv], capture_output=True, text=True)
+        if done.returncode == 0:
+            raise AssertionError(f"{' '.join(argv)} in {service} succeeded: {done.stdout[-2000:]}")
+        return done.stderr
+
+    def restart(self) -> None:
+        """`compose down` then `up`: every container recreated, the volumes kept."""
+        self.down()
+        self.up()
+        self.wait_healthy(DATA_SERVICES)
+        self.wait_airflow()
+
+    def exit_code(self, service: str) -> int:
+        """A one-shot service's exit code, once it has exited."""
+        done = subprocess.run(["podman", "wait", self.container(service)], capture_output=True, text=True)
+        return int(done.stdout.strip() or -1)
+
+    def wait_airflow(self, timeout: float = 600) -> float:
+        """Until airflow-init has finished and the API server answers its health check."""
+        started = time.monotonic()
+        if (code := self.exit_code("airflow-init")) != 0:
+            raise RuntimeError(f"airflow-init exited {code}:\n{self.logs('airflow-init')[-4000:]}")
+        while True:
+            try:
+                with urllib.request.urlopen(f"{AIRFLOW_URL}/api/v2/monitor/health", timeout=5) as response:
+                    if response.status == 200:
+                        return time.monotonic() - started
+            except OSError:
+                pass
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"Airflow's API did not answer in {timeout:.0f} s")
+            time.sleep(2)
 
     def wait_healthy(self, services: Iterable[str], timeout: float = 300) -> float:
         started = time.monotonic()

@@ -30,7 +30,8 @@ def build() -> Path:
     with log.open("w") as out:
         done = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0 or not partial.is_file():
-        raise RuntimeError(f"the training application wrote no class archive (exit {done.returncode}): see {log}")
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise RuntimeError(f"the training application wrote no class archive (exit {done.returncode}); {log}:\n{tail}")
     partial.replace(target)
     return target
 

@@ -176,6 +176,10 @@ def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
     ):
         if key in conn.extra:
             options[f"kafka.{key}"] = str(conn.extra[key])
+    if "ssl.ca.location" in conn.extra and "ssl.truststore.location" not in conn.extra:
+        # The CA's certificates travel inline, read here: the executors (a cluster's) need no file of this machine.
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.certificates"] = _read_ca(conn)
     if "sasl.username" in conn.extra:
         module = (
             "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -186,6 +190,15 @@ def spark_kafka_options(conn: ConnectionInfo) -> dict[str, str]:
         password = jaas_quote(str(conn.extra.get("sasl.password", "")))
         options["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
     return options
+
+
+def _read_ca(conn: ConnectionInfo) -> str:
+    path = str(conn.extra["ssl.ca.location"])
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as exc:
+        raise ConnectionConfigError(f"connection '{conn.conn_id}': ssl.ca.location {path!r}: {exc.strerror}") from exc
 
 
 def jaas_quote(value: str) -> str:

@@ -68,7 +68,7 @@ def test_names_every_service_of_the_cluster_topology():
     assert voters == {",".join(f"{n}@{b}:9093" for n, b in enumerate(BROKERS, start=1))}
     for name in ("spark-connect", "spark-worker-1", "spark-worker-2"):
         assert "spark://spark-master:7077" in COMPOSE["services"][name]["command"]
-    assert [COMPOSE["services"][f"airflow-edge-worker-{n}"]["command"][3] for n in (1, 2)] == [
+    assert [COMPOSE["services"][f"airflow-edge-worker-{n}"]["command"][4] for n in (1, 2)] == [
         "edge-worker-1",
         "edge-worker-2",
     ]
@@ -90,7 +90,9 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
             assert {s.split(":")[0] for s in kafka_bootstrap(kafka).split(",")} <= services
             # the brokers take SCRAM users over TLS only (docker/kafka/broker.sh), on the Python and the Spark side
             assert kafka.extra["security.protocol"] == "SASL_SSL" and kafka.extra["sasl.mechanism"] == "SCRAM-SHA-512"
-            assert kafka.extra["ssl.ca.location"] == kafka.extra["ssl.truststore.location"]
+            # the CA's file for kafka-python; Spark's executors get its certificates inline (spark_kafka_options)
+            assert kafka.extra["ssl.ca.location"].startswith("/etc/kafka/ca/")
+            assert "ssl.truststore.location" not in kafka.extra
             pg = parse_connection(p.postgres_conn_id, env[env_name(p.postgres_conn_id)])
             assert pg.host in services
             spark = json.loads(env[env_name(p.spark_conn_id)])
@@ -106,12 +108,42 @@ def test_airflow_components_get_every_connection_the_pipelines_use():
         assert urlsplit(schema_registry_config(registry)["url"]).hostname in services
 
 
+def test_airflow_runs_the_production_auth_manager_and_its_own_image_with_only_the_declarations_mounted():
+    for component in (*AIRFLOW_COMPONENTS, "airflow-init"):
+        service = COMPOSE["services"][component]
+        env = service_env(component)
+        assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith("fab_auth_manager.FabAuthManager")
+        assert not [k for k in env if "SIMPLE_AUTH_MANAGER" in k]
+        assert service["build"]["dockerfile"] == "docker/airflow/Dockerfile"
+        binds = [interpolate(v, {}) for v in service["volumes"] if v.startswith(("./", "${"))]
+        assert binds == ["./pipelines:/opt/microingest/pipelines:ro"], component
+
+
+def test_the_spark_image_holds_nothing_of_microingest():
+    """Spark's services run pyspark's distribution and its requirements; the only files of this repository in the
+    image are the Kafka source's POM and log4j's configuration, and the services mount nothing."""
+    dockerfile = (REPO / "docker" / "spark" / "Dockerfile").read_text()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M)
+    assert copied == [
+        "build/maven/spark-kafka/pom.xml",
+        "constraints.txt",
+        "src/microingest/spark/entry/log4j2.properties",
+    ]
+    instructions = [line for line in dockerfile.splitlines() if not line.startswith("#")]
+    assert [line for line in instructions if "microingest" in line] == [
+        "COPY src/microingest/spark/entry/log4j2.properties /opt/spark/conf/log4j2.properties"
+    ]
+    for name in SPARK_SERVICES:
+        service = COMPOSE["services"][name]
+        assert service["build"]["dockerfile"] == "docker/spark/Dockerfile" and "volumes" not in service, name
+
+
 def test_mounts_and_build_files_exist():
     for name, service in COMPOSE["services"].items():
         if "build" in service:
             assert (REPO / service["build"]["dockerfile"]).exists(), name
         for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
+            source = interpolate(volume, {}).split(":")[0]
             if source.startswith("."):
                 assert (REPO / source).exists(), (name, volume)
             else:  # a named volume: the state that outlives its containers

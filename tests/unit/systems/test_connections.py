@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -83,3 +84,26 @@ def test_jaas_values_are_quoted_for_kafkas_parser_not_as_json():
     assert jaas.endswith(' required username="ingest" password="p\\"a\\\\ss\u00e9";')
     with pytest.raises(ConnectionConfigError, match="line break"):
         jaas_quote("two\nlines")
+
+
+def _kafka(extra: dict):
+    return parse_connection("k", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "b:9092", **extra}}))
+
+
+def test_a_pem_ca_reaches_spark_inline_so_a_clusters_executors_need_no_file(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    options = spark_kafka_options(_kafka({"security.protocol": "SSL", "ssl.ca.location": str(ca)}))
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+    assert options["kafka.ssl.truststore.certificates"] == ca.read_text()
+    assert "kafka.ssl.truststore.location" not in options
+    # a truststore the connection names itself is what Spark gets
+    store = {"ssl.ca.location": str(ca), "ssl.truststore.location": "/etc/ts.jks", "ssl.truststore.password": "p"}
+    options = spark_kafka_options(_kafka(store))
+    assert options["kafka.ssl.truststore.location"] == "/etc/ts.jks"
+    assert "kafka.ssl.truststore.certificates" not in options
+
+
+def test_an_unreadable_ca_file_is_named():
+    with pytest.raises(ConnectionConfigError, match=re.escape("connection 'k': ssl.ca.location '/nonexistent/ca.pem'")):
+        spark_kafka_options(_kafka({"ssl.ca.location": "/nonexistent/ca.pem"}))

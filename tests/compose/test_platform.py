@@ -1,0 +1,209 @@
+"""The whole stack as docker-compose.yml runs it, driven from outside through its own faces (Airflow's REST API as
+the admin, Kafka's external listener, Postgres): the demo pipelines on a Spark cluster that holds nothing of
+microingest, every row exact; a Spark worker and the scheduler killed mid-run; `compose down` and `up`; a viewer who
+can look but not trigger."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from decimal import Decimal
+
+import psycopg2
+import pytest
+
+from helpers.compose_stack import AIRFLOW_URL
+from helpers.demo_rows import EVENT_COLUMNS, ORDER_COLUMNS, expected_event, expected_order
+from microingest.cli import demo_orders
+from microingest.cli.demo import sample_events
+from microingest.declare.files import get_pipeline
+from microingest.systems.airflow_api import AirflowApiError, AirflowClient
+from microingest.systems.kafka_access import create_topic, produce
+from microingest.systems.pipeline_systems import PipelineSystems
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def platform(stack, tmp_path_factory):
+    """This process's connections to the stack's published ports, as an operator's laptop would have them."""
+    ca = tmp_path_factory.mktemp("kafka-ca") / "ca.pem"
+    ca.write_bytes(stack.volume_file("kafka-ca", "ca.pem"))
+    kafka = {
+        "bootstrap.servers": "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "ingest",
+        "sasl.password": stack.env["MICROINGEST_KAFKA_PASSWORD"],
+        "ssl.ca.location": str(ca),
+    }
+    env = {
+        "AIRFLOW_CONN_MICROINGEST_KAFKA": json.dumps({"conn_type": "kafka", "extra": kafka}),
+        "AIRFLOW_CONN_MICROINGEST_POSTGRES": (
+            f"postgresql://microingest:{stack.env['MICROINGEST_POSTGRES_PASSWORD']}@127.0.0.1:5432/microingest"
+        ),
+        "AIRFLOW__API__BASE_URL": AIRFLOW_URL,
+        "MICROINGEST_PIPELINES_DIR": stack.env["MICROINGEST_PIPELINES"],
+    }
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield AirflowClient(user="admin", password=stack.env["MICROINGEST_AIRFLOW_PASSWORD"])
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def produce_to(pipeline_name: str, records: list[tuple]) -> None:
+    systems = PipelineSystems.of(get_pipeline(pipeline_name))
+    [topic] = get_pipeline(pipeline_name).topics
+    create_topic(systems.kafka_client, topic, PARTITIONS)
+    produce(systems.kafka_client, topic, records)
+
+
+def run_to_success(api: AirflowClient, dag_id: str, tries: int = 2) -> list[str]:
+    """Trigger the DAG until a run succeeds (a run a fault failed is retried by the next, as a scheduled one would
+    be); the states of every run."""
+    api.wait_for_dag(dag_id, timeout=300, say=lambda m: None)
+    api.unpause(dag_id)
+    states = []
+    for _ in range(tries):
+        run = api.wait_for_run(dag_id, api.trigger(dag_id, note="compose test"), timeout=900)
+        states.append(run.state)
+        if run.state == "success":
+            return states
+    raise AssertionError(f"{dag_id}: no run succeeded ({states})")
+
+
+def query(stack, statement: str, args=()) -> list[tuple]:
+    with (
+        psycopg2.connect(
+            host="127.0.0.1",
+            port=5432,
+            user="microingest",
+            dbname="microingest",
+            password=stack.env["MICROINGEST_POSTGRES_PASSWORD"],
+        ) as conn,
+        conn.cursor() as cur,
+    ):
+        cur.execute(statement, args)
+        return cur.fetchall()
+
+
+def event_rows(stack, ids: list[str]) -> dict[str, tuple]:
+    rows = query(stack, f"SELECT {EVENT_COLUMNS} FROM public.demo_events WHERE event_id = ANY(%s)", (ids,))
+    by_id = {r[0]: r for r in rows}
+    assert len(by_id) == len(rows), "an event landed twice"
+    return by_id
+
+
+def events_by_id(records: list[tuple]) -> dict[str, tuple]:
+    return {row[0]: row for row in (expected_event(value) for _, value in records)}
+
+
+def test_the_demo_events_land_exactly_through_spark_connect_on_a_cluster_with_none_of_microingest(stack, platform):
+    records = sample_events(3000, seed=1)
+    produce_to("demo_events", records)
+    assert run_to_success(platform, "microingest_demo_events") == ["success"]
+    produced = events_by_id(records)
+    assert event_rows(stack, list(produced)) == produced
+    # the executors that decoded them run the Spark image's Python, which has no microingest
+    refused = stack.exec_fails("spark-worker-1", "python3.11", "-c", "import microingest")
+    assert "No module named 'microingest'" in refused
+
+
+def test_the_demo_orders_land_exactly(stack, platform):
+    orders = demo_orders.sample_orders(500, seed=2)
+    produce_to("orders", [demo_orders.as_record(o) for o in orders])
+    assert run_to_success(platform, "microingest_orders") == ["success"]
+    rows = query(
+        stack,
+        f"SELECT {ORDER_COLUMNS} FROM public.orders WHERE order_id = ANY(%s::uuid[])",
+        ([o["order_id"] for o in orders],),
+    )
+    assert sorted(rows) == sorted(expected_order(o) for o in orders)
+    assert all(isinstance(p, Decimal) for row in rows for p in row[8])
+
+
+def test_a_killed_spark_worker_and_scheduler_mid_run_lose_and_duplicate_nothing(stack, platform):
+    records = sample_events(60_000, seed=3)
+    # some that can never land: each must end as a dead letter, not a stuck run
+    broken = [(b"k", b"not json"), (b"k", b'{"user_id": "no event_id"}')] * 10
+    produce_to("demo_events", records + broken)
+    dag_id = "microingest_demo_events"
+    platform.unpause(dag_id)
+    run_id = platform.trigger(dag_id, note="compose test: faults")
+    deadline = time.monotonic() + 600
+    while platform.dag_run(dag_id, run_id).tasks.get("ingest") != "running":
+        assert time.monotonic() < deadline, "the ingest task never started"
+        time.sleep(1)
+    stack.kill("spark-worker-1")
+    stack.kill("airflow-scheduler")
+    stack.up()  # what `restart: unless-stopped` does on a host whose engine restarts them
+    run = platform.wait_for_run(dag_id, run_id, timeout=1200)
+    if run.state != "success":
+        run_to_success(platform, dag_id, tries=1)
+    everything = events_by_id(sample_events(3000, seed=1) + records)
+    assert event_rows(stack, list(everything)) == everything
+    [(dead,)] = query(stack, "SELECT count(*) FROM microingest.dead_letters WHERE pipeline = 'demo_events'")
+    assert dead == len(broken)
+    [(rows, distinct)] = query(
+        stack, "SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM public.demo_events"
+    )
+    assert rows == distinct == 3000 + len(records)
+
+
+def test_down_and_up_keep_everything_and_the_next_run_ingests_only_what_is_new(stack, platform):
+    before = query(stack, "SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
+    [(rows_before,)] = query(stack, "SELECT count(*) FROM public.demo_events")
+    stack.restart()
+    records = sample_events(1000, seed=4)
+    produce_to("demo_events", records)
+    assert run_to_success(platform, "microingest_demo_events") == ["success"]
+    [(rows_after,)] = query(stack, "SELECT count(*) FROM public.demo_events")
+    assert rows_after == rows_before + len(records)
+    after = query(stack, "SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
+    assert after[0][0] > before[0][0]
+    produced = events_by_id(records)
+    assert event_rows(stack, list(produced)) == produced
+
+
+def test_a_viewer_sees_the_pipelines_but_cannot_trigger_them(stack, platform):
+    password = secrets.token_urlsafe(16)
+    stack.exec(
+        "airflow-api-server",
+        "airflow",
+        "users",
+        "create",
+        "--username",
+        "viewer",
+        "--role",
+        "Viewer",
+        "--firstname",
+        "View",
+        "--lastname",
+        "Er",
+        "--email",
+        "viewer@microingest.invalid",
+        stdin=f"{password}\n{password}\n",
+    )
+    viewer = AirflowClient(user="viewer", password=password)
+    dags = {d["dag_id"] for d in viewer.get("/api/v2/dags")["dags"]}
+    assert {"microingest_demo_events", "microingest_orders"} <= dags
+    with pytest.raises(AirflowApiError) as refused:
+        viewer.trigger("microingest_demo_events")
+    assert refused.value.status == 403
+    with pytest.raises(AirflowApiError) as refused:
+        viewer.unpause("microingest_orders")
+    assert refused.value.status == 403
+
+
+def test_no_service_logs_a_secret(stack, platform):
+    for service in stack.spec["services"]:
+        log = stack.logs(service)
+        assert not [name for name, value in stack.operator_secrets.items() if value in log], service
