@@ -41,7 +41,7 @@ help:
 	@echo "make test-quick            the unit tests and a few end-to-end ones on the running platform, under 8 minutes"
 	@echo "make chaos                 fault injection into Spark jobs (20 kill -9s, 5 of each restart), report in .state/chaos-report.json"
 	@echo "make soak                  105 faults across the cluster topology, report in .state/cluster/soak-report.json"
-	@echo "make compose-test          docker-compose.yml built and run under podman (images, SASL_SSL Kafka, volumes)"
+	@echo "make compose-test          docker-compose.yml built and run under podman, driven from outside (~25 min cold)"
 	@echo "make bench                 throughput and small-batch latency against the alternatives and limits, report in .state/bench/"
 
 install: $(STAMP_PY) $(STAMP_KAFKA) $(STAMP_SPARK) $(STAMP_BENCH) $(STAMP_REGISTRY) $(DECODER_JAR) $(CLASS_ARCHIVE) \
@@ -213,9 +213,9 @@ bench: install
 
 # docker-compose.yml built and run under podman (docker/podman-setup.sh installs it and makes the base image once):
 # minutes from an empty image store, so a developer runs it by hand; figures in .state/compose/figures.json.
-compose-test: $(STAMP_PY)
+compose-test: $(STAMP_PY) browser
 	bash docker/podman-setup.sh
-	$(BIN)/pytest -q -s tests/compose
+	$(BIN)/pytest -q -s --durations=0 tests/compose
 
 test-unit: $(STAMP_PY) $(DECODER_JAR)
 	$(BIN)/pytest -q tests/unit

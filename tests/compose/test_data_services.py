@@ -8,14 +8,14 @@ import subprocess
 import urllib.request
 import uuid
 
-import psycopg2
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from helpers.compose_stack import REGISTRY
+
 BOOTSTRAP = ["127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"]
-REGISTRY = "http://127.0.0.1:8081/apis/ccompat/v7"
 RECORDS = 300
 TOPIC = f"compose-{uuid.uuid4().hex[:8]}"
 SUBJECT = f"{TOPIC}-value"
@@ -51,17 +51,6 @@ def read_all(config: dict) -> list[tuple[int, int, bytes]]:
         consumer.close()
 
 
-def postgres(stack):
-    return psycopg2.connect(
-        host="127.0.0.1",
-        port=5432,
-        user="microingest",
-        dbname="microingest",
-        password=stack.env["MICROINGEST_POSTGRES_PASSWORD"],
-        connect_timeout=10,
-    )
-
-
 def registry(method: str, path: str, body: dict | None = None) -> dict:
     request = urllib.request.Request(
         REGISTRY + path,
@@ -91,7 +80,7 @@ def written(stack, tmp_path_factory):
         producer.send(TOPIC, json.dumps({"id": i}).encode(), partition=i % 3)
     producer.flush()
     producer.close()
-    with postgres(stack) as conn, conn.cursor() as cur:
+    with stack.postgres() as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE compose_ledger (topic text, partition int, next_offset bigint)")
         cur.executemany("INSERT INTO compose_ledger VALUES (%s, %s, %s)", [(TOPIC, p, 100) for p in range(3)])
     schema_id = registry("POST", f"/subjects/{SUBJECT}/versions", {"schema": json.dumps(SCHEMA)})["id"]
@@ -110,7 +99,7 @@ def test_clients_get_in_only_with_the_scram_password_over_tls(stack, written, tm
 def test_down_and_up_keep_the_ledger_the_log_and_the_schemas(stack, written):
     stack.restart()
     assert read_all(written["config"]) == written["records"]
-    with postgres(stack) as conn, conn.cursor() as cur:
+    with stack.postgres() as conn, conn.cursor() as cur:
         cur.execute("SELECT topic, partition, next_offset FROM compose_ledger ORDER BY partition")
         assert cur.fetchall() == [(TOPIC, p, 100) for p in range(3)]
     assert registry("GET", f"/subjects/{SUBJECT}/versions/latest")["id"] == written["schema_id"]

@@ -5,65 +5,19 @@ can look but not trigger."""
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import time
+from datetime import datetime
 from decimal import Decimal
 
-import psycopg2
 import pytest
 
-from helpers.compose_stack import AIRFLOW_URL
+from helpers.compose_stack import REGISTRY, produce_to
 from helpers.demo_rows import EVENT_COLUMNS, ORDER_COLUMNS, expected_event, expected_order
+from helpers.protobuf_corpus import serialized
 from microingest.cli import demo_orders
 from microingest.cli.demo import sample_events
-from microingest.declare.files import get_pipeline
 from microingest.systems.airflow_api import AirflowApiError, AirflowClient
-from microingest.systems.kafka_access import create_topic, produce
-from microingest.systems.pipeline_systems import PipelineSystems
-
-PARTITIONS = 3
-
-
-@pytest.fixture(scope="module")
-def platform(stack, tmp_path_factory):
-    """This process's connections to the stack's published ports, as an operator's laptop would have them."""
-    ca = tmp_path_factory.mktemp("kafka-ca") / "ca.pem"
-    ca.write_bytes(stack.volume_file("kafka-ca", "ca.pem"))
-    kafka = {
-        "bootstrap.servers": "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094",
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": "ingest",
-        "sasl.password": stack.env["MICROINGEST_KAFKA_PASSWORD"],
-        "ssl.ca.location": str(ca),
-    }
-    env = {
-        "AIRFLOW_CONN_MICROINGEST_KAFKA": json.dumps({"conn_type": "kafka", "extra": kafka}),
-        "AIRFLOW_CONN_MICROINGEST_POSTGRES": (
-            f"postgresql://microingest:{stack.env['MICROINGEST_POSTGRES_PASSWORD']}@127.0.0.1:5432/microingest"
-        ),
-        "AIRFLOW__API__BASE_URL": AIRFLOW_URL,
-        "MICROINGEST_PIPELINES_DIR": stack.env["MICROINGEST_PIPELINES"],
-    }
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        yield AirflowClient(user="admin", password=stack.env["MICROINGEST_AIRFLOW_PASSWORD"])
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def produce_to(pipeline_name: str, records: list[tuple]) -> None:
-    systems = PipelineSystems.of(get_pipeline(pipeline_name))
-    [topic] = get_pipeline(pipeline_name).topics
-    create_topic(systems.kafka_client, topic, PARTITIONS)
-    produce(systems.kafka_client, topic, records)
 
 
 def run_to_success(api: AirflowClient, dag_id: str, tries: int = 2) -> list[str]:
@@ -80,23 +34,13 @@ def run_to_success(api: AirflowClient, dag_id: str, tries: int = 2) -> list[str]
     raise AssertionError(f"{dag_id}: no run succeeded ({states})")
 
 
-def query(stack, statement: str, args=()) -> list[tuple]:
-    with (
-        psycopg2.connect(
-            host="127.0.0.1",
-            port=5432,
-            user="microingest",
-            dbname="microingest",
-            password=stack.env["MICROINGEST_POSTGRES_PASSWORD"],
-        ) as conn,
-        conn.cursor() as cur,
-    ):
-        cur.execute(statement, args)
-        return cur.fetchall()
-
-
 def event_rows(stack, ids: list[str]) -> dict[str, tuple]:
-    rows = query(stack, f"SELECT {EVENT_COLUMNS} FROM public.demo_events WHERE event_id = ANY(%s)", (ids,))
+    return table_rows(stack, "public.demo_events", ids)
+
+
+def table_rows(stack, table: str, ids: list[str]) -> dict[str, tuple]:
+    """A table of the demo events' columns, by event id, after checking no event landed twice."""
+    rows = stack.query(f"SELECT {EVENT_COLUMNS} FROM {table} WHERE event_id = ANY(%s)", (ids,))
     by_id = {r[0]: r for r in rows}
     assert len(by_id) == len(rows), "an event landed twice"
     return by_id
@@ -121,13 +65,58 @@ def test_the_demo_orders_land_exactly(stack, platform):
     orders = demo_orders.sample_orders(500, seed=2)
     produce_to("orders", [demo_orders.as_record(o) for o in orders])
     assert run_to_success(platform, "microingest_orders") == ["success"]
-    rows = query(
-        stack,
+    rows = stack.query(
         f"SELECT {ORDER_COLUMNS} FROM public.orders WHERE order_id = ANY(%s::uuid[])",
         ([o["order_id"] for o in orders],),
     )
     assert sorted(rows) == sorted(expected_order(o) for o in orders)
     assert all(isinstance(p, Decimal) for row in rows for p in row[8])
+
+
+def test_spark_submit_jobs_ship_their_python_to_the_cluster_and_land_exactly(stack, platform):
+    """A pipeline on microingest_spark_submit: the driver in an Edge worker's container, the executors on the Spark
+    workers, which get microingest as the job's archive."""
+    records = sample_events(2000, seed=5)
+    produce_to("events_submit", records)
+    assert run_to_success(platform, "microingest_events_submit") == ["success"]
+    produced = events_by_id(records)
+    assert table_rows(stack, "public.events_submit", list(produced)) == produced
+
+
+def test_a_transform_sql_statement_runs_on_the_cluster_and_its_rows_land_exactly(stack, platform):
+    records = sample_events(2000, seed=6)
+    produce_to("events_sql", records)
+    assert run_to_success(platform, "microingest_events_sql") == ["success"]
+    kept = {k.upper(): (k.upper(), *row[1:]) for k, row in events_by_id(records).items() if row[2] != "page_view"}
+    assert table_rows(stack, "public.events_sql", list(kept)) == kept
+    [(read, written, filtered)] = stack.query(
+        "SELECT sum(records_read), sum(rows_written), sum(filtered) FROM microingest.batches "
+        "WHERE pipeline = 'events_sql' AND kind = 'ingest'",
+    )
+    assert (read, written, filtered) == (len(records), len(kept), len(records) - len(kept))
+
+
+EVENT_PROTO = """syntax = "proto3";
+package microingest.compose;
+import "google/protobuf/timestamp.proto";
+message Event {
+  string event_id = 1;
+  double amount = 2;
+  google.protobuf.Timestamp event_time = 3;
+}
+"""
+
+
+def test_protobuf_values_from_the_stacks_registry_land_exactly(stack, platform, tmp_path):
+    events = [
+        {"event_id": f"proto-{i}", "amount": i / 8, "event_time": f"2026-11-29T12:{i // 60 % 60:02d}:{i % 60:02d}Z"}
+        for i in range(500)
+    ]
+    values = serialized(tmp_path, EVENT_PROTO, {"url": REGISTRY}, "events-proto", events)
+    produce_to("events_proto", [(e["event_id"].encode(), v) for e, v in zip(events, values, strict=True)])
+    assert run_to_success(platform, "microingest_events_proto") == ["success"]
+    rows = stack.query("SELECT event_id, amount, event_time FROM public.events_proto")
+    assert sorted(rows) == sorted((e["event_id"], e["amount"], datetime.fromisoformat(e["event_time"])) for e in events)
 
 
 def test_a_killed_spark_worker_and_scheduler_mid_run_lose_and_duplicate_nothing(stack, platform):
@@ -150,24 +139,24 @@ def test_a_killed_spark_worker_and_scheduler_mid_run_lose_and_duplicate_nothing(
         run_to_success(platform, dag_id, tries=1)
     everything = events_by_id(sample_events(3000, seed=1) + records)
     assert event_rows(stack, list(everything)) == everything
-    [(dead,)] = query(stack, "SELECT count(*) FROM microingest.dead_letters WHERE pipeline = 'demo_events'")
+    [(dead,)] = stack.query("SELECT count(*) FROM microingest.dead_letters WHERE pipeline = 'demo_events'")
     assert dead == len(broken)
-    [(rows, distinct)] = query(
-        stack, "SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM public.demo_events"
+    [(rows, distinct)] = stack.query(
+        "SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM public.demo_events"
     )
     assert rows == distinct == 3000 + len(records)
 
 
 def test_down_and_up_keep_everything_and_the_next_run_ingests_only_what_is_new(stack, platform):
-    before = query(stack, "SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
-    [(rows_before,)] = query(stack, "SELECT count(*) FROM public.demo_events")
+    before = stack.query("SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
+    [(rows_before,)] = stack.query("SELECT count(*) FROM public.demo_events")
     stack.restart()
     records = sample_events(1000, seed=4)
     produce_to("demo_events", records)
     assert run_to_success(platform, "microingest_demo_events") == ["success"]
-    [(rows_after,)] = query(stack, "SELECT count(*) FROM public.demo_events")
+    [(rows_after,)] = stack.query("SELECT count(*) FROM public.demo_events")
     assert rows_after == rows_before + len(records)
-    after = query(stack, "SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
+    after = stack.query("SELECT count(*) FROM microingest.batches WHERE pipeline = 'demo_events'")
     assert after[0][0] > before[0][0]
     produced = events_by_id(records)
     assert event_rows(stack, list(produced)) == produced

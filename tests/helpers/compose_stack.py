@@ -4,6 +4,7 @@ run by a loop (podman schedules them with systemd timers, which this machine has
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -14,15 +15,21 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
+import psycopg2
 import yaml
 
+from microingest.declare.files import get_pipeline
 from microingest.settings import repo_root
+from microingest.systems.kafka_access import create_topic, produce
+from microingest.systems.pipeline_systems import PipelineSystems
 
 REPO = repo_root()
 COMPOSE_FILE = REPO / "docker-compose.yml"
 BASE_IMAGE = os.environ.get("MICROINGEST_BASE_IMAGE", "localhost/microingest-base:bookworm")
 DATA_SERVICES = ("postgres", "kafka-1", "kafka-2", "kafka-3", "schema-registry")
 AIRFLOW_URL = "http://127.0.0.1:8080"
+REGISTRY = "http://127.0.0.1:8081/apis/ccompat/v7"
+PARTITIONS = 3  # of each topic the tests make
 REQUIRED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?")
 
 
@@ -33,12 +40,16 @@ def operator_secrets() -> dict[str, str]:
 
 
 class Stack:
-    def __init__(self, project: str, state: Path) -> None:
+    def __init__(self, project: str, state: Path, reuse: bool = False) -> None:
+        """`reuse`: the secrets of the stack left up before (its Postgres keeps the password it was made with)."""
         self.project = project
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.socket = state / "podman.sock"
-        self.operator_secrets = operator_secrets()
+        kept = state / "secrets.json"
+        self.operator_secrets = json.loads(kept.read_text()) if reuse and kept.exists() else operator_secrets()
+        kept.touch(mode=0o600)
+        kept.write_text(json.dumps(self.operator_secrets))
         self.env = {
             **os.environ,
             **self.operator_secrets,
@@ -180,6 +191,22 @@ class Stack:
         ).stdout.strip()
         return (Path(mount) / path).read_bytes()
 
+    def postgres(self):
+        """A connection to the stack's Postgres, database microingest, through its published port."""
+        return psycopg2.connect(
+            host="127.0.0.1",
+            port=5432,
+            user="microingest",
+            dbname="microingest",
+            password=self.env["MICROINGEST_POSTGRES_PASSWORD"],
+            connect_timeout=10,
+        )
+
+    def query(self, statement: str, args=()) -> list[tuple]:
+        with self.postgres() as conn, conn.cursor() as cur:
+            cur.execute(statement, args)
+            return cur.fetchall()
+
     def exec(self, service: str, *argv: str, stdin: str = "") -> str:
         """A command in a service's running container; what it reads comes on stdin (a password, never an argument)."""
         done = subprocess.run(
@@ -240,3 +267,12 @@ class Stack:
                 raise TimeoutError(f"not healthy after {timeout:.0f} s: {sorted(waiting)}")
             time.sleep(1)
         return time.monotonic() - started
+
+
+def produce_to(pipeline_name: str, records: list[tuple]) -> None:
+    """Records into a served pipeline's topic (made with 3 partitions when missing), through the stack's external
+    listener: the `platform` fixture's connections."""
+    systems = PipelineSystems.of(get_pipeline(pipeline_name))
+    [topic] = get_pipeline(pipeline_name).topics
+    create_topic(systems.kafka_client, topic, PARTITIONS)
+    produce(systems.kafka_client, topic, records)

@@ -3,8 +3,8 @@ and its lag over time. Served by the api-server in the plugin's FastAPI app (mic
 in the UI's navigation through an external view.
 
 Plugin FastAPI apps are not behind Airflow's authentication on their own: every route here depends on Airflow's own
-check (a valid JWT from the UI's session cookie or an Authorization header, and read access to DAGs), so anonymous
-requests get 401 and invalid tokens 403.
+check (a valid JWT from the UI's session cookie or an Authorization header), so anonymous requests get 401 and invalid
+tokens 403; each user sees the pipelines whose DAGs they may read (`dag_access`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
-from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep, get_user
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, JSONResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from microingest.airflow.dag_access import readable, reads_every_dag
 from microingest.declare.files import load_declarations
 from microingest.declare.pipeline import Pipeline
 from microingest.lag.status import PipelineStatus, pipeline_status
@@ -34,7 +35,7 @@ COLOURS = {
     "AT_RISK": "#b71c1c",
 }
 
-router = APIRouter(dependencies=[Depends(requires_access_dag("GET"))])
+router = APIRouter(dependencies=[Depends(get_user)])
 
 _TEMPLATES = Environment(
     loader=PackageLoader("microingest.airflow", "templates"), autoescape=True, undefined=StrictUndefined
@@ -44,11 +45,11 @@ _TEMPLATES.filters.update(
 )
 
 
-def declarations() -> tuple[list[Pipeline], list[str]]:
-    """The valid declarations, and the errors of the malformed ones: those are shown on the page, never a failure of
-    the page for every pipeline."""
+def declarations(user) -> tuple[list[Pipeline], list[str]]:
+    """The valid declarations the user may read, and the errors of the malformed ones: those are shown on the page,
+    never a failure of the page for every pipeline."""
     pipelines, errors = load_declarations()
-    return pipelines, [str(error) for error in errors]
+    return readable(pipelines, user), [str(error) for error in errors] if reads_every_dag(user) else []
 
 
 def statuses(pipelines: list[Pipeline]) -> list[tuple[PipelineStatus, list[tuple[datetime, int]]]]:
@@ -76,14 +77,14 @@ def lag_series(conn, pipeline: str, since: datetime) -> list[tuple[datetime, int
 
 
 @router.get("/lag", response_class=HTMLResponse)
-def lag_page() -> str:
-    pipelines, errors = declarations()
+def lag_page(user: GetUserDep) -> str:
+    pipelines, errors = declarations(user)
     return render(statuses(pipelines), datetime.now(timezone.utc), errors)
 
 
 @router.get("/lag.json")
-def lag_json() -> JSONResponse:
-    return JSONResponse([status.to_dict() for status, _ in statuses(declarations()[0])])
+def lag_json(user: GetUserDep) -> JSONResponse:
+    return JSONResponse([status.to_dict() for status, _ in statuses(declarations(user)[0])])
 
 
 def chart(series: list[tuple[datetime, int]], now: datetime, width: int = 560, height: int = 120) -> Markup:

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from microingest import settings
 
 log = logging.getLogger(__name__)
@@ -149,9 +151,26 @@ def executor_distributions() -> set[str]:
 
 
 def distributions_of(modules: list[str]) -> set[str]:
+    """The distributions owning `modules`, with what they require in turn (their code may import it only when used,
+    as httpx does its transport), less what a Spark worker has and microingest itself."""
     owners = importlib.metadata.packages_distributions()
-    found = {dist for module in modules for dist in owners.get(module, [])}
-    return {d for d in found if _normal(d) not in {_normal(p) for p in PROVIDED | {PACKAGE}}}
+    skip = {_normal(name) for name in PROVIDED | {PACKAGE}}
+    found: dict[str, str] = {}
+    todo = [dist for module in modules for dist in owners.get(module, [])]
+    while todo:
+        name = todo.pop()
+        if _normal(name) in skip or _normal(name) in found:
+            continue
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # an optional requirement this installation does without
+        found[_normal(name)] = dist.metadata["Name"]
+        for spec in dist.requires or []:
+            requirement = Requirement(spec)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return set(found.values())
 
 
 def wrapper() -> str:

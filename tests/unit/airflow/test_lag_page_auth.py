@@ -1,13 +1,13 @@
-"""Every route of the plugin's app is behind a check: the lag page behind Airflow's, the metrics behind the scrape
-token. FastAPI's own doc routes (/docs, /redoc, /openapi.json) are added outside the routers' dependencies, so they
-must not exist."""
+"""Every route of the plugin's app is behind a check: the pages behind Airflow's login, the metrics behind the scrape
+token or Airflow's login. FastAPI's own doc routes (/docs, /redoc, /openapi.json) are added outside the routers'
+dependencies, so they must not exist."""
 
 from fastapi.routing import APIRoute
 
-from microingest.airflow.metrics_endpoint import scrape_token
+from microingest.airflow.metrics_endpoint import reader
 from microingest.airflow.plugin_app import app
 
-AUTH = "requires_access_dag.<locals>.inner"  # airflow.api_fastapi.core_api.security's check, with its GetUserDep
+AUTH = "get_user"  # airflow.api_fastapi.core_api.security's check of the session cookie or bearer token
 
 
 def calls(dependant):
@@ -23,5 +23,5 @@ def test_every_route_depends_on_a_check():
     for route in app.routes:
         assert isinstance(route, APIRoute), f"{route.path} is served outside FastAPI's dependencies"
         checks = {getattr(c, "__qualname__", "") for c in calls(route.dependant)}
-        expected = scrape_token.__qualname__ if route.path == "/metrics" else AUTH
+        expected = reader.__qualname__ if route.path == "/metrics" else AUTH
         assert expected in checks, route.path

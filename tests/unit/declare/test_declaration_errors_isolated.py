@@ -62,13 +62,20 @@ def test_a_topic_longer_than_an_airflow_tag_does_not_take_the_dag_file_down(tmp_
 
 
 def test_the_lag_page_shows_the_malformed_declarations_instead_of_failing(folder):
+    from airflow.api_fastapi.app import create_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
     from microingest.airflow import lag_page as page
 
-    html = page.lag_page()
+    create_auth_manager()  # the configured one: Airflow's simple auth manager here, whose admin reads every DAG
+    admin = SimpleAuthManagerUser(username="admin", role="admin")
+    html = page.lag_page(admin)
     for name in [*BAD_FILES, "bad"]:
         assert f"{folder / name}.yaml: field &#39;" in html
     assert "Malformed declarations" in html and "No pipelines declared." not in html
-    assert page.lag_json().body == b"[]"
+    assert page.lag_json(admin).body == b"[]"
+    # a user who may read no DAG sees none of them: the errors name every pipeline's files
+    assert "Malformed declarations" not in page.lag_page(SimpleAuthManagerUser(username="nobody", role=None))
 
 
 def test_declaration_errors_are_escaped_on_the_page():

@@ -68,6 +68,11 @@ def test_distributions_a_spark_worker_has_are_not_shipped():
     assert shipped == {"fastavro"}
 
 
+def test_what_a_shipped_distribution_requires_is_shipped_too_though_imported_only_when_used():
+    # httpx2 imports its transport, httpcore2, at its first request: after the probe's imports
+    assert {"httpx2", "httpcore2", "h11"} <= {d.lower() for d in job_bundle.distributions_of(["httpx2"])}
+
+
 def test_the_same_installation_finds_the_bundle_it_built_and_a_changed_one_builds_another(bundle, monkeypatch):
     assert job_bundle.job_bundle() == bundle
     first = job_bundle.installation_key()
