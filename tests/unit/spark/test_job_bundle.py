@@ -36,9 +36,14 @@ def test_the_bundle_holds_microingest_and_what_its_executor_code_imports_but_not
     assert wrapper.mode & 0o111
 
 
+def unpack(bundle, folder) -> None:
+    """As Spark unpacks an archive on a worker (Hadoop's FileUtil.unTar runs tar)."""
+    (folder / bundle.name).mkdir()
+    subprocess.run(["tar", "-xzf", str(bundle.path), "-C", str(folder / bundle.name)], check=True)
+
+
 def test_its_python_runs_the_executors_own_interpreter_with_the_bundle_first_on_the_path(bundle, tmp_path):
-    with tarfile.open(bundle.path) as tar:
-        tar.extractall(tmp_path / bundle.name, filter="tar")
+    unpack(bundle, tmp_path)
     python = tmp_path / bundle.python
     here = os.path.dirname(sys.executable)  # a python3.X found on PATH, as on a worker
     probe = "import microingest, sys; print(microingest.__file__); print(sys.version_info[:2])"
@@ -55,8 +60,7 @@ def test_its_python_runs_the_executors_own_interpreter_with_the_bundle_first_on_
 
 
 def test_without_the_drivers_python_version_the_executor_says_what_it_needs(bundle, tmp_path):
-    with tarfile.open(bundle.path) as tar:
-        tar.extractall(tmp_path / bundle.name, filter="tar")
+    unpack(bundle, tmp_path)
     done = subprocess.run([str(tmp_path / bundle.python), "-V"], env={"PATH": str(tmp_path)}, capture_output=True)
     assert done.returncode == 127
     version = "python{}.{}".format(*sys.version_info[:2])
