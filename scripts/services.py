@@ -250,6 +250,7 @@ def up(
     subprocess.run(
         [str(VENV_BIN / "airflow"), "db", "migrate"], env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL
     )
+    airflow.make_users(env)
     if serving_registry:
         schema_registry.ready()
     prepare_target_tables(pipelines_dir)  # after the registry: a declaration may take its fields from it

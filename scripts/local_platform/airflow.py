@@ -1,9 +1,11 @@
 """Airflow's services for the local platform: api-server, scheduler, dag-processor and triggerer, on the
-platform's Postgres, with a simple-auth-manager admin whose generated password stays in the state folder.
+platform's Postgres, with an admin whose generated password stays in the state folder. The single topology keeps its
+users in Airflow's simple auth manager, the development one; the cluster runs FAB's, as a deployment does
+(docker-compose.yml), its users and the run-notes role made after each migration.
 
-Two more credentials live there: the `microingest` user (role user, allowed to edit DAG runs), through which the
-`announce` task writes run notes (connection microingest_airflow), and the read-only token that scrapes
-/microingest/metrics (connection microingest_metrics)."""
+Two more credentials live there: the `microingest` user, allowed to edit DAG runs, through which the `announce` task
+writes run notes (connection microingest_airflow), and the read-only token that scrapes /microingest/metrics
+(connection microingest_metrics)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import hashlib
 import json
 import os
 import secrets
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +32,11 @@ from local_platform.processes import running_pid, say, spawn, stop, wait_for
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 NOTES_USER = "microingest"
+# FAB's roles of the platform's own users: the run-notes user may edit runs (a note) and not trigger them.
+FAB_ROLES = {"admin": "Admin", NOTES_USER: "Run notes"}
+ROLES_FILE = REPO / "deploy" / "airflow-roles.json"
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 EDGE_EXECUTOR = "airflow.providers.edge3.executors.EdgeExecutor"
 EDGE_WORKER_SLOTS = 4
 # Tasks running at once across the platform: on the cluster, every slot of its Edge workers. Fewer would let a few
@@ -102,7 +110,10 @@ def airflow_env(pg: dict) -> dict[str, str]:
     if "metrics" not in keys:  # a state folder from before the metrics endpoint
         keys["metrics"] = secrets.token_urlsafe(32)
         private_file(secrets_file, json.dumps(keys))
-    passwords_file = home / "simple_auth_manager_passwords.json"
+    passwords_file = home / "passwords.json"
+    legacy = home / "simple_auth_manager_passwords.json"  # a state folder from before the cluster ran FAB
+    if legacy.exists() and not passwords_file.exists():
+        legacy.rename(passwords_file)
     # The admin first: it is who `make demo` and the tests log in as (microingest.systems.airflow_api.credentials).
     passwords = json.loads(passwords_file.read_text()) if passwords_file.exists() else {}
     passwords.setdefault("admin", secrets.token_urlsafe(12))
@@ -126,9 +137,7 @@ def airflow_env(pg: dict) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{NOTES_USER}:user",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
+        **auth_env(passwords_file),
         "AIRFLOW_CONN_MICROINGEST_AIRFLOW": json.dumps(
             {
                 "conn_type": "http",
@@ -168,6 +177,38 @@ def airflow_env(pg: dict) -> dict[str, str]:
             {"type": "file", "append": True, "log_file_path": str(lineage_file())}
         ),
     }
+
+
+def auth_env(passwords_file: Path) -> dict[str, str]:
+    if CLUSTER:
+        return {"AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER}
+    return {
+        "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{NOTES_USER}:user",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
+    }
+
+
+def make_users(env: dict[str, str]) -> None:
+    """FAB keeps its users in Airflow's database: after a migration, the run-notes role and the platform's users
+    (`roles import` skips a role that exists, `users create` a user), each password on standard input. About 25 s:
+    each command starts all of Airflow."""
+    if env["AIRFLOW__CORE__AUTH_MANAGER"] != FAB_AUTH_MANAGER:
+        return
+    say(f"Airflow's users (FAB): role {FAB_ROLES[NOTES_USER]!r} from {ROLES_FILE.name}, users {', '.join(FAB_ROLES)}")
+    passwords = json.loads((STATE / "airflow" / "passwords.json").read_text())
+
+    def airflow_cli(*args: str, typed: str | None = None) -> None:
+        done = subprocess.run(
+            [str(VENV_BIN / "airflow"), *args], env={**os.environ, **env}, input=typed, capture_output=True, text=True
+        )
+        if done.returncode:  # the password went to its standard input, never to what it prints
+            raise SystemExit(f"airflow {' '.join(args[:2])} failed: {(done.stdout + done.stderr)[-2000:]}")
+
+    airflow_cli("roles", "import", str(ROLES_FILE))
+    for user, role in FAB_ROLES.items():
+        names = ["--firstname", user, "--lastname", "microingest", "--email", f"{user}@microingest.invalid"]
+        airflow_cli("users", "create", "--username", user, "--role", role, *names, typed=f"{passwords[user]}\n" * 2)
 
 
 def lineage_file() -> Path:
@@ -212,7 +253,7 @@ def stop_all() -> None:
 
 
 def login(show_password: bool) -> str:
-    path = STATE / "airflow" / "simple_auth_manager_passwords.json"
+    path = STATE / "airflow" / "passwords.json"
     if not path.exists():
         return "(not set up yet)"
     user, password = next(iter(json.loads(path.read_text()).items()))

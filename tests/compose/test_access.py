@@ -1,10 +1,12 @@
 """Airflow's FAB auth manager in the stack: users and roles decide who sees which pipelines and who may run them. A
 role that reads one DAG sees that pipeline alone on the lag and explain pages and in the metrics; in Chromium, a viewer
-looks at the pipelines and is refused a trigger, and an operator triggers a run that succeeds."""
+looks at the pipelines and is refused a trigger, and an operator triggers a run that succeeds, whose note the run-notes
+user writes (a role that may edit runs and not trigger them)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import time
 import urllib.request
@@ -129,3 +131,12 @@ def test_in_the_browser_a_viewer_looks_and_is_refused_a_trigger_and_an_operator_
         "SELECT count(*) FROM public.orders WHERE order_id = ANY(%s::uuid[])", ([o["order_id"] for o in orders],)
     )
     assert landed == len(orders)
+    # A run triggered from the form has no note until the announce task writes one as the run-notes user, whose
+    # role may edit runs and not trigger them.
+    note = platform.note(dag_id, run_id) or ""
+    assert re.match(r"\d+ batch(es)?, [\d,]+ records, ", note), note
+    notes_user = AirflowClient(user="microingest", password=stack.env["MICROINGEST_NOTES_PASSWORD"])
+    notes_user.set_note(dag_id, run_id, note)
+    with pytest.raises(AirflowApiError) as refused:
+        notes_user.trigger(dag_id)
+    assert refused.value.status == 403

@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -55,16 +54,11 @@ class DagRun:
 
 
 def credentials() -> tuple[str, str]:
-    """MICROINGEST_AIRFLOW_USERNAME/PASSWORD when set, else the local platform's simple auth manager user."""
+    """MICROINGEST_AIRFLOW_USERNAME/PASSWORD when set, else the local platform's admin."""
     user, password = os.environ.get("MICROINGEST_AIRFLOW_USERNAME"), os.environ.get("MICROINGEST_AIRFLOW_PASSWORD")
     if user and password:
         return user, password
-    path = Path(
-        os.environ.get(
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
-            settings.state_dir() / "airflow" / "simple_auth_manager_passwords.json",
-        )
-    )
+    path = settings.state_dir() / "airflow" / "passwords.json"
     try:
         return next(iter(json.loads(path.read_text()).items()))
     except (OSError, ValueError, StopIteration):

@@ -103,7 +103,7 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     env = new_env(pg, kafka, Path(SERVED_FOLDER), f"cluster_{suffix}", f"cluster-{suffix}")
     api.wait_for_dag(env.pipeline.dag_id, timeout=240, say=lambda m: None)
     api.unpause(env.pipeline.dag_id)
-    hosts, produced = {}, []
+    hosts, notes, produced = {}, {}, []
     # Both workers registered and fetching jobs before one is drained: a worker not yet known cannot be.
     deadline = time.monotonic() + 120
     while any(_states(api).get(w) not in ("idle", "running") for w in WORKERS) and time.monotonic() < deadline:
@@ -116,6 +116,7 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
             run = api.wait_for_run(env.pipeline.dag_id, run_id, timeout=600)
             assert run.state == "success", run.describe()
             hosts[serving] = _hosts(api, env.pipeline.dag_id, run_id)
+            notes[run_id] = api.note(env.pipeline.dag_id, run_id)
             _maintenance(api, drained, False)
     finally:
         for worker in WORKERS:
@@ -125,6 +126,10 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
     for serving, tasks in hosts.items():
         assert set(tasks) == {"plan", "ingest", "announce"} and set(tasks.values()) == {serving}, hosts
     env.assert_exactly_once(produced)
+    # written by the announce task as the run-notes user, whose FAB role may edit runs
+    assert all(
+        note and note.startswith("1 batch, 6,000 records, 6,000 rows, 0 dead letters") for note in notes.values()
+    ), notes
 
     new_stages = [s for s in _json(f"{connect_ui}/{app}/stages") if s["stageId"] not in stages_before]
     executors = {

@@ -105,7 +105,7 @@ def test_files_holding_secrets_are_private_to_their_owner():
     state = settings.state_dir()
     files = [
         state / "platform.env",
-        state / "airflow" / "simple_auth_manager_passwords.json",
+        state / "airflow" / "passwords.json",
         state / "airflow" / "secrets.json",
         state / "kafka" / "server.properties",
         state / "kafka" / "sasl.json",

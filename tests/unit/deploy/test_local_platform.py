@@ -50,7 +50,7 @@ def test_an_unreachable_configured_server_fails_up_and_nothing_local_starts(tmp_
 def test_the_admin_password_is_shown_by_status_but_not_by_what_up_prints(tmp_path):
     state = tmp_path / "state"
     (state / "airflow").mkdir(parents=True)
-    (state / "airflow" / "simple_auth_manager_passwords.json").write_text(json.dumps({"admin": "pw-Xq7"}))
+    (state / "airflow" / "passwords.json").write_text(json.dumps({"admin": "pw-Xq7"}))
     asked = launcher(state, "status")
     assert asked.returncode == 0 and "login: user admin, password pw-Xq7" in asked.stdout
     after_up = subprocess.run(
