@@ -7,7 +7,9 @@
 # `docker compose up -d` builds from debian:bookworm-slim.
 set -euo pipefail
 BASE_IMAGE=${1:-localhost/microingest-base:bookworm}
-packages=(podman runc fuse-overlayfs slirp4netns uidmap netavark aardvark-dns debootstrap docker-compose ca-certificates)
+# netavark sets up containers' networks with iptables, which a minimal host may lack ("netavark: No such file or
+# directory" at the first `up`).
+packages=(podman runc fuse-overlayfs slirp4netns uidmap netavark aardvark-dns iptables debootstrap docker-compose ca-certificates)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")

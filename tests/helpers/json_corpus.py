@@ -72,7 +72,11 @@ def random_value(rng: random.Random) -> bytes:
             ),
             "boolean": lambda: rng.random() < 0.5,
             "timestamp": lambda: (
-                rng.randrange(-MAX_MS, MAX_MS) if rng.random() < 0.3 else rng.randrange(-4 * 10**12, 4 * 10**12)
+                iso_timestamp(rng)
+                if rng.random() < 0.15
+                else rng.randrange(-MAX_MS, MAX_MS)
+                if rng.random() < 0.3
+                else rng.randrange(-4 * 10**12, 4 * 10**12)
             ),
         }[kind]()
     text = json.dumps(doc, ensure_ascii=rng.random() < 0.5)
@@ -81,6 +85,32 @@ def random_value(rng: random.Random) -> bytes:
         text = text[:-1] + (", " if len(text) > 2 else "") + f'"{name}": {rng.choice(ODD_FIELD_VALUES)}}}'
     value = text.encode("utf-8", "surrogatepass")  # a lone surrogate becomes bytes that are not UTF-8
     return mutate(rng, value) if rng.random() < 0.3 else value
+
+
+def iso_timestamp(rng: random.Random) -> str:
+    """ISO-8601 text of the forms producers write, each part now and then just outside its range or spelled another
+    way Python's fromisoformat may or may not read: separators, fractions of any length, offsets of every shape."""
+
+    def part(low: int, high: int, edge: int, width: int = 2) -> str:
+        return str(rng.randint(low, high) if rng.random() < 0.85 else rng.choice([edge, low, high])).zfill(width)
+
+    year = rng.randint(1900, 2100) if rng.random() < 0.8 else rng.choice([rng.randint(1, 9999), 1, 2, 9998, 9999, 0])
+    date = f"{str(year).zfill(4)}-{part(1, 12, 13)}-{part(1, 28, rng.choice([0, 29, 30, 31, 32]))}"
+    time = f"{part(0, 23, 24)}:{part(0, 59, 60)}:{part(0, 59, rng.choice([60, 61]))}"
+    fraction = rng.choice(
+        ["", "", f"{rng.choice('.,')}{''.join(rng.choice('0123456789') for _ in range(rng.randint(0, 12)))}"]
+    )
+    if rng.random() < 0.3:
+        fraction = rng.choice([".5", ".9999995", ".0000005", ".0000015", ".9999999", ".123456789", ".1234567890"])
+    hours, minutes = part(0, 14, rng.choice([23, 24, 99])), part(0, 59, 60)
+    offset = rng.choice(
+        ["", "Z", "z", f"+{hours}:{minutes}", f"-{hours}:{minutes}", f"+{hours}{minutes}", f"-{hours}", "-00:00"]
+    )
+    text = f"{date}{rng.choice('TTTTTTTTTTTTT   tx')}{time}{fraction}{offset}"
+    if rng.random() < 0.05:
+        i = rng.randrange(len(text) + 1)
+        text = text[:i] + rng.choice(["", " ", "0", "\u0660", "-", ":"]) + text[i + 1 :]
+    return text
 
 
 MAX_MS = 253_402_300_800_005  # a little beyond the last storable millisecond, 9999-12-31T23:59:59.999Z

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, ordinary_value
-from helpers.json_corpus import NUMBER_SPELLINGS, STRING_SPELLINGS, mutate, random_value
+from helpers.json_corpus import NUMBER_SPELLINGS, STRING_SPELLINGS, iso_timestamp, mutate, random_value
 from helpers.jvm_decoder import compared
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import jvm_spec
@@ -121,6 +121,45 @@ def test_every_listed_oddity_hostile_record_and_spelling_decodes_as_the_referenc
         b'{"id": "\xf0\x9f\x98\x80\xee\x80\x80\xef\xbf\xbf\xf4\x8f\xbf\xbf"}',
     ):
         assert by_value[value], value
+
+
+ISO_SPELLINGS = [
+    "2026-11-30T12:00:00Z",
+    "2026-11-30 12:00:00",
+    "2026-11-30T12:00:00.5+05:30",
+    "2026-11-30T12:00:00,123456-08:00",
+    "2026-11-30T12:00:00.1234565Z",
+    "2026-11-30T12:00:00.1234575Z",
+    "2026-11-30T12:00:00.999999999Z",
+    "2026-11-30T23:59:60Z",
+    "2026-11-30T23:59:60.5Z",
+    "2026-11-30T24:00:00Z",
+    "2026-11-30T24:00:00.000001Z",
+    "2024-02-29T00:00:00Z",
+    "2023-02-29T00:00:00Z",
+    "1900-02-29T00:00:00Z",
+    "2000-02-29T00:00:00Z",
+    "0002-01-01T00:00:00+23:59",
+    "9998-12-31T23:59:59-23:59",
+    "0001-01-01T00:30:00+01:00",
+    "9999-12-31T23:59:59.999999Z",
+    "2026-11-30T12:00:00+00:00:30",
+    "2026-11-30T12:00:00.1234567890Z",
+    "2026-11-30T12:00Z",
+    "2026-11-30",
+    "2026-W48-1T12:00:00",
+    "",
+]
+
+
+def test_iso_8601_timestamps_decode_as_the_reference_or_are_declined():
+    rng = random.Random(20261130)
+    texts = ISO_SPELLINGS + [iso_timestamp(rng) for _ in range(20_000)]
+    values = [json.dumps({"id": "a", "at": text}).encode() for text in texts]
+    taken = compared(pipeline(), [(b"k", v) for v in values])
+    by_text = dict(zip(texts, taken))
+    assert all(by_text[t] for t in ISO_SPELLINGS[:8]), "the common forms are taken"
+    assert 8_000 < sum(taken) < len(taken) - 5_000  # both sides of the decision were exercised
 
 
 def test_every_key_is_staged_as_the_reference_stages_it():

@@ -11,11 +11,12 @@ import java.util.Map;
 /**
  * JSON values: a record is declined when it holds a BOM or a NUL byte anywhere, an exponent of 16 digits, nesting past
  * 500, JSON that Python reads but strict JSON does not (NaN, Infinity), a string field holding NUL or a lone surrogate,
- * a fraction for an integer, a double that is not finite, a timestamp given as text or a fraction or outside the years
- * 1 to 9999, a required field missing or null, a field of the wrong JSON type ({@link RecordDecoder}).
+ * a fraction for an integer, a double that is not finite, a timestamp given as a fraction of a millisecond, as text in a
+ * form {@link IsoTimestamp} leaves to the reference, or outside the years 1 to 9999, a required field missing or null, a
+ * field of the wrong JSON type ({@link RecordDecoder}).
  *
  * <p>A double is the nearest to the number's text (as Python's float() gives it; "-0" is -0.0); a JSON integer given
- * for a timestamp is epoch milliseconds, microingest's convention.
+ * for a timestamp is epoch milliseconds, microingest's convention, and a string ISO-8601 text.
  */
 public final class StrictJsonDecoder extends RecordDecoder {
   // Below Python's recursion limit with room for the frames already on its stack (arrow_json.MAX_BRACKETS).
@@ -98,8 +99,11 @@ public final class StrictJsonDecoder extends RecordDecoder {
       case BOOLEAN:
         return kind == JsonToken.VALUE_TRUE ? Boolean.TRUE : kind == JsonToken.VALUE_FALSE ? Boolean.FALSE : null;
       case TIMESTAMP:
+        if (kind == JsonToken.VALUE_STRING) {
+          return IsoTimestamp.micros(p.getText(), spec.lowestMicros, spec.highestMicros);
+        }
         if (kind != JsonToken.VALUE_NUMBER_INT) {
-          return null; // ISO-8601 text and fractions of a millisecond: the reference's grammar and rounding
+          return null; // fractions of a millisecond: the reference's exact rounding
         }
         JsonParser.NumberType width = p.getNumberType();
         if (width != JsonParser.NumberType.INT && width != JsonParser.NumberType.LONG) {

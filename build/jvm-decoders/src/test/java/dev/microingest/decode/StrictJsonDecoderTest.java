@@ -36,6 +36,13 @@ class StrictJsonDecoderTest {
   }
 
   @Test
+  void aTimestampMayBeIsoText() {
+    assertArrayEquals(
+        new Object[] {"k", "a", null, null, null, 1_700_000_000_123_457L},
+        decode("k", "{\"id\":\"a\",\"at\":\"2023-11-14T23:13:20.1234567+01:00\"}"));
+  }
+
+  @Test
   void theLastOfDuplicateNamesWinsAsInPython() {
     assertArrayEquals(new Object[] {null, "b", null, null, null, null}, decode(null, "{\"id\":\"a\",\"n\":1,\"id\":\"b\",\"n\":null}"));
   }
@@ -50,7 +57,8 @@ class StrictJsonDecoderTest {
           "{\"id\":\"a\",\"d\":NaN}",
           "{\"id\":\"a\\u0000\"}",
           "{\"id\":\"\\ud800\"}",
-          "{\"id\":\"a\",\"at\":\"2024-01-01T00:00:00Z\"}",
+          "{\"id\":\"a\",\"at\":\"2024-02-30T00:00:00Z\"}",
+          "{\"id\":\"a\",\"at\":1700000000123.5}",
           "{\"id\":\"a\",\"at\":253402300800000}",
           "{\"id\":\"a\",\"ok\":1}",
           "{\"id\":\"a\"} {}",
