@@ -19,6 +19,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, TopicPartition
 from psycopg2 import sql
 
+from microingest import settings
 from microingest.airflow.job_process import JobProcess
 from microingest.batches import OffsetRange, RunInfo, RunPlan
 from microingest.declare.files import load_pipeline_file
@@ -355,6 +356,11 @@ def read_to_end(
 def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool = True, **declaration) -> Env:
     """Declare pipeline `name` on `topic` (created if missing) with a fresh target table shaped like demo_events, or
     none at all: the declaration's own, made by `microingest migrate` or the DAG's plan task."""
+    if folder.resolve() == (settings.repo_root() / "pipelines").resolve():
+        raise RuntimeError(
+            f"the platform serves the repository's pipelines/: a test would declare {name} there "
+            "(`make test` and `make test-cluster` serve a folder of the suite's own)"
+        )
     table = f"public.{name}"
     create_topic(kafka, topic, 3)
     if create_table:
