@@ -206,3 +206,94 @@ STRING_SPELLINGS = (
         '"\u2028"',
     ]
 )
+
+
+def decimal_token(rng: random.Random) -> str:
+    """A decimal as raw JSON, as producers write one: a number or text, of any length and scale, now and then with
+    trailing zeros, an exponent, a sign, too many digits, or text the reference's pattern refuses."""
+    digits = "0123456789"
+
+    def run(low: int, high: int) -> str:
+        return "".join(rng.choice(digits) for _ in range(rng.randint(low, high)))
+
+    if rng.random() < 0.15:
+        return rng.choice(DECIMAL_EDGES)
+    whole = run(0, 12) if rng.random() < 0.2 else run(1, 2)
+    fraction = (run(1, 2) if rng.random() < 0.8 else run(3, 8)) + "0" * rng.choice([0, 0, 0, 1, 3])
+    exponent = f"{rng.choice('eE')}{rng.choice(['', '+', '-'])}{run(1, 3 if rng.random() < 0.9 else 7)}"
+    if rng.random() < 0.6:  # a JSON number
+        number = (whole.lstrip("0") or "0") + (f".{fraction}" if rng.random() < 0.8 else "")
+        return rng.choice(["", "", "-"]) + number + (exponent if rng.random() < 0.1 else "")
+    text = rng.choice(["", "", "-", "+"]) + whole
+    text += rng.choice([f".{fraction}", f".{fraction}", ".", ""]) + (exponent if rng.random() < 0.1 else "")
+    if rng.random() < 0.03:
+        i = rng.randrange(len(text) + 1)
+        text = text[:i] + rng.choice([" ", "_", "\u0661", "x", ".", "e"]) + text[i:]
+    return json.dumps(text)
+
+
+DECIMAL_EDGES = [
+    "0",
+    "-0",
+    "-0.0",
+    "0.005",
+    "0.015",
+    "0.0051",
+    "9999999999.99",
+    "9999999999.995",
+    "-9999999999.995",
+    "10000000000",
+    "1e10",
+    "1E-2",
+    "1e-999999",
+    "1.5e-7",
+    "12345678901234567890123456789012345678",
+    "0.000000000000000000000000000000000000000000001",
+    '"1e-999999"',
+    '"1e1000000"',
+    '"+.5"',
+    '"5."',
+    '"."',
+    '""',
+    '"NaN"',
+    '"Infinity"',
+    '"1,5"',
+    '" 1.5"',
+    "true",
+    "[1.5]",
+    "{}",
+]
+
+
+def date_text(rng: random.Random) -> str:
+    """A calendar date as text, now and then a day that does not exist, another shape, or a timestamp."""
+    year = rng.randint(1900, 2100) if rng.random() < 0.8 else rng.choice([0, 1, 2, 9999, rng.randint(1, 9999)])
+    month = rng.randint(1, 12) if rng.random() < 0.9 else rng.choice([0, 13])
+    day = rng.randint(1, 28) if rng.random() < 0.8 else rng.choice([0, 29, 30, 31, 32])
+    text = f"{year:04d}-{month:02d}-{day:02d}"
+    roll = rng.random()
+    if roll < 0.03:
+        text += "T00:00:00"
+    elif roll < 0.06:
+        text = text.replace("-", "")
+    elif roll < 0.09:
+        i = rng.randrange(len(text))
+        text = text[:i] + rng.choice(["\u0660", " ", "/", "1"]) + text[i + 1 :]
+    return text
+
+
+def uuid_text(rng: random.Random) -> str:
+    """A UUID as text: hyphenated or plain, either case, now and then braced, a URN, mis-hyphenated or not hex."""
+    plain = f"{rng.getrandbits(128):032x}"
+    text = "-".join([plain[:8], plain[8:12], plain[12:16], plain[16:20], plain[20:]]) if rng.random() < 0.7 else plain
+    roll = rng.random()
+    if roll < 0.2:
+        text = text.upper()
+    elif roll < 0.24:
+        text = "{" + text + "}"
+    elif roll < 0.27:
+        text = "urn:uuid:" + text
+    elif roll < 0.32:
+        i = rng.randrange(len(text))
+        text = text[:i] + rng.choice(["-", "g", "", "00"]) + text[i + 1 :]
+    return text

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-from datetime import datetime, timedelta, timezone
+import uuid
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pyspark
@@ -59,6 +61,12 @@ def _typed(type_: str, value):
         return struct.unpack(">d", bytes.fromhex(value.rjust(16, "0")))[0]
     if type_ == "timestamp":
         return EPOCH + timedelta(microseconds=value)
+    if type_ == "decimal":
+        return Decimal(value)  # its plain text, every digit of its scale
+    if type_ == "date":
+        return date.fromisoformat(value)
+    if type_ == "uuid":
+        return uuid.UUID(hex=value)
     return value
 
 

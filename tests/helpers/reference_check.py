@@ -4,6 +4,7 @@ values are exactly those of the reference (RecordProcessor, record by record), t
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import pytest
 
@@ -13,6 +14,8 @@ from microingest.decode.records import BadRecord, RecordProcessor
 def same(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, float) and isinstance(b, float) and math.copysign(1, a) == math.copysign(1, b) and a == b
+    if isinstance(a, Decimal) and isinstance(b, Decimal):
+        return a.as_tuple() == b.as_tuple()  # the same digits at the same scale
     return type(a) is type(b) and a == b
 
 

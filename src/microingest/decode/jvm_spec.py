@@ -15,13 +15,28 @@ from __future__ import annotations
 import hashlib
 import json
 
-from microingest.declare.pipeline import Pipeline
+from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import storable
 
 CLASS = "dev.microingest.decode.DecodeRecordUdf"
 FORMATS = ("json", "avro")
-# Each declared type as the function gives it; a timestamp is a number of microseconds, typed by the driver.
-SPARK_TYPES = {"string": "STRING", "integer": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN", "timestamp": "BIGINT"}
+# Each declared type as the function gives it: a timestamp is a number of microseconds, typed by the driver; a
+# decimal has the declared precision and scale; a UUID is its 16 bytes.
+SPARK_TYPES = {
+    "string": "STRING",
+    "integer": "BIGINT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "BIGINT",
+    "decimal": "DECIMAL({precision},{scale})",
+    "date": "DATE",
+    "uuid": "BINARY",
+}
+# The declared types each format's decoder reads, of a field at the value's top level under its own name.
+READS = {
+    "json": frozenset(SPARK_TYPES),
+    "avro": frozenset({"string", "integer", "double", "boolean", "timestamp"}),
+}
 MICROS_PER_MS = 1000
 _FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ONCE"}
 
@@ -36,10 +51,14 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
         return "it has a transform (Python code)"
     if pipeline.rows_in_spark:
         return "its rows pass through Spark SQL (transform_sql, checks or masks) from the executors' decoding"
-    odd = [f.name for f in pipeline.schema if not f.flat]
+    odd = [f.name for f in pipeline.schema if not _reads(f, pipeline.value_format)]
     if odd:
         return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"
     return None
+
+
+def _reads(field: Field, value_format: str) -> bool:
+    return field.type in READS[value_format] and field.at == (field.name,) and field.source == "value"
 
 
 def spec(
@@ -64,13 +83,20 @@ def spec(
                 storable.MAX_EPOCH_MICROS // MICROS_PER_MS,
             ],
             "timestamp_us": [storable.MIN_EPOCH_MICROS, storable.MAX_EPOCH_MICROS],
-            "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in pipeline.schema],
+            "fields": [_field(f) for f in pipeline.schema],
             **({"writers": _by_id(writers or {})} if pipeline.value_format == "avro" else {}),
             **{key: fault[env] for key, env in _FAULT_KEYS.items() if env in fault},
             **({"jar": jar} if jar else {}),
         },
         separators=(",", ":"),
     )
+
+
+def _field(field: Field) -> dict:
+    written = {"name": field.name, "type": field.type, "required": field.required}
+    if field.type == "decimal":
+        written.update(precision=field.precision, scale=field.scale, rounding=field.rounding)
+    return written
 
 
 def _by_id(writers: dict[int, dict]) -> dict[str, dict]:
@@ -87,4 +113,8 @@ def function_name(pipeline: Pipeline) -> str:
 
 def return_type(pipeline: Pipeline) -> str:
     """The function's struct: the staged key, then one column per declared field, by position (f0, f1, ...)."""
-    return "struct<key:string," + ",".join(f"f{i}:{SPARK_TYPES[f.type]}" for i, f in enumerate(pipeline.schema)) + ">"
+    columns = (
+        f"f{i}:{SPARK_TYPES[f.type].format(precision=f.precision, scale=f.scale)}"
+        for i, f in enumerate(pipeline.schema)
+    )
+    return "struct<key:string," + ",".join(columns) + ">"

@@ -9,6 +9,7 @@ import logging
 import math
 import struct
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from microingest.batches import SOURCE_COLUMNS, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
 from microingest.declare.pipeline import Pipeline
-from microingest.decode.batch_columns import ARROW_TYPES
+from microingest.decode.batch_columns import arrow_column, arrow_field
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
@@ -94,7 +95,8 @@ def _typed(d: pa.ChunkedArray, pipeline: Pipeline) -> list[pa.ChunkedArray]:
     tombstones = pa.chunked_array([pa.repeat(pa.scalar(False), len(chunk)) for chunk in d.chunks], pa.bool_())
     columns = [pc.struct_field(d, [0]), tombstones]
     for i, field in enumerate(pipeline.schema):
-        columns.append(pc.struct_field(d, [i + 1]).cast(ARROW_TYPES[field.type]))  # a timestamp as its microseconds
+        # A timestamp comes as its microseconds, a UUID as its 16 bytes in a binary of any length.
+        columns.append(pc.struct_field(d, [i + 1]).cast(arrow_field(field).type))
     return columns
 
 
@@ -112,7 +114,7 @@ def _no_rows(pipeline: Pipeline) -> pa.Table:
             [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("ts_micros", pa.int64())]
         ),
     )
-    types = [pa.string(), pa.bool_()] + [ARROW_TYPES[f.type] for f in pipeline.schema]
+    types = [pa.string(), pa.bool_()] + [arrow_field(f).type for f in pipeline.schema]
     return rows_table(empty, "", [pa.array([], t) for t in types], pipeline)
 
 
@@ -121,18 +123,24 @@ def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: Rec
     batch is refused before anything is written."""
     sampled = pc.indices_nonzero(pc.is_valid(taken.column("value")))
     records = taken.select(["topic", "partition", "offset", "key", "value"]).take(sampled).to_pylist()
-    decoded = list(zip(*(column.take(sampled).to_pylist() for column in values)))
-    names = ["record key", "tombstone"] + [f"field '{f.name}'" for f in processor.pipeline.schema]
-    for record, got in zip(records, decoded, strict=True):
-        where = f"{record['topic']}[{record['partition']}]@{record['offset']}"
+    wheres = [f"{r['topic']}[{r['partition']}]@{r['offset']}" for r in records]
+    processed = []
+    for record, where in zip(records, wheres, strict=True):
         try:
-            expected = processor.process(record["key"], record["value"])
+            processed.append(processor.process(record["key"], record["value"]))
         except BadRecord as exc:
             raise JvmMismatchError(
                 f"batch {batch_id}: the JVM decoded {where}, which the reference makes a dead letter "
                 f"({exc.error_class})"
             ) from None
-        for name, a, b in zip(names, got, expected, strict=True):
+    schema = processor.pipeline.schema
+    # The reference's values in their staged form (a UUID's bytes, a decimal at its scale), as the JVM's come.
+    by_column = list(zip(*processed)) or [()] * (2 + len(schema))
+    expected = [list(by_column[0]), list(by_column[1])]
+    expected += [arrow_column(field, column).to_pylist() for field, column in zip(schema, by_column[2:])]
+    names = ["record key", "tombstone"] + [f"field '{f.name}'" for f in schema]
+    for name, column, wanted in zip(names, values, expected, strict=True):
+        for where, a, b in zip(wheres, column.take(sampled).to_pylist(), wanted, strict=True):
             if not _same(a, b):
                 raise JvmMismatchError(f"batch {batch_id}: the JVM's {name} of {where} differs from the reference's")
     return len(sampled)
@@ -146,6 +154,8 @@ def _same(a: Any, b: Any) -> bool:
             and struct.pack(">d", a) == struct.pack(">d", b)
             and not math.isnan(a)
         )
+    if isinstance(a, Decimal) and isinstance(b, Decimal):
+        return a.as_tuple() == b.as_tuple()  # the same digits at the same scale
     return type(a) is type(b) and a == b
 
 

@@ -10,14 +10,18 @@ import re
 import shutil
 import uuid
 import zipfile
+from decimal import Decimal
 
 import pytest
 from psycopg2 import sql
 
 from helpers.avro_corpus import mutate, serialize
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
+from helpers.json_corpus import date_text, decimal_token, uuid_text
+from helpers.json_corpus import mutate as mutate_json
 from helpers.pipeline_env import new_env
 from microingest import settings
+from microingest.commit.target_tables import prepare_targets
 from microingest.plan.live import plan_live_run
 
 COLUMNS = (
@@ -48,8 +52,46 @@ def records(n: int) -> list[tuple]:
     return out
 
 
-def stored(env) -> tuple[list, list]:
-    rows = env.query(sql.SQL("SELECT " + COLUMNS + " FROM {} ORDER BY 2, 3").format(env.table))
+def text_typed_records(n: int) -> list[tuple]:
+    """Orders' scalar types as producers write them (decimals as numbers or text, dates, UUIDs), each now and then
+    drawn from the differential tests' generators instead, odd or malformed; some records mutated."""
+    rng = random.Random(28)
+    out = []
+    for i in range(n):
+        price = str(Decimal(rng.randrange(-(10**9), 10**9)).scaleb(-2))
+        usual = {
+            "price": price if rng.random() < 0.5 else json.dumps(price),
+            "rate": repr(round(rng.uniform(-99, 99), rng.randint(0, 8))),
+            "day": json.dumps(f"20{rng.randint(0, 99):02d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"),
+            "ref": json.dumps(str(uuid.UUID(int=rng.getrandbits(128)))),
+        }
+        odd = {
+            "price": lambda: decimal_token(rng),
+            "rate": lambda: decimal_token(rng),
+            "day": lambda: json.dumps(date_text(rng)),
+            "ref": lambda: json.dumps(uuid_text(rng)),
+        }
+        fields = [f'"event_id": "e{i}"']
+        for name, token in usual.items():
+            if rng.random() < 0.97:
+                fields.append(f'"{name}": {odd[name]() if rng.random() < 0.08 else token}')
+        value = ("{" + ", ".join(fields) + "}").encode()
+        out.append((b"k", mutate_json(rng, value) if rng.random() < 0.03 else value))
+    return out
+
+
+TEXT_TYPED = {
+    "event_id": {"type": "string", "required": True},
+    "price": {"type": "decimal", "precision": 12, "scale": 2},
+    "rate": {"type": "decimal", "precision": 6, "scale": 4, "rounding": "half_even"},
+    "day": "date",
+    "ref": "uuid",
+}
+TEXT_TYPED_COLUMNS = "source_topic, source_partition, source_offset, kafka_timestamp, event_id, price, rate, day, ref"
+
+
+def stored(env, columns: str = COLUMNS) -> tuple[list, list]:
+    rows = env.query(sql.SQL("SELECT " + columns + " FROM {} ORDER BY 2, 3").format(env.table))
     dead = env.query(
         'SELECT topic, partition, "offset", error_class, error_message, record_key, record_value '
         "FROM microingest.dead_letters WHERE pipeline = %s ORDER BY 2, 3",
@@ -112,10 +154,19 @@ def test_avro_through_the_jvm_path_is_stored_exactly_as_the_reference_stores_it(
     compare_with_reference(env, pg, kafka, monkeypatch, avro_records(registry, env.topic, 3000), value_format="avro")
 
 
-def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], **declared) -> None:
+def test_decimals_dates_and_uuids_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_them(
+    env, pg, kafka, monkeypatch
+):
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))  # the declaration's own, made as migrate makes it
+    compare_with_reference(env, pg, kafka, monkeypatch, text_typed_records(3000), TEXT_TYPED_COLUMNS, schema=TEXT_TYPED)
+
+
+def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], columns: str = COLUMNS, **declared) -> None:
     """The records ingested by `env`'s pipeline, mostly in the JVM, and by a twin on the same topic with the JVM path
     off: the same rows and dead letters."""
     env.redeclare(dead_letter={"max_fraction": 0.5}, **declared)
+    if "schema" in declared:
+        assert not [p for p in prepare_targets([env.pipeline], "test") if isinstance(p, Exception)]
     positions = env.send(sent)
     [jvm_run] = env.ingest_all()
     [(in_jvm, checked, by_reference)] = re.findall(
@@ -130,15 +181,18 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], **dec
         env.pipelines_dir,
         f"it_{uuid.uuid4().hex[:10]}",
         env.topic,
+        create_table="schema" not in declared,
         dead_letter={"max_fraction": 0.5},
         **declared,
     )
+    if "schema" in declared:
+        assert not [p for p in prepare_targets([twin.pipeline], "test") if isinstance(p, Exception)]
     monkeypatch.setenv("MICROINGEST_JVM_DECODING", "off")
     [reference_run] = twin.ingest_all()
     assert "decoded by the reference decoder in Python: MICROINGEST_JVM_DECODING is off" in reference_run.stdout
 
-    jvm_rows, jvm_dead = stored(env)
-    reference_rows, reference_dead = stored(twin)
+    jvm_rows, jvm_dead = stored(env, columns)
+    reference_rows, reference_dead = stored(twin, columns)
     # Every record sent is a row or a dead letter, exactly once: a record both paths lost would pass the comparison.
     landed = [(p, o) for _, p, o, *_ in jvm_rows] + [(p, o) for _, p, o, *_ in jvm_dead]
     assert sorted(landed) == sorted(positions)

@@ -10,7 +10,17 @@ import random
 import pytest
 
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES, SCHEMA, ordinary_value
-from helpers.json_corpus import NUMBER_SPELLINGS, STRING_SPELLINGS, iso_timestamp, mutate, random_value
+from helpers.json_corpus import (
+    DECIMAL_EDGES,
+    NUMBER_SPELLINGS,
+    STRING_SPELLINGS,
+    date_text,
+    decimal_token,
+    iso_timestamp,
+    mutate,
+    random_value,
+    uuid_text,
+)
 from helpers.jvm_decoder import compared
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import jvm_spec
@@ -162,6 +172,54 @@ def test_iso_8601_timestamps_decode_as_the_reference_or_are_declined():
     assert 8_000 < sum(taken) < len(taken) - 5_000  # both sides of the decision were exercised
 
 
+TEXT_TYPES_SCHEMA = {
+    "id": {"type": "string", "required": True},
+    "price": {"type": "decimal", "precision": 12, "scale": 2},
+    "rate": {"type": "decimal", "precision": 6, "scale": 4, "rounding": "half_even"},
+    "big": {"type": "decimal", "precision": 38, "scale": 10},
+    "whole": {"type": "decimal", "precision": 3, "scale": 0, "rounding": "half_even"},
+    "day": "date",
+    "ref": "uuid",
+}
+
+
+def text_types_value(rng: random.Random) -> bytes:
+    """A record of TEXT_TYPES_SCHEMA, each field now and then missing, null or of another JSON type."""
+    parts = ['"id": "a"']
+    for name, token in (
+        ("price", decimal_token),
+        ("rate", decimal_token),
+        ("big", decimal_token),
+        ("whole", decimal_token),
+        ("day", lambda r: json.dumps(date_text(r))),
+        ("ref", lambda r: json.dumps(uuid_text(r))),
+    ):
+        roll = rng.random()
+        if roll < 0.05:
+            continue
+        parts.append(f'"{name}": {"null" if roll < 0.08 else rng.choice(["1", "true"]) if roll < 0.1 else token(rng)}')
+    return ("{" + ", ".join(parts) + "}").encode()
+
+
+def test_decimals_dates_and_uuids_decode_as_the_reference_or_are_declined():
+    rng = random.Random(20261130)
+    p = pipeline(schema=TEXT_TYPES_SCHEMA)
+    assert jvm_spec.declines_pipeline(p) is None
+    values = [text_types_value(rng) for _ in range(20_000)]
+    values += [mutate(rng, text_types_value(rng)) for _ in range(2_000)]
+    edges = [
+        f'{{"id": "a", "{name}": {token}}}'.encode() for name in ("price", "rate", "whole") for token in DECIMAL_EDGES
+    ]
+    taken = compared(p, [(b"k", v) for v in values + edges])
+    assert 3_000 < sum(taken) < len(taken) - 3_000  # both sides of the decision were exercised
+    ordinary = {
+        b'{"id": "a", "price": 1234.5, "rate": "0.12345", "big": -0.0, "whole": 2.5}',
+        b'{"id": "a", "day": "2024-02-29", "ref": "123E4567E89B12D3A456426614174000"}',
+        b'{"id": "a", "price": "12.50", "day": "0001-01-01", "ref": "123e4567-e89b-12d3-a456-426614174000"}',
+    }
+    assert all(compared(p, [(b"k", v) for v in ordinary]))
+
+
 def test_every_key_is_staged_as_the_reference_stages_it():
     keys = HOSTILE_KEYS + [b"\\x", b"\\X41", b"\xc0\x80", b"\xf4\x90\x80\x80", "\U0010ffff".encode()]
     for mode in ("append", "upsert_latest"):
@@ -189,6 +247,9 @@ def test_pipelines_the_jvm_cannot_decode_say_why():
     )
     assert "protobuf" in jvm_spec.declines_pipeline(pipeline(value_format="protobuf"))
     assert jvm_spec.declines_pipeline(pipeline(value_format="avro")) is None
+    assert "price, rate, big, whole, day, ref" in jvm_spec.declines_pipeline(
+        pipeline(value_format="avro", schema=TEXT_TYPES_SCHEMA)
+    )
 
 
 def test_declarations_of_other_field_types_have_functions_of_their_own():

@@ -7,6 +7,7 @@ import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.util.HexFormat;
 
@@ -14,7 +15,8 @@ import java.util.HexFormat;
  * The decoders without Spark, for the differential tests (tests/unit/decode/test_jvm_json.py,
  * tests/integration/decode/test_jvm_avro.py): `java -cp ... dev.microingest.decode.DecodeLines SPEC` reads lines of
  * "key-hex value-hex" ("-" for null) and writes one JSON line per record: null when declined, else [key, values...]
- * with each double as its 64 bits in hex, so the comparison is bit for bit.
+ * with each double as its 64 bits in hex, so the comparison is bit for bit, a decimal as its plain text (every digit of
+ * its scale), a date as YYYY-MM-DD and bytes in hex.
  */
 public final class DecodeLines {
   private DecodeLines() {}
@@ -46,8 +48,12 @@ public final class DecodeLines {
               json.writeNumber(l);
             } else if (v instanceof Boolean b) {
               json.writeBoolean(b);
+            } else if (v instanceof BigDecimal d) {
+              json.writeString(d.toPlainString());
+            } else if (v instanceof byte[] b) {
+              json.writeString(hex.formatHex(b));
             } else {
-              json.writeString((String) v);
+              json.writeString(v.toString()); // text, or a LocalDate as YYYY-MM-DD
             }
           }
           json.writeEndArray();

@@ -1,6 +1,5 @@
 package dev.microingest.decode;
 
-import java.time.DateTimeException;
 import java.time.LocalDate;
 
 /**
@@ -26,27 +25,24 @@ final class IsoTimestamp {
   /** Microseconds since the epoch, or null to decline; {@code lowest} and {@code highest}: the storable ones. */
   static Long micros(String text, long lowest, long highest) {
     int n = text.length();
-    if (n < 19 || text.charAt(4) != '-' || text.charAt(7) != '-' || text.charAt(13) != ':' || text.charAt(16) != ':') {
+    if (n < 19 || text.charAt(13) != ':' || text.charAt(16) != ':') {
       return null;
     }
     char sep = text.charAt(10);
     if (sep != 'T' && sep != ' ') {
       return null;
     }
-    int year = digits(text, 0, 4);
-    int month = digits(text, 5, 7);
-    int day = digits(text, 8, 10);
-    int hours = digits(text, 11, 13);
-    int minutes = digits(text, 14, 16);
-    int seconds = digits(text, 17, 19);
-    if (year < 1 || month < 0 || day < 0 || hours < 0 || minutes < 0 || seconds < 0) {
+    int hours = Ascii.digits(text, 11, 13);
+    int minutes = Ascii.digits(text, 14, 16);
+    int seconds = Ascii.digits(text, 17, 19);
+    if (hours < 0 || minutes < 0 || seconds < 0) {
       return null;
     }
     int at = 19;
     long fraction = 0;
     if (at < n && (text.charAt(at) == '.' || text.charAt(at) == ',')) {
       int start = ++at;
-      while (at < n && isDigit(text.charAt(at))) {
+      while (at < n && Ascii.isDigit(text.charAt(at))) {
         at++;
       }
       int count = at - start;
@@ -66,12 +62,11 @@ final class IsoTimestamp {
     if (intoDay > MICROS_PER_DAY) {
       return null;
     }
-    long epochDay;
-    try {
-      epochDay = LocalDate.of(year, month, day).toEpochDay();
-    } catch (DateTimeException e) {
-      return null; // no such day: the reference says so
+    LocalDate date = IsoDate.at(text, 0);
+    if (date == null) {
+      return null;
     }
+    long epochDay = date.toEpochDay();
     long midnight = (epochDay * 86_400L - offsetSeconds) * MICROS_PER_SECOND;
     long instant = midnight + intoDay;
     return midnight >= lowest && midnight <= highest && instant <= highest ? instant : null;
@@ -99,14 +94,14 @@ final class IsoTimestamp {
     if (sign != '+' && sign != '-') {
       return null;
     }
-    int hours = rest >= 3 ? digits(text, at + 1, at + 3) : -1;
+    int hours = rest >= 3 ? Ascii.digits(text, at + 1, at + 3) : -1;
     int minutes;
     if (rest == 3) {
       minutes = 0;
     } else if (rest == 5) {
-      minutes = digits(text, at + 3, at + 5);
+      minutes = Ascii.digits(text, at + 3, at + 5);
     } else if (rest == 6 && text.charAt(at + 3) == ':') {
-      minutes = digits(text, at + 4, at + 6);
+      minutes = Ascii.digits(text, at + 4, at + 6);
     } else {
       return null;
     }
@@ -115,22 +110,5 @@ final class IsoTimestamp {
     }
     int seconds = hours * 3600 + minutes * 60;
     return sign == '-' ? -seconds : seconds;
-  }
-
-  /** The ASCII digits from {@code start} to {@code end} as a number, or -1 when any is not one. */
-  private static int digits(String text, int start, int end) {
-    int value = 0;
-    for (int i = start; i < end; i++) {
-      char c = text.charAt(i);
-      if (!isDigit(c)) {
-        return -1;
-      }
-      value = value * 10 + (c - '0');
-    }
-    return value;
-  }
-
-  private static boolean isDigit(char c) {
-    return c >= '0' && c <= '9';
   }
 }

@@ -10,7 +10,7 @@ import java.nio.charset.StandardCharsets;
  * and their reasons. Declining is always safe, so anything unusual is declined rather than reproduced.
  *
  * <p>Values: strings as Java strings; integers as Long; doubles as Double; booleans; timestamps as Long microseconds
- * since the epoch. The key is staged as `storable.key_text` stages it.
+ * since the epoch; decimals as BigDecimal of the declared scale; dates as LocalDate; UUIDs as their 16 bytes. The key is staged as `storable.key_text` stages it.
  */
 public abstract class RecordDecoder {
   private static final String KEY_HEX_PREFIX = "\\x"; // storable.KEY_HEX_PREFIX

@@ -13,7 +13,7 @@ import java.util.Map;
 /**
  * What a pipeline declares about its records, as microingest's `decode.jvm_spec.spec` writes it: {"format": "json" or
  * "avro", "max_value_bytes": n, "key_required": bool, "timestamp_ms": [lowest, highest], "timestamp_us": [lowest,
- * highest], "fields": [{"name", "type", "required"}, ...]}; for Avro, "writers": {schema id: plan} ({@link
+ * highest], "fields": [{"name", "type", "required"} and for a decimal "precision", "scale" and "rounding", ...]}; for Avro, "writers": {schema id: plan} ({@link
  * AvroWriterPlan}); in fault-injection tests "fault" and "fault_once" ({@link Faults}); "jar", the jar's file name a
  * Spark Connect job expects its session to run.
  */
@@ -23,10 +23,14 @@ final class RecordSpec {
     INTEGER,
     DOUBLE,
     BOOLEAN,
-    TIMESTAMP
+    TIMESTAMP,
+    DECIMAL,
+    DATE,
+    UUID
   }
 
-  record Field(String name, Type type, boolean required) {}
+  /** A declared field; a decimal's precision and scale, and whether it rounds half to even (else refuses). */
+  record Field(String name, Type type, boolean required, int precision, int scale, boolean halfEven) {}
 
   String format;
   long maxValueBytes = -1;
@@ -104,6 +108,9 @@ final class RecordSpec {
       String name = null;
       Type type = null;
       boolean required = false;
+      int precision = -1;
+      int scale = -1;
+      boolean halfEven = false;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String key = p.currentName();
         p.nextToken();
@@ -111,13 +118,19 @@ final class RecordSpec {
           case "name" -> name = p.getText();
           case "type" -> type = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
           case "required" -> required = p.getBooleanValue();
+          case "precision" -> precision = p.getIntValue();
+          case "scale" -> scale = p.getIntValue();
+          case "rounding" -> halfEven = "half_even".equals(p.getText());
           default -> throw new IllegalArgumentException("unknown field key '" + key + "' in decoding spec " + text);
         }
       }
       if (name == null || type == null) {
         throw new IllegalArgumentException("a field without name or type in decoding spec " + text);
       }
-      out.add(new Field(name, type, required));
+      if (type == Type.DECIMAL && (precision < 1 || scale < 0 || scale > precision)) {
+        throw new IllegalArgumentException("a decimal without precision and scale in decoding spec " + text);
+      }
+      out.add(new Field(name, type, required, precision, scale, halfEven));
     }
     return List.copyOf(out);
   }

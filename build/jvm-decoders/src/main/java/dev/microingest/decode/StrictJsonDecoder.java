@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
+import java.math.BigDecimal;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -13,7 +14,8 @@ import java.util.Map;
  * 500, JSON that Python reads but strict JSON does not (NaN, Infinity), a string field holding NUL or a lone surrogate,
  * a fraction for an integer, a double that is not finite, a timestamp given as a fraction of a millisecond, as text in a
  * form {@link IsoTimestamp} leaves to the reference, or outside the years 1 to 9999, a required field missing or null, a
- * field of the wrong JSON type ({@link RecordDecoder}).
+ * field of the wrong JSON type ({@link RecordDecoder}), a decimal, date or UUID the reference refuses or reads otherwise
+ * ({@link ExactDecimal}, {@link IsoDate}, {@link UuidText}).
  *
  * <p>A double is the nearest to the number's text (as Python's float() gives it; "-0" is -0.0); a JSON integer given
  * for a timestamp is epoch milliseconds, microingest's convention, and a string ISO-8601 text.
@@ -65,7 +67,7 @@ public final class StrictJsonDecoder extends RecordDecoder {
           out[at + 1] = null; // a later duplicate wins, as in Python's dict
           continue;
         }
-        Object typed = typed(field.type(), kind, p);
+        Object typed = typed(field, kind, p);
         if (typed == null) {
           return null;
         }
@@ -80,8 +82,8 @@ public final class StrictJsonDecoder extends RecordDecoder {
     return finished(out);
   }
 
-  private Object typed(RecordSpec.Type type, JsonToken kind, JsonParser p) throws IOException {
-    switch (type) {
+  private Object typed(RecordSpec.Field field, JsonToken kind, JsonParser p) throws IOException {
+    switch (field.type()) {
       case STRING:
         return kind == JsonToken.VALUE_STRING ? storableText(p.getText()) : null;
       case INTEGER:
@@ -111,6 +113,18 @@ public final class StrictJsonDecoder extends RecordDecoder {
         }
         long millis = p.getLongValue();
         return millis >= spec.lowestMillis && millis <= spec.highestMillis ? millis * 1000L : null;
+      case DECIMAL:
+        BigDecimal exact =
+            kind == JsonToken.VALUE_STRING
+                ? ExactDecimal.text(p.getText())
+                : kind == JsonToken.VALUE_NUMBER_INT || kind == JsonToken.VALUE_NUMBER_FLOAT
+                    ? new BigDecimal(p.getText()) // the number's text, digit for digit
+                    : null;
+        return exact == null ? null : ExactDecimal.fit(exact, field.precision(), field.scale(), field.halfEven());
+      case DATE:
+        return kind == JsonToken.VALUE_STRING ? IsoDate.parse(p.getText()) : null;
+      case UUID:
+        return kind == JsonToken.VALUE_STRING ? UuidText.bytes(p.getText()) : null;
       default:
         return null;
     }

@@ -1,0 +1,35 @@
+package dev.microingest.decode;
+
+/**
+ * A UUID as the reference reads its text (converters._uuid): 32 hexadecimal digits, either all in the usual groups
+ * (8-4-4-4-12) or with no hyphen at all. The value is its 16 bytes, as the staged column holds it.
+ */
+final class UuidText {
+  private static final int PLAIN = 32;
+  private static final int HYPHENATED = 36;
+
+  private UuidText() {}
+
+  /** The UUID's 16 bytes, or null to decline. */
+  static byte[] bytes(String text) {
+    int n = text.length();
+    if (n != PLAIN && n != HYPHENATED) {
+      return null;
+    }
+    byte[] out = new byte[16];
+    int at = 0;
+    for (int i = 0; i < PLAIN; i++) {
+      if (n == HYPHENATED && (at == 8 || at == 13 || at == 18 || at == 23)) {
+        if (text.charAt(at++) != '-') {
+          return null;
+        }
+      }
+      int digit = Ascii.hexDigit(text.charAt(at++));
+      if (digit < 0) {
+        return null;
+      }
+      out[i / 2] |= (byte) (i % 2 == 0 ? digit << 4 : digit);
+    }
+    return out;
+  }
+}
