@@ -297,3 +297,25 @@ def uuid_text(rng: random.Random) -> str:
         i = rng.randrange(len(text))
         text = text[:i] + rng.choice(["-", "g", "", "00"]) + text[i + 1 :]
     return text
+
+
+def json_any(rng: random.Random, depth: int = 0) -> str:
+    """Any JSON value as raw text, as a free-form `json` field holds one: objects (names repeated now and then) and
+    arrays nested a few levels, every spelling of a number and of an escaped character; now and then nested about as
+    deep as the reference keeps (json_values.MAX_DEPTH)."""
+    roll = rng.random()
+    if depth == 0 and roll < 0.02:
+        n = rng.choice([198, 199, 200, 201])
+        return "[" * n + "]" * n
+    if depth < 4 and roll < 0.3:
+        names = [rng.choice(["a", "b", "é", "\\u0000", "\\ud800", "a\\nb", "1"]) for _ in range(rng.randrange(4))]
+        return "{" + ", ".join(f'"{name}": {json_any(rng, depth + 1)}' for name in names) + "}"
+    if depth < 4 and roll < 0.5:
+        return "[" + ",".join(json_any(rng, depth + 1) for _ in range(rng.randrange(4))) + "]"
+    return rng.choice(
+        [
+            rng.choice(NUMBER_SPELLINGS),
+            rng.choice(STRING_SPELLINGS),
+            rng.choice(["true", "false", "null", '""', '"x"', "1.50", "-0.000", "1E-7", "12E3", "0.000001"]),
+        ]
+    )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import subprocess
@@ -16,9 +17,11 @@ import pytest
 
 from helpers.reference_check import same
 from microingest import settings
-from microingest.declare.pipeline import Pipeline
+from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import jvm_spec
+from microingest.decode.json_values import json_text
 from microingest.decode.records import BadRecord, RecordProcessor
+from microingest.decode.staged_rows import kafka_headers
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -31,12 +34,13 @@ def classpath() -> str:
     return f"{jar}:{jackson}"
 
 
-def jvm_decoded(
-    pipeline: Pipeline, records: list[tuple[bytes | None, bytes | None]], writers: dict[int, dict] | None = None
-) -> list[tuple | None]:
-    """Per record: (record_key, False, *values) as the reference stages rows, or None where the JVM declined;
-    `writers`: an Avro pipeline's writer plans (`jvm_avro.plan`) by schema id."""
-    lines = "".join(f"{_hex(key)} {_hex(value)}\n" for key, value in records)
+def jvm_decoded(pipeline: Pipeline, records: list[tuple], writers: dict[int, dict] | None = None) -> list[tuple | None]:
+    """Per (key, value[, headers]) record: (record_key, False, *values) as the reference stages rows, or None where
+    the JVM declined; headers as the batch's frame has them (Spark's to_json, `spark_headers`); `writers`: an Avro
+    pipeline's writer plans (`jvm_avro.plan`) by schema id."""
+    lines = "".join(
+        f"{_hex(r[0])} {_hex(r[1])} {_hex(r[2].encode() if len(r) > 2 and r[2] else None)}\n" for r in records
+    )
     done = subprocess.run(
         ["java", "-cp", classpath(), "dev.microingest.decode.DecodeLines", jvm_spec.spec(pipeline, writers)],
         input=lines,
@@ -46,15 +50,36 @@ def jvm_decoded(
     )
     answers = [json.loads(line) for line in done.stdout.split("\n")[:-1]]  # not splitlines(): U+2028 is text
     assert len(answers) == len(records), done.stderr
-    types = [f.type for f in pipeline.schema]
-    return [None if a is None else (a[0], False, *map(_typed, types, a[1:])) for a in answers]
+    return [None if a is None else (a[0], False, *map(_typed, pipeline.schema, a[1:])) for a in answers]
+
+
+def spark_headers(headers: list[tuple[str, bytes | None]]) -> str | None:
+    """Kafka headers as the batch's frame carries them: Spark's to_json, NULL for none (`batch.read_frame`)."""
+    if not headers:
+        return None
+    return json.dumps(
+        [{"key": k, **({} if v is None else {"value": base64.b64encode(v).decode()})} for k, v in headers]
+    )
+
+
+def _staged(field: Field, value):
+    """A json field's value as its staged text, which the JVM gives."""
+    return json_text(value) if field.type == "json" and value is not None else value
 
 
 def _hex(data: bytes | None) -> str:
     return "-" if data is None else data.hex()
 
 
-def _typed(type_: str, value):
+def _typed(field: Field, value):
+    if value is None:
+        return None
+    if field.type == "array":
+        return [_scalar(field.kind, item) for item in value]
+    return _scalar(field.type, value)
+
+
+def _scalar(type_: str, value):
     if value is None:
         return None
     if type_ == "double":
@@ -67,12 +92,14 @@ def _typed(type_: str, value):
         return date.fromisoformat(value)
     if type_ == "uuid":
         return uuid.UUID(hex=value)
+    if type_ == "bytes":
+        return bytes.fromhex(value)
     return value
 
 
 def compared(
     pipeline: Pipeline,
-    records: list[tuple[bytes | None, bytes | None]],
+    records: list[tuple],
     registry: dict[str, str] | None = None,
     writers: dict[int, dict] | None = None,
 ) -> list[bool]:
@@ -80,14 +107,16 @@ def compared(
     so."""
     reference = RecordProcessor(pipeline, registry)
     taken = []
-    for (key, value), got in zip(records, jvm_decoded(pipeline, records, writers), strict=True):
+    for record, got in zip(records, jvm_decoded(pipeline, records, writers), strict=True):
         if got is None:
             taken.append(False)
             continue
+        key, value = record[:2]
         try:
-            expected = reference.process(key, value)
+            expected = reference.process(key, value, kafka_headers(record[2] if len(record) > 2 else None))
         except BadRecord as exc:
             pytest.fail(f"the JVM took {key!r} {value!r}, which the reference refuses: {exc}")
-        assert len(got) == len(expected) and all(map(same, got, expected)), (key, value, got, expected)
+        staged = (*expected[:2], *(_staged(f, v) for f, v in zip(pipeline.schema, expected[2:], strict=True)))
+        assert len(got) == len(staged) and all(map(same, got, staged)), (record, got, staged)
         taken.append(True)
     return taken

@@ -12,6 +12,8 @@ from microingest.decode.records import BadRecord, RecordProcessor
 
 
 def same(a, b) -> bool:
+    if isinstance(a, list) and isinstance(b, list):  # an array's items
+        return len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, float) or isinstance(b, float):
         return isinstance(a, float) and isinstance(b, float) and math.copysign(1, a) == math.copysign(1, b) and a == b
     if isinstance(a, Decimal) and isinstance(b, Decimal):

@@ -21,7 +21,7 @@ from microingest.decode import storable
 CLASS = "dev.microingest.decode.DecodeRecordUdf"
 FORMATS = ("json", "avro")
 # Each declared type as the function gives it: a timestamp is a number of microseconds, typed by the driver; a
-# decimal has the declared precision and scale; a UUID is its 16 bytes.
+# decimal has the declared precision and scale; a UUID is its 16 bytes; an array is one of its items' type.
 SPARK_TYPES = {
     "string": "STRING",
     "integer": "BIGINT",
@@ -31,12 +31,16 @@ SPARK_TYPES = {
     "decimal": "DECIMAL({precision},{scale})",
     "date": "DATE",
     "uuid": "BINARY",
+    "bytes": "BINARY",
+    "json": "STRING",
 }
-# The declared types each format's decoder reads, of a field at the value's top level under its own name.
-READS = {
-    "json": frozenset(SPARK_TYPES),
-    "avro": frozenset({"string", "integer", "double", "boolean", "timestamp"}),
-}
+# What each format's decoder reads. JSON: these types at any path in the value (json as its staged text); arrays of
+# these items but json (arrays of timestamps and UUIDs are staged in Postgres' binary array form,
+# `batch_columns.pg_array`, which the driver alone writes); text and bytes from the key and headers. Avro: the flat
+# types at the value's top level.
+JSON_SCALARS = frozenset({"string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "json"})
+JSON_ITEMS = JSON_SCALARS - {"timestamp", "uuid", "json"}
+FROM_RECORD = frozenset({"string", "bytes"})
 MICROS_PER_MS = 1000
 _FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ONCE"}
 
@@ -54,11 +58,40 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
     odd = [f.name for f in pipeline.schema if not _reads(f, pipeline.value_format)]
     if odd:
         return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"
+    crossing = _crossing(pipeline.schema)
+    if crossing:
+        return f"fields whose paths cross another's: {', '.join(crossing)}"
     return None
 
 
 def _reads(field: Field, value_format: str) -> bool:
-    return field.type in READS[value_format] and field.at == (field.name,) and field.source == "value"
+    if value_format == "avro":
+        return field.flat
+    if field.source != "value":
+        return field.type in FROM_RECORD
+    return field.kind in JSON_ITEMS if field.type == "array" else field.type in JSON_SCALARS
+
+
+def _crossing(schema: tuple[Field, ...]) -> list[str]:
+    """Fields whose paths the JVM's single pass cannot follow (PathTree.java): one running through or ending at
+    another's, or two index steps naming one element ("1" and "01")."""
+    paths = [(f.name, f.at) for f in schema if f.source == "value"]
+    crossing = []
+    for name, at in paths:
+        for other, there in paths:
+            if other == name:
+                continue
+            shared = next((i for i, (a, b) in enumerate(zip(at, there)) if a != b), min(len(at), len(there)))
+            if shared == min(len(at), len(there)) or (
+                at[shared].isascii()
+                and at[shared].isdigit()
+                and there[shared].isascii()
+                and there[shared].isdigit()
+                and int(at[shared]) == int(there[shared])
+            ):
+                crossing.append(name)
+                break
+    return crossing
 
 
 def spec(
@@ -93,9 +126,17 @@ def spec(
 
 
 def _field(field: Field) -> dict:
-    written = {"name": field.name, "type": field.type, "required": field.required}
-    if field.type == "decimal":
+    written: dict = {"name": field.name, "type": field.type, "required": field.required}
+    if field.type == "array":
+        written["items"] = field.kind
+    if field.kind == "decimal":
         written.update(precision=field.precision, scale=field.scale, rounding=field.rounding)
+    if field.path:
+        written["path"] = list(field.path)
+    if field.source != "value":
+        written["source"] = field.source
+    if field.header is not None:
+        written["header"] = field.header
     return written
 
 
@@ -113,8 +154,9 @@ def function_name(pipeline: Pipeline) -> str:
 
 def return_type(pipeline: Pipeline) -> str:
     """The function's struct: the staged key, then one column per declared field, by position (f0, f1, ...)."""
-    columns = (
-        f"f{i}:{SPARK_TYPES[f.type].format(precision=f.precision, scale=f.scale)}"
-        for i, f in enumerate(pipeline.schema)
-    )
-    return "struct<key:string," + ",".join(columns) + ">"
+    return "struct<key:string," + ",".join(f"f{i}:{_spark_type(f)}" for i, f in enumerate(pipeline.schema)) + ">"
+
+
+def _spark_type(field: Field) -> str:
+    kind = SPARK_TYPES[field.kind].format(precision=field.precision, scale=field.scale)
+    return f"ARRAY<{kind}>" if field.type == "array" else kind

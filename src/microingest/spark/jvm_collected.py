@@ -23,7 +23,7 @@ from microingest.declare.pipeline import Pipeline
 from microingest.decode.batch_columns import arrow_column, arrow_field
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
+from microingest.decode.staged_rows import StagedBatch, kafka_headers, rows_table, stage_batch
 from microingest.errors import Refused
 from microingest.spark.decoder import read_spans, text_chunks
 
@@ -122,12 +122,12 @@ def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: Rec
     """The taken records that came back with their bytes, decoded again by the reference: the same values, or the
     batch is refused before anything is written."""
     sampled = pc.indices_nonzero(pc.is_valid(taken.column("value")))
-    records = taken.select(["topic", "partition", "offset", "key", "value"]).take(sampled).to_pylist()
+    records = taken.select(["topic", "partition", "offset", "key", "value", "headers"]).take(sampled).to_pylist()
     wheres = [f"{r['topic']}[{r['partition']}]@{r['offset']}" for r in records]
     processed = []
     for record, where in zip(records, wheres, strict=True):
         try:
-            processed.append(processor.process(record["key"], record["value"]))
+            processed.append(processor.process(record["key"], record["value"], kafka_headers(record["headers"])))
         except BadRecord as exc:
             raise JvmMismatchError(
                 f"batch {batch_id}: the JVM decoded {where}, which the reference makes a dead letter "
@@ -147,6 +147,8 @@ def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: Rec
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):  # an array's items
+        return len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, float) or isinstance(b, float):
         return (
             isinstance(a, float)

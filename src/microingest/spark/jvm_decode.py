@@ -33,6 +33,8 @@ SAMPLE_RECORDS = 100
 WRITER_VERSIONS = 20
 # What the decoder's refusals to run say (RecordDecoder.checkBuild, RecordSpec, AvroWriterPlan).
 _REFUSALS = ("another build of microingest", "in decoding spec", "writer plan")
+# What Spark says when the session's function, of an older build, takes other arguments than this job passes.
+_OTHER_ARGUMENTS = ("WRONG_NUM_ARGS", "microingest_decode_")
 
 
 @dataclass
@@ -41,6 +43,7 @@ class JvmDecoding:
 
     function: str
     spec: str
+    reads_headers: bool = False  # fields from the record's headers: the function is given them
     # Set when a batch's self-check found the JVM's values differ from the reference's: the job decodes the rest of
     # its batches by the reference alone.
     distrusted: str | None = None
@@ -85,7 +88,11 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
     log.info(
         "pipeline %s: records decoded in Spark's JVM (%s), the rest by the reference decoder", pipeline.name, function
     )
-    return JvmDecoding(function, jvm_spec.spec(pipeline, writers, faults.executor_faults(), jar=sent))
+    return JvmDecoding(
+        function,
+        jvm_spec.spec(pipeline, writers, faults.executor_faults(), jar=sent),
+        reads_headers=any(f.source == "header" for f in pipeline.schema),
+    )
 
 
 def _subjects(pipeline: Pipeline, registry: dict[str, str] | None) -> list[str]:
@@ -145,11 +152,18 @@ def refusal(exc: Exception) -> str | None:
     """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
     another reason. A session keeps the classes of the first decoder jar it was sent, and the shared session outlives
     upgrades of microingest: the decoder refuses a job of another build (`RecordDecoder.checkBuild`), and a build
-    older than that check refuses the spec it does not know. The decoder also refuses an Avro writer plan it cannot
-    read (`AvroWriterPlan.java`), which `decode.jvm_avro` should never write: the batch goes to the reference rather
-    than failing for good."""
+    older than that check refuses the spec it does not know, or Spark refuses the arguments its function does not
+    take. The decoder also refuses an Avro writer plan it cannot read (`AvroWriterPlan.java`), which `decode.jvm_avro`
+    should never write: the batch goes to the reference rather than failing for good."""
     lines = [line.strip() for line in str(exc).splitlines()]
-    return next((line for line in lines if any(mark in line for mark in _REFUSALS)), None)
+    return next(
+        (
+            line
+            for line in lines
+            if any(mark in line for mark in _REFUSALS) or all(mark in line for mark in _OTHER_ARGUMENTS)
+        ),
+        None,
+    )
 
 
 def sample_every(records: int) -> int:
@@ -163,6 +177,8 @@ def decoded_frame(frame, jvm: JvmDecoding, every: int):
     and, of those taken, the ones whose offset is a multiple of `every`."""
     from pyspark.sql import functions as F
 
+    # The headers' JSON text goes to the function only for a pipeline with fields from headers.
+    headers = F.col("headers") if jvm.reads_headers else F.lit(None).cast("string")
     decoded = frame.select(
         "topic",
         "partition",
@@ -171,7 +187,7 @@ def decoded_frame(frame, jvm: JvmDecoding, every: int):
         "key",
         "value",
         "headers",
-        F.call_function(jvm.function, F.col("key"), F.col("value"), F.lit(jvm.spec)).alias("d"),
+        F.call_function(jvm.function, F.col("key"), F.col("value"), headers, F.lit(jvm.spec)).alias("d"),
     )
     raw = f"d IS NULL OR offset % {every} = 0"
     return decoded.selectExpr(
@@ -182,5 +198,5 @@ def decoded_frame(frame, jvm: JvmDecoding, every: int):
         "d",
         f"CASE WHEN {raw} THEN key END AS key",
         f"CASE WHEN {raw} THEN value END AS value",
-        "CASE WHEN d IS NULL THEN headers END AS headers",
+        f"CASE WHEN {raw} THEN headers END AS headers",
     )

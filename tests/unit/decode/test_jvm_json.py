@@ -17,11 +17,13 @@ from helpers.json_corpus import (
     date_text,
     decimal_token,
     iso_timestamp,
+    json_any,
     mutate,
     random_value,
     uuid_text,
 )
-from helpers.jvm_decoder import compared
+from helpers.jvm_decoder import compared, spark_headers
+from helpers.order_corpus import ORDER_SCHEMA, order_headers, order_value
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import jvm_spec
 
@@ -266,3 +268,46 @@ def test_an_executor_fault_travels_in_the_spec_and_only_then():
     assert "fault" not in json.loads(jvm_spec.spec(pipeline()))
     carried = json.loads(jvm_spec.spec(pipeline(), fault={"MICROINGEST_FAULT": "executor_after_decode:pause:/tmp/x"}))
     assert carried["fault"] == "executor_after_decode:pause:/tmp/x" and "fault_once" not in carried
+
+
+def test_orders_with_paths_arrays_key_and_headers_decode_as_the_reference_or_are_declined():
+    rng = random.Random(20261201)
+    p = pipeline(schema=ORDER_SCHEMA)
+    assert jvm_spec.declines_pipeline(p) is None
+    keys = [b"k", None, b"\xff", b"\\x41", "\u00e9".encode()]
+    records = [(rng.choice(keys), order_value(rng), spark_headers(order_headers(rng))) for _ in range(20_000)]
+    taken = compared(p, records)
+    assert 8_000 < sum(taken) < len(taken) - 3_000  # both sides of the decision were exercised
+    ordinary = (
+        b'{"order_id": "123e4567-e89b-12d3-a456-426614174000", "placed_at": "2026-11-30T12:00:00.5+01:00", '
+        b'"total": 12.5, "customer": {"id": "c1", "address": {"city": "Lyon"}}, "lines": [{"sku": "A"}, {"qty": 2}], '
+        b'"skus": ["A", null], "item_prices": [1.005, "2"], "flags": [true]}'
+    )
+    headers = spark_headers([("trace-id", b"t-0"), ("span", b"\x00\xff"), ("trace-id", b"t-1")])
+    assert compared(p, [(b"k", ordinary, headers), (None, ordinary, None)]) == [True, True]
+
+
+def test_fields_whose_paths_cross_are_left_to_the_reference():
+    for schema in (
+        {"a": "string", "b": {"type": "string", "path": "a.x"}},
+        {"a": {"type": "string", "path": "x.y"}, "b": {"type": "integer", "path": "x.y"}},
+        {"a": {"type": "string", "path": "x.1"}, "b": {"type": "string", "path": "x.01"}},
+    ):
+        assert "cross" in jvm_spec.declines_pipeline(pipeline(schema=schema)), schema
+    assert (
+        jvm_spec.declines_pipeline(
+            pipeline(schema={"a": {"type": "string", "path": "x.1"}, "b": {"type": "string", "path": "x.10"}})
+        )
+        is None
+    )
+
+
+def test_json_fields_are_kept_whole_as_the_reference_writes_them_or_declined():
+    rng = random.Random(20261202)
+    p = pipeline(schema={"id": {"type": "string", "required": True}, "attributes": "json"})
+    assert jvm_spec.declines_pipeline(p) is None
+    values = [f'{{"id": "a", "attributes": {json_any(rng)}}}'.encode() for _ in range(20_000)]
+    taken = compared(p, [(b"k", v) for v in values])
+    assert 8_000 < sum(taken) < len(taken) - 1_000  # both sides of the decision were exercised
+    ordinary = b'{"id": "a", "attributes": {"gift": true, "n": [1, 2.50, -0, "\\u00e9\\n"], "n": null, "x": {}}}'
+    assert compared(p, [(b"k", ordinary)]) == [True]

@@ -17,4 +17,12 @@ def test_only_the_decoders_own_refusals_are_refusals():
     assert refusal(Exception(stale)).startswith("java.lang.IllegalStateException: microingest's decoder")
     older = "Caused by: java.lang.IllegalArgumentException: unknown key 'jar' in decoding spec {...}"
     assert refusal(Exception(older)) == older
+    # Spark 4.0's words for a session holding a build whose function took (key, value, spec), before headers came.
+    arity = (
+        "org.apache.spark.sql.AnalysisException: [WRONG_NUM_ARGS.WITHOUT_SUGGESTION] The "
+        "`microingest_decode_fd95f65e8cf06726` requires 3 parameters but the actual number is 4. Please, refer to "
+        "'***' for a fix. SQLSTATE: 42605"
+    )
+    assert refusal(Exception(arity)) == arity
+    assert refusal(Exception("[WRONG_NUM_ARGS.WITHOUT_SUGGESTION] The `upper` requires 1 parameters")) is None
     assert refusal(Exception("org.apache.kafka.common.errors.TimeoutException: Timeout expired")) is None

@@ -3,14 +3,14 @@ package dev.microingest.decode;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.api.java.UDF4;
 
 /**
- * Spark SQL's face of {@link RecordDecoder}: microingest_decode_...(key, value, spec) is a struct of the staged key and
+ * Spark SQL's face of {@link RecordDecoder}: microingest_decode_...(key, value, headers, spec) is a struct of the staged key and
  * the declared fields, or NULL when the record is declined (the reference decodes it). Registered per session with
  * `spark.udf.registerJavaFunction`, its return type written from the same declaration (`decode.jvm_spec`).
  */
-public final class DecodeRecordUdf implements UDF3<byte[], byte[], String, Row> {
+public final class DecodeRecordUdf implements UDF4<byte[], byte[], String, String, Row> {
   private static final long serialVersionUID = 1L;
   // One decoder per spec and JVM: the spec is a constant of the query, parsed once.
   private static final ConcurrentHashMap<String, RecordDecoder> DECODERS = new ConcurrentHashMap<>();
@@ -21,13 +21,13 @@ public final class DecodeRecordUdf implements UDF3<byte[], byte[], String, Row> 
   private transient RecordDecoder decoder;
 
   @Override
-  public Row call(byte[] key, byte[] value, String spec) {
+  public Row call(byte[] key, byte[] value, String headers, String spec) {
     boolean first = decoder == null;
     if (first) {
       decoder = DECODERS.computeIfAbsent(spec, RecordDecoder::of);
       decoder.checkBuild();
     }
-    Object[] decoded = decoder.decode(key, value);
+    Object[] decoded = decoder.decode(key, value, headers);
     if (first) {
       decoder.fault();
     }

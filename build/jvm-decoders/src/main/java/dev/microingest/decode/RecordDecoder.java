@@ -10,7 +10,8 @@ import java.nio.charset.StandardCharsets;
  * and their reasons. Declining is always safe, so anything unusual is declined rather than reproduced.
  *
  * <p>Values: strings as Java strings; integers as Long; doubles as Double; booleans; timestamps as Long microseconds
- * since the epoch; decimals as BigDecimal of the declared scale; dates as LocalDate; UUIDs as their 16 bytes. The key is staged as `storable.key_text` stages it.
+ * since the epoch; decimals as BigDecimal of the declared scale; dates as LocalDate; UUIDs as their 16 bytes; bytes
+ * as they are; arrays as Lists of their items. The key is staged as `storable.key_text` stages it.
  */
 public abstract class RecordDecoder {
   private static final String KEY_HEX_PREFIX = "\\x"; // storable.KEY_HEX_PREFIX
@@ -25,14 +26,17 @@ public abstract class RecordDecoder {
   public static RecordDecoder of(String specJson) {
     RecordSpec spec = RecordSpec.parse(specJson);
     return switch (spec.format) {
-      case "json" -> new StrictJsonDecoder(spec);
+      case "json" -> new StrictJsonDecoder(spec, specJson);
       case "avro" -> new StrictAvroDecoder(spec);
       default -> throw new IllegalArgumentException("decoding spec names an unknown format: " + spec.format);
     };
   }
 
-  /** [key, field values...], or null when the reference must decode this record. */
-  public abstract Object[] decode(byte[] key, byte[] value);
+  /**
+   * [key, field values...], or null when the reference must decode this record; {@code headers}: the record's
+   * headers as Spark's to_json writes them, or null when it has none.
+   */
+  public abstract Object[] decode(byte[] key, byte[] value, String headers);
 
   /**
    * The record's output with its key staged, before any value is decoded, or null: a tombstone, an empty value or one

@@ -13,7 +13,9 @@ import java.util.Map;
 /**
  * What a pipeline declares about its records, as microingest's `decode.jvm_spec.spec` writes it: {"format": "json" or
  * "avro", "max_value_bytes": n, "key_required": bool, "timestamp_ms": [lowest, highest], "timestamp_us": [lowest,
- * highest], "fields": [{"name", "type", "required"} and for a decimal "precision", "scale" and "rounding", ...]}; for Avro, "writers": {schema id: plan} ({@link
+ * highest], "fields": [{"name", "type", "required"}, with "items" for an array, "precision", "scale" and "rounding"
+ * for decimals, "path" (a list) when not the name alone, "source" ("key" or "header") and "header" for a field from
+ * the record; ...]}; for Avro, "writers": {schema id: plan} ({@link
  * AvroWriterPlan}); in fault-injection tests "fault" and "fault_once" ({@link Faults}); "jar", the jar's file name a
  * Spark Connect job expects its session to run.
  */
@@ -26,11 +28,39 @@ final class RecordSpec {
     TIMESTAMP,
     DECIMAL,
     DATE,
-    UUID
+    UUID,
+    BYTES,
+    JSON,
+    ARRAY
   }
 
-  /** A declared field; a decimal's precision and scale, and whether it rounds half to even (else refuses). */
-  record Field(String name, Type type, boolean required, int precision, int scale, boolean halfEven) {}
+  /** Where a field's value is: the record's value (at its path), its key, or one of its headers. */
+  enum Source {
+    VALUE,
+    KEY,
+    HEADER
+  }
+
+  /**
+   * A declared field: an array's items' type; a decimal's (or decimal array's) precision and scale, and whether it
+   * rounds half to even (else refuses); the names and array indexes leading to it in the value; the header it takes.
+   */
+  record Field(
+      String name,
+      Type type,
+      boolean required,
+      int precision,
+      int scale,
+      boolean halfEven,
+      Type items,
+      List<String> path,
+      Source source,
+      String header) {
+    /** Its scalar type: an array's items', else its own. */
+    Type kind() {
+      return type == Type.ARRAY ? items : type;
+    }
+  }
 
   String format;
   long maxValueBytes = -1;
@@ -111,6 +141,10 @@ final class RecordSpec {
       int precision = -1;
       int scale = -1;
       boolean halfEven = false;
+      Type items = null;
+      List<String> path = null;
+      Source source = Source.VALUE;
+      String header = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String key = p.currentName();
         p.nextToken();
@@ -121,16 +155,50 @@ final class RecordSpec {
           case "precision" -> precision = p.getIntValue();
           case "scale" -> scale = p.getIntValue();
           case "rounding" -> halfEven = "half_even".equals(p.getText());
+          case "items" -> items = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+          case "path" -> path = strings(p, text);
+          case "source" -> source = Source.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+          case "header" -> header = p.getText();
           default -> throw new IllegalArgumentException("unknown field key '" + key + "' in decoding spec " + text);
         }
       }
       if (name == null || type == null) {
         throw new IllegalArgumentException("a field without name or type in decoding spec " + text);
       }
-      if (type == Type.DECIMAL && (precision < 1 || scale < 0 || scale > precision)) {
+      if ((type == Type.ARRAY) != (items != null) || items == Type.ARRAY) {
+        throw new IllegalArgumentException("an array without its items' type in decoding spec " + text);
+      }
+      if ((type == Type.DECIMAL || items == Type.DECIMAL) && (precision < 1 || scale < 0 || scale > precision)) {
         throw new IllegalArgumentException("a decimal without precision and scale in decoding spec " + text);
       }
-      out.add(new Field(name, type, required, precision, scale, halfEven));
+      if ((source == Source.HEADER) != (header != null)) {
+        throw new IllegalArgumentException("a header field without its header in decoding spec " + text);
+      }
+      out.add(
+          new Field(
+              name,
+              type,
+              required,
+              precision,
+              scale,
+              halfEven,
+              items,
+              path == null ? List.of(name) : path,
+              source,
+              header));
+    }
+    return List.copyOf(out);
+  }
+
+  private static List<String> strings(JsonParser p, String text) throws IOException {
+    expect(p.currentToken(), JsonToken.START_ARRAY, text);
+    List<String> out = new ArrayList<>();
+    while (p.nextToken() == JsonToken.VALUE_STRING) {
+      out.add(p.getText());
+    }
+    expect(p.currentToken(), JsonToken.END_ARRAY, text);
+    if (out.isEmpty()) {
+      throw new IllegalArgumentException("an empty path in decoding spec " + text);
     }
     return List.copyOf(out);
   }

@@ -2,6 +2,8 @@ package dev.microingest.decode;
 
 import static dev.microingest.decode.AvroInput.DECLINED;
 
+import java.util.List;
+
 /**
  * Avro values in the Confluent wire format (magic byte 0, a 4-byte schema id, the datum), read by the plan of their
  * writer schema the spec carries ({@link AvroWriterPlan}, `decode.jvm_avro`). A record is declined when its schema id
@@ -22,11 +24,19 @@ public final class StrictAvroDecoder extends RecordDecoder {
 
   StrictAvroDecoder(RecordSpec spec) {
     super(spec);
+    for (RecordSpec.Field field : spec.fields) {
+      if (field.source() != RecordSpec.Source.VALUE
+          || !field.path().equals(List.of(field.name()))
+          || field.type() == RecordSpec.Type.ARRAY) {
+        throw new IllegalArgumentException(
+            "field '" + field.name() + "' is not one the Avro decoder reads, in decoding spec");
+      }
+    }
     this.types = spec.fields.stream().map(RecordSpec.Field::type).toArray(RecordSpec.Type[]::new);
   }
 
   @Override
-  public Object[] decode(byte[] key, byte[] value) {
+  public Object[] decode(byte[] key, byte[] value, String headers) {
     Object[] out = started(key, value);
     if (out == null || value.length < HEADER_BYTES || value[0] != 0) {
       return null;

@@ -6,8 +6,9 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
 import java.math.BigDecimal;
-import java.util.HashMap;
-import java.util.Map;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * JSON values: a record is declined when it holds a BOM or a NUL byte anywhere, an exponent of 16 digits, nesting past
@@ -30,18 +31,26 @@ public final class StrictJsonDecoder extends RecordDecoder {
           .build();
 
   private final RecordSpec.Field[] fields;
-  private final Map<String, Integer> index = new HashMap<>();
+  private final PathTree paths;
+  private final int[] headerSlots;
+  private final String[] headerNames;
 
-  StrictJsonDecoder(RecordSpec spec) {
+  StrictJsonDecoder(RecordSpec spec, String specText) {
     super(spec);
     this.fields = spec.fields.toArray(new RecordSpec.Field[0]);
+    this.paths = new PathTree(spec.fields, specText);
+    List<Integer> slots = new ArrayList<>();
     for (int i = 0; i < fields.length; i++) {
-      index.put(fields[i].name(), i);
+      if (fields[i].source() == RecordSpec.Source.HEADER) {
+        slots.add(i);
+      }
     }
+    this.headerSlots = slots.stream().mapToInt(Integer::intValue).toArray();
+    this.headerNames = slots.stream().map(i -> fields[i].header()).toArray(String[]::new);
   }
 
   @Override
-  public Object[] decode(byte[] key, byte[] value) {
+  public Object[] decode(byte[] key, byte[] value, String headers) {
     Object[] out = started(key, value);
     if (out == null) {
       return null;
@@ -51,39 +60,125 @@ public final class StrictJsonDecoder extends RecordDecoder {
       return null;
     }
     try (JsonParser p = FACTORY.createParser(value)) {
-      if (p.nextToken() != JsonToken.START_OBJECT) {
+      if (p.nextToken() != JsonToken.START_OBJECT || !read(paths.root, JsonToken.START_OBJECT, p, out)) {
         return null;
       }
-      JsonToken token;
-      while ((token = p.nextToken()) == JsonToken.FIELD_NAME) {
-        Integer at = index.get(p.currentName());
-        JsonToken kind = p.nextToken();
-        if (at == null) {
-          p.skipChildren();
-          continue;
-        }
-        RecordSpec.Field field = fields[at];
-        if (kind == JsonToken.VALUE_NULL) {
-          out[at + 1] = null; // a later duplicate wins, as in Python's dict
-          continue;
-        }
-        Object typed = typed(field, kind, p);
-        if (typed == null) {
-          return null;
-        }
-        out[at + 1] = typed;
-      }
-      if (token != JsonToken.END_OBJECT || p.nextToken() != null) {
+      if (p.nextToken() != null) {
         return null;
       }
     } catch (IOException | RuntimeException e) {
       return null; // Jackson refused the text somewhere: the reference says why
     }
-    return finished(out);
+    return fromRecord(out, key, headers) ? finished(out) : null;
   }
 
-  private Object typed(RecordSpec.Field field, JsonToken kind, JsonParser p) throws IOException {
-    switch (field.type()) {
+  /**
+   * The value at {@code node}, whose first token {@code kind} the parser is at, into the fields at or below it; false
+   * to decline. Leaves the parser at the value's last token.
+   */
+  private boolean read(PathTree.Node node, JsonToken kind, JsonParser p, Object[] out) throws IOException {
+    if (node.isLeaf()) {
+      RecordSpec.Field field = fields[node.field];
+      if (kind == JsonToken.VALUE_NULL) {
+        out[node.field + 1] = null; // a later duplicate wins, as in Python's dict
+        return true;
+      }
+      Object typed = field.type() == RecordSpec.Type.ARRAY ? array(field, kind, p) : typed(field.type(), field, kind, p);
+      out[node.field + 1] = typed;
+      return typed != null;
+    }
+    for (int f : node.below) {
+      out[f + 1] = null; // absent until found: this value replaces any earlier one of the same name
+    }
+    switch (kind) {
+      case VALUE_NULL:
+        return true;
+      case START_OBJECT:
+        while (p.nextToken() == JsonToken.FIELD_NAME) {
+          PathTree.Node next = node.byName.get(p.currentName());
+          JsonToken token = p.nextToken();
+          if (next == null) {
+            p.skipChildren();
+          } else if (!read(next, token, p, out)) {
+            return false;
+          }
+        }
+        return p.currentToken() == JsonToken.END_OBJECT;
+      case START_ARRAY:
+        if (!node.onlyIndexes) {
+          return false; // a name to look up in an array: the reference's wrong_type
+        }
+        JsonToken token;
+        for (int i = 0; (token = p.nextToken()) != JsonToken.END_ARRAY; i++) {
+          PathTree.Node next = node.byIndex.get(i);
+          if (next == null) {
+            p.skipChildren();
+          } else if (!read(next, token, p, out)) {
+            return false;
+          }
+        }
+        return true;
+      default:
+        return false; // a scalar where the path goes on: the reference's wrong_type
+    }
+  }
+
+  /** An array field's items, null ones kept; null when it is no array or an item is not of the items' type. */
+  private List<Object> array(RecordSpec.Field field, JsonToken kind, JsonParser p) throws IOException {
+    if (kind != JsonToken.START_ARRAY) {
+      return null;
+    }
+    List<Object> items = new ArrayList<>();
+    JsonToken token;
+    while ((token = p.nextToken()) != JsonToken.END_ARRAY) {
+      if (token == JsonToken.VALUE_NULL) {
+        items.add(null);
+        continue;
+      }
+      Object item = typed(field.items(), field, token, p);
+      if (item == null) {
+        return null;
+      }
+      items.add(item);
+    }
+    return items;
+  }
+
+  /** The fields from the record's key and headers (record_fields.record_field); false to decline. */
+  private boolean fromRecord(Object[] out, byte[] key, String headers) {
+    for (int i = 0; i < fields.length; i++) {
+      if (fields[i].source() == RecordSpec.Source.KEY) {
+        out[i + 1] = key == null ? null : fields[i].type() == RecordSpec.Type.STRING ? out[0] : key;
+      }
+    }
+    if (headerSlots.length == 0) {
+      return true;
+    }
+    byte[][] values = RecordHeaders.lastValues(headers, headerNames);
+    if (values == null) {
+      return false;
+    }
+    for (int h = 0; h < headerSlots.length; h++) {
+      byte[] header = values[h];
+      if (header != null && fields[headerSlots[h]].type() == RecordSpec.Type.STRING) {
+        if (!Utf8.isValid(header)) {
+          return false; // the reference's wrong_type
+        }
+        String text = new String(header, StandardCharsets.UTF_8);
+        if (text.indexOf('\0') >= 0) {
+          return false; // the reference's unstorable
+        }
+        out[headerSlots[h] + 1] = text;
+      } else {
+        out[headerSlots[h] + 1] = header;
+      }
+    }
+    return true;
+  }
+
+  private Object typed(RecordSpec.Type type, RecordSpec.Field field, JsonToken kind, JsonParser p)
+      throws IOException {
+    switch (type) {
       case STRING:
         return kind == JsonToken.VALUE_STRING ? storableText(p.getText()) : null;
       case INTEGER:
@@ -125,6 +220,8 @@ public final class StrictJsonDecoder extends RecordDecoder {
         return kind == JsonToken.VALUE_STRING ? IsoDate.parse(p.getText()) : null;
       case UUID:
         return kind == JsonToken.VALUE_STRING ? UuidText.bytes(p.getText()) : null;
+      case JSON:
+        return JsonText.read(p, kind);
       default:
         return null;
     }

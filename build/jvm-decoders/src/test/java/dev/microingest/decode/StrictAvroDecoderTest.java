@@ -41,14 +41,14 @@ class StrictAvroDecoderTest {
   void anOrdinaryRecordIsTypedInDeclaredOrder() {
     // id "a", at: branch 1, 5 ms; n 7 (zigzag 14); a map of one block: {"k": null}, then its end
     byte[] v = value(2, 'a', 2, 10, 14, 2, 2, 'k', 0, 0);
-    assertArrayEquals(new Object[] {"key", "a", 7L, 5000L}, decoder.decode("key".getBytes(), v));
+    assertArrayEquals(new Object[] {"key", "a", 7L, 5000L}, decoder.decode("key".getBytes(), v, null));
   }
 
   @Test
   void aNullTimestampAndANegativeBlockCountAreRead() {
     // the map's block as count -1 with its size in bytes, which fastavro reads too
     byte[] v = value(2, 'a', 0, 1, 1, 8, 2, 'k', 2, 2, 'x', 0);
-    assertArrayEquals(new Object[] {null, "a", -1L, null}, decoder.decode(null, v));
+    assertArrayEquals(new Object[] {null, "a", -1L, null}, decoder.decode(null, v, null));
   }
 
   @Test
@@ -67,14 +67,14 @@ class StrictAvroDecoderTest {
       {2, 'a', 2, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 14, 0}, // 2^55 ms: past the year 9999
     };
     for (int i = 0; i < odd.length; i++) {
-      assertNull(decoder.decode(null, value(odd[i])), "case " + i);
+      assertNull(decoder.decode(null, value(odd[i]), null), "case " + i);
     }
-    assertArrayEquals(new Object[] {null, "", 7L, null}, decoder.decode(null, value(0, 0, 14, 0)), "an empty id");
+    assertArrayEquals(new Object[] {null, "", 7L, null}, decoder.decode(null, value(0, 0, 14, 0), null), "an empty id");
     byte[] otherSchema = value(2, 'a', 0, 14, 0);
     otherSchema[4] = 8;
-    assertNull(decoder.decode(null, otherSchema));
-    assertNull(decoder.decode(null, new byte[] {1, 0, 0, 0, 7, 2, 'a', 0, 14, 0}));
-    assertNull(decoder.decode(null, null));
+    assertNull(decoder.decode(null, otherSchema, null));
+    assertNull(decoder.decode(null, new byte[] {1, 0, 0, 0, 7, 2, 'a', 0, 14, 0}, null));
+    assertNull(decoder.decode(null, null, null));
   }
 
   @Test

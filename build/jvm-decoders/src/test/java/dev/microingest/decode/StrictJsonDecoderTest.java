@@ -25,7 +25,7 @@ class StrictJsonDecoderTest {
 
   private Object[] decode(String key, String value) {
     return decoder.decode(
-        key == null ? null : key.getBytes(StandardCharsets.UTF_8), value.getBytes(StandardCharsets.UTF_8));
+        key == null ? null : key.getBytes(StandardCharsets.UTF_8), value.getBytes(StandardCharsets.UTF_8), null);
   }
 
   @Test
@@ -71,7 +71,7 @@ class StrictJsonDecoderTest {
         }) {
       assertNull(decode("k", value), value);
     }
-    assertNull(decoder.decode(null, null), "a tombstone");
+    assertNull(decoder.decode(null, null, null), "a tombstone");
   }
 
   @Test
