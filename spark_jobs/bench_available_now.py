@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--table", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--max-offsets-per-trigger", type=int, required=True)
+    parser.add_argument("--iso-timestamps", action="store_true", help="event_time is ISO-8601 text")
     args = parser.parse_args(argv)
     spark = SparkSession.builder.getOrCreate()
     try:
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
             args.table,
             args.checkpoint,
             args.max_offsets_per_trigger,
+            args.iso_timestamps,
         )
     finally:
         spark.stop()

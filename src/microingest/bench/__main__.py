@@ -9,6 +9,7 @@ from pathlib import Path
 from microingest import settings
 from microingest.bench import report
 from microingest.bench.contenders import CONTENDERS
+from microingest.bench.dataset import TIMESTAMPS
 from microingest.bench.runner import Options, run_bench
 
 
@@ -33,6 +34,12 @@ def main(argv: list[str]) -> int:
         default=None,
         help="records the long-lived driver reads untimed first (default: --records, at most 200,000; 0: none)",
     )
+    parser.add_argument(
+        "--timestamps",
+        choices=TIMESTAMPS,
+        default=defaults.timestamps,
+        help="how the JSON events write event_time: ISO-8601 text with offsets (as most producers do) or epoch ms",
+    )
     parser.add_argument("--out", type=Path, default=settings.state_dir() / "bench")
     args = parser.parse_args(argv)
     for name in ("records", "partitions", "batch_records", "small_records"):
@@ -56,6 +63,7 @@ def main(argv: list[str]) -> int:
         tuple(c for c in args.contenders.split(",") if c),
         args.out,
         args.warm_up_records,
+        args.timestamps,
     )
     result = run_bench(opts, say=lambda m: print(m, flush=True))
     paths = report.write(result, args.out)

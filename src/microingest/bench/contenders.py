@@ -46,6 +46,7 @@ class Context:
     batch_records: int
     work_dir: Path  # checkpoints and logs of this bench run
     say: Callable[[str], None]
+    timestamps: str = "iso"  # how the JSON events write event_time (bench.dataset.TIMESTAMPS)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,8 @@ class AvailableNow(Contender):
                 str(self.ctx.work_dir / "available_now-checkpoint"),
                 "--max-offsets-per-trigger",
                 str(self.ctx.batch_records),
-            ],
+            ]
+            + (["--iso-timestamps"] if self.ctx.timestamps == "iso" else []),
             self.markers[0],
             "local[*]",
             {"spark.ui.enabled": "false"},

@@ -1,5 +1,6 @@
 """The bench's data: deterministic JSON events of about 200 bytes (or the same as Avro: `avro_dataset`), spread
-round-robin over a topic's partitions.
+round-robin over a topic's partitions. Each event's time is ISO-8601 text, as most JSON producers write a time (with a
+millisecond fraction and an offset of their zone: `ISO_OFFSETS`), or epoch milliseconds (`TIMESTAMPS`).
 
 Every contender reads the same topic. Record i goes to partition i % P at offset i // P with Kafka timestamp
 base + i ms, so the decoded rows (what the COPY limit loads) follow from i alone, without reading Kafka back. The base
@@ -37,9 +38,13 @@ VALUE_COLUMNS = tuple(SCHEMA)
 _TYPES = ("view", "click", "add_to_cart", "purchase")
 _COUNTRIES = ("DE", "FR", "NL", "PL", "SE", "US", "BR", "JP")
 COPY_BATCH_ID = "00000000-0000-0000-0000-00000000be4c"
+TIMESTAMPS = ("iso", "epoch")  # how the events write event_time: ISO-8601 text, or epoch milliseconds
+# The zones producers write times in, by record: the same instant, spelled at each offset.
+ISO_OFFSETS = (timedelta(0), timedelta(hours=1), timedelta(hours=-5), timedelta(hours=5, minutes=30))
 
 
 def event(i: int) -> dict[str, Any]:
+    """Record i's event, its time as epoch milliseconds."""
     return {
         "event_id": f"ev-{i:012d}",
         "user_id": f"user-{i * 7919 % 100_003:06d}",
@@ -54,6 +59,27 @@ def event(i: int) -> dict[str, Any]:
 
 def value_bytes(i: int) -> bytes:
     return json.dumps(event(i), separators=(",", ":")).encode()
+
+
+def iso_value_bytes(i: int) -> bytes:
+    """Record i's event with its time as ISO-8601 text: 2026-01-01T01:00:00.007+01:00 is the same instant as epoch
+    millisecond 1767225600007."""
+    e = event(i)
+    e["event_time"] = iso_text(e["event_time"], ISO_OFFSETS[i % len(ISO_OFFSETS)])
+    return json.dumps(e, separators=(",", ":")).encode()
+
+
+def iso_text(epoch_ms: int, offset: timedelta) -> str:
+    local = datetime.fromtimestamp(epoch_ms // 1000, timezone(offset))
+    zone = local.strftime("%z")
+    return (
+        local.strftime("%Y-%m-%dT%H:%M:%S")
+        + f".{epoch_ms % 1000:03d}"
+        + ("Z" if not offset else f"{zone[:3]}:{zone[3:]}")
+    )
+
+
+VALUES = {"epoch": value_bytes, "iso": iso_value_bytes}
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,12 @@ def _peak(x: dict, role: str) -> str:
     return f"{x['peak_mib'][role]:,.0f}" if role in x["peak_mib"] else "–"
 
 
+_TIMESTAMPS = {
+    "iso": "ISO-8601 text with a millisecond fraction and an offset (Z, +01:00, -05:00, +05:30)",
+    "epoch": "epoch milliseconds",
+}
+
+
 def markdown(report: dict) -> str:
     opts, mach, m = report["options"], report["machine"], _by_key(report)
     copy, count, ours = m.get(COPY_KEY), m.get(COUNT_KEY), m.get(OURS)
@@ -150,7 +156,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"# microingest bench {report['run_id']}",
         "",
-        f"{opts['records']:,} JSON records of {sizes['json']:.0f} bytes{as_avro} in {opts['partitions']} "
+        f"{opts['records']:,} JSON records of {sizes['json']:.0f} bytes, event_time as "
+        f"{_TIMESTAMPS[opts.get('timestamps', 'epoch')]}{as_avro}, in {opts['partitions']} "
         f"partitions (topic `{report['topic']}`), batches of {opts['batch_records']:,}; then "
         f"{opts['small_batches']} batch(es) of {opts['small_records']} new records per contender. Started "
         f"{report['started']} on {mach['cpus']} CPUs, {mach['memory_gib']} GiB; PostgreSQL {mach['postgres']}, "

@@ -17,7 +17,7 @@ from microingest import settings
 from microingest.bench import limits
 from microingest.bench.avro_dataset import avro_topic, avro_values, register
 from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow, WarmUp
-from microingest.bench.dataset import create_dataset, produce_range
+from microingest.bench.dataset import VALUES, create_dataset, produce_range
 from microingest.bench.memory import PeakMemory
 from microingest.bench.phases import median_split
 from microingest.bench.postgres_cpu import PostgresCpu, postmaster
@@ -39,6 +39,7 @@ class Options:
     contenders: tuple[str, ...] = tuple(CONTENDERS)
     out: Path = Path(".state/bench")
     warm_up_records: int | None = None  # None: min(records, WARM_UP_RECORDS); 0: no warm-up (a smoke run)
+    timestamps: str = "iso"  # the JSON events' event_time: ISO-8601 text or epoch milliseconds (dataset.TIMESTAMPS)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Measurement:
     rows: int = 0  # what the target holds afterwards ...
     distinct: int = 0  # ... and its distinct source positions
     expected: int = 0  # what it should hold
+    wrong_times: int = 0  # rows whose event_time is not the instant the record was given
     peak_mib: dict[str, float] = field(default_factory=dict)  # role -> peak PSS the sampler saw (bench.memory)
     postgres_cpu_seconds: float | None = None  # the local cluster's CPU during the run (bench.postgres_cpu)
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)  # role -> what the contender measured itself
@@ -64,7 +66,7 @@ class Measurement:
 
     @property
     def exact(self) -> bool:
-        return self.rows == self.distinct == self.expected
+        return self.rows == self.distinct == self.expected and self.wrong_times == 0
 
     @property
     def small_median(self) -> float | None:
@@ -99,7 +101,9 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     run_id = started.strftime("%m%d%H%M%S")
     work = opts.out / "work" / run_id  # job logs and the streaming contender's checkpoint
     work.mkdir(parents=True, exist_ok=True)
-    ctx = Context(pg, kafka, f"microingest-bench-{run_id}", run_id, opts.batch_records, work.resolve(), say)
+    ctx = Context(
+        pg, kafka, f"microingest-bench-{run_id}", run_id, opts.batch_records, work.resolve(), say, opts.timestamps
+    )
     _forget_earlier_declarations()
     contenders = [CONTENDERS[key](ctx) for key in opts.contenders]
     warm_records = min(opts.records, WARM_UP_RECORDS) if opts.warm_up_records is None else opts.warm_up_records
@@ -107,8 +111,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY] + ([warm_up.key] if warm_up else []))
     for c in contenders + ([warm_up] if warm_up else []):
         c.prepare()  # declarations first: Airflow parses them while the data is produced
-    say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions)")
-    dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say)
+    say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions, {opts.timestamps} times)")
+    dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say, VALUES[opts.timestamps])
     datasets = {"json": dataset}
     if any(c.value_format == "avro" for c in contenders):
         topic = avro_topic(ctx.topic)
@@ -122,11 +126,11 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     if warm_up:
         say(f"{warm_up.label}: {warm_up.max_records_per_run:,} records ...")
         run = warm_up.run()
-        rows, distinct = landed(pg, warm_up.key)
-        if not rows == distinct == run.records == warm_up.max_records_per_run:
+        rows, distinct, wrong_times = landed(pg, warm_up.key, opts.partitions)
+        if wrong_times or not rows == distinct == run.records == warm_up.max_records_per_run:
             raise BenchError(
                 f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
-                f"{distinct:,} positions; expected {warm_up.max_records_per_run:,}"
+                f"{distinct:,} positions, {wrong_times:,} wrong event times; expected {warm_up.max_records_per_run:,}"
             )
         say(f"  {run.seconds:.1f}s, not timed")
 
@@ -146,7 +150,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         )
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
-            m.rows, m.distinct = landed(pg, key)
+            m.rows, m.distinct, m.wrong_times = landed(pg, key, opts.partitions)
             m.expected = dataset.records
         results.append(m)
         say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s)")
@@ -155,7 +159,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         say(f"{c.label}: {dataset.records:,} records ...")
         with PeakMemory(c.markers) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
             run = c.run()
-        m = _measured(c.key, c.label, c.family, run, dataset.records, pg)
+        m = _measured(c.key, c.label, c.family, run, dataset.records, pg, opts.partitions)
         m.postgres_cpu_seconds = cpu.seconds
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
@@ -184,7 +188,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             if run.phases:
                 m.small_phases.append(run.phases)
             m.expected = start + opts.small_records
-            m.rows, m.distinct = landed(pg, c.key)
+            m.rows, m.distinct, m.wrong_times = landed(pg, c.key, opts.partitions)
             say(
                 f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
                 f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})"
@@ -201,10 +205,18 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     }
 
 
-def _measured(key: str, label: str, family: str, run: Run, expected: int, pg: dict) -> Measurement:
-    rows, distinct = landed(pg, key)
+def _measured(key: str, label: str, family: str, run: Run, expected: int, pg: dict, partitions: int) -> Measurement:
+    rows, distinct, wrong_times = landed(pg, key, partitions)
     return Measurement(
-        key, label, family, run.records if run.records >= 0 else rows, run.seconds, rows, distinct, expected
+        key,
+        label,
+        family,
+        run.records if run.records >= 0 else rows,
+        run.seconds,
+        rows,
+        distinct,
+        expected,
+        wrong_times,
     )
 
 

@@ -21,7 +21,7 @@ _SPARK_TYPES = {
     "integer": "bigint",
     "boolean": "boolean",
     "timestamp": "bigint",
-}  # the events carry event_time as epoch milliseconds
+}  # the events carry event_time as epoch milliseconds, or as ISO-8601 text (`iso_timestamps`)
 
 
 def jdbc_target(pg: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -43,12 +43,15 @@ def available_now(
     table: str,
     checkpoint: str,
     max_offsets_per_trigger: int,
+    iso_timestamps: bool = False,
 ) -> None:
     from pyspark.sql import functions as F
 
+    types = {**_SPARK_TYPES, "timestamp": "string"} if iso_timestamps else _SPARK_TYPES
     schema = ", ".join(
-        f"{name} {_SPARK_TYPES[spec if isinstance(spec, str) else spec['type']]}" for name, spec in SCHEMA.items()
+        f"{name} {types[spec if isinstance(spec, str) else spec['type']]}" for name, spec in SCHEMA.items()
     )
+    event_time = F.to_timestamp if iso_timestamps else F.timestamp_millis
     url, props = jdbc_target(pg)
 
     def write(frame, _batch_id: int) -> None:
@@ -61,8 +64,7 @@ def available_now(
             F.from_json(F.col("value").cast("string"), schema).alias("v"),
         )
         columns = [
-            F.timestamp_millis(F.col("v.event_time")).alias(c) if c == "event_time" else F.col(f"v.{c}")
-            for c in VALUE_COLUMNS
+            event_time(F.col("v.event_time")).alias(c) if c == "event_time" else F.col(f"v.{c}") for c in VALUE_COLUMNS
         ]
         decoded.select(
             "source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", *columns

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg2 import sql
 
-from microingest.bench.dataset import SCHEMA
+from microingest.bench.dataset import EVENT_TIME_MS, SCHEMA
 from microingest.commit.table_shape import FIELD_TYPES
 from microingest.systems.postgres import connection
 
@@ -41,12 +41,17 @@ def create_targets(pg: dict[str, Any], contenders: list[str]) -> None:
             )
 
 
-def landed(pg: dict[str, Any], contender: str) -> tuple[int, int]:
-    """(rows, distinct source positions) in a contender's target: equal to the records read when exactly once."""
+def landed(pg: dict[str, Any], contender: str, partitions: int) -> tuple[int, int, int]:
+    """(rows, distinct source positions, rows whose event_time is not record i's) in a contender's target: the
+    records read, twice, and 0 when exactly once and exact. Record i is at partition i % partitions, offset
+    i // partitions (`dataset`), its event_time EVENT_TIME_MS + i however the value spelled it."""
     with connection(pg) as conn, conn.cursor() as cur:
         cur.execute(
-            sql.SQL("SELECT count(*), count(DISTINCT (source_partition, source_offset)) FROM {}").format(
-                sql.Identifier(SCHEMA_NAME, contender)
-            )
+            sql.SQL(
+                "SELECT count(*), count(DISTINCT (source_partition, source_offset)), count(*) FILTER (WHERE "
+                "event_time IS DISTINCT FROM timestamptz 'epoch' + (%s + source_offset * %s + source_partition) "
+                "* interval '1 millisecond') FROM {}"
+            ).format(sql.Identifier(SCHEMA_NAME, contender)),
+            (EVENT_TIME_MS, partitions),
         )
         return cur.fetchone()

@@ -54,12 +54,13 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
     found = {m["key"]: m for m in report["measurements"]}
     assert list(found) == [COUNT_KEY, COPY_KEY, *CONTENDERS]
     assert report["warm_up_records"] == 0
+    assert report["options"]["timestamps"] == "iso"  # as most JSON producers write a time
 
     assert found[COUNT_KEY]["records"] == RECORDS
     assert (found[COPY_KEY]["rows"], found[COPY_KEY]["distinct"]) == (RECORDS, RECORDS)
     for key in CONTENDERS:
         m = found[key]
-        assert (m["rows"], m["distinct"], m["expected"]) == (RECORDS,) * 3, m
+        assert (m["rows"], m["distinct"], m["expected"], m["wrong_times"]) == (RECORDS, RECORDS, RECORDS, 0), m
         assert m["records"] == RECORDS and m["seconds"] > 0 and m["small_seconds"] == [], m
         assert abs(m["rate"] - m["records"] / m["seconds"]) < 0.1
         assert m["peak_mib"].get("postgres", 0) > 0, m  # sampled before each contender starts: always there
