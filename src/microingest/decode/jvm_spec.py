@@ -74,7 +74,7 @@ def _reads(field: Field, value_format: str) -> bool:
 
 def _crossing(schema: tuple[Field, ...]) -> list[str]:
     """Fields whose paths the JVM's single pass cannot follow (PathTree.java): one running through or ending at
-    another's, or two index steps naming one element ("1" and "01")."""
+    another's, or two index steps below the top naming one element ("1" and "01")."""
     paths = [(f.name, f.at) for f in schema if f.source == "value"]
     crossing = []
     for name, at in paths:
@@ -83,15 +83,19 @@ def _crossing(schema: tuple[Field, ...]) -> list[str]:
                 continue
             shared = next((i for i, (a, b) in enumerate(zip(at, there)) if a != b), min(len(at), len(there)))
             if shared == min(len(at), len(there)) or (
-                at[shared].isascii()
-                and at[shared].isdigit()
-                and there[shared].isascii()
-                and there[shared].isdigit()
-                and int(at[shared]) == int(there[shared])
+                shared > 0 and _index(at[shared]) is not None and _index(at[shared]) == _index(there[shared])
             ):
                 crossing.append(name)
                 break
     return crossing
+
+
+def _index(step: str) -> int | None:
+    """An index step's element as PathTree.java numbers it (past 2**31 - 1 all one: no array is that long)."""
+    if not (step.isascii() and step.isdigit()):
+        return None
+    digits = step.lstrip("0") or "0"
+    return 2**31 - 1 if len(digits) > 10 else min(int(digits), 2**31 - 1)
 
 
 def spec(

@@ -45,7 +45,7 @@ final class PathTree {
         if (next == null) {
           next = new Node();
           node.byName.put(step, next);
-          Integer index = index(step);
+          Integer index = node == root ? null : index(step); // the value itself is an object, never an array
           if (index == null) {
             node.onlyIndexes = false;
           } else if (node.byIndex.putIfAbsent(index, next) != null) {

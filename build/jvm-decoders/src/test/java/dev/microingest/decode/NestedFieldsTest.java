@@ -66,6 +66,12 @@ class NestedFieldsTest {
             .replace("{\"name\":\"skus\",\"type\":\"array\",\"items\":\"string\",\"required\":false},", "")
             .replace("\"name\":\"attributes\",\"type\":\"json\"", "\"name\":\"attributes\",\"type\":\"json\",\"path\":[\"skus\"]");
     assertThrows(IllegalArgumentException.class, () -> RecordDecoder.of(crossing));
+    String names =
+        SPEC.replace("\"path\":[\"customer\",\"id\"]", "\"path\":[\"0\"]")
+            .replace("\"path\":[\"lines\",\"0\",\"sku\"]", "\"path\":[\"00\"]");
+    Object[] out = RecordDecoder.of(names).decode(null, "{\"00\":\"b\",\"0\":\"a\"}".getBytes(), null);
+    assertEquals("a", out[1], "the value is an object: \"0\" and \"00\" are names there");
+    assertEquals("b", out[2]);
   }
 
   @Test
