@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -40,7 +41,16 @@ def chrome():
 
 
 def wait(browser, condition, timeout=60):
-    return WebDriverWait(browser, timeout).until(condition)
+    def settled(b):
+        try:
+            return condition(b)
+        except WebDriverException as exc:
+            # The page went on to another while it was read (the UI's redirect to its login page, say): read again.
+            if "aborted by navigation" in (exc.msg or ""):
+                return False
+            raise
+
+    return WebDriverWait(browser, timeout).until(settled)
 
 
 def button(browser, label: str, within: str = "[role=dialog]"):
