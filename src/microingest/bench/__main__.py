@@ -40,6 +40,12 @@ def main(argv: list[str]) -> int:
         default=defaults.timestamps,
         help="how the JSON events write event_time: ISO-8601 text with offsets (as most producers do) or epoch ms",
     )
+    parser.add_argument(
+        "--malformed-share",
+        type=float,
+        default=defaults.malformed_share,
+        help="of the records, cut off halfway: dead letters, not rows (0 to 0.05)",
+    )
     parser.add_argument("--out", type=Path, default=settings.state_dir() / "bench")
     args = parser.parse_args(argv)
     for name in ("records", "partitions", "batch_records", "small_records"):
@@ -48,6 +54,8 @@ def main(argv: list[str]) -> int:
     for name in ("small_batches", "warm_up_records"):
         if (getattr(args, name) or 0) < 0:
             parser.error(f"--{name.replace('_', '-')} must be 0 or more")
+    if not 0 <= args.malformed_share <= 0.05:  # a pipeline fails a batch past a tenth bad (dead_letter.max_fraction)
+        parser.error("--malformed-share must be from 0 to 0.05")
     served = settings.pipelines_dir().resolve()
     if served == (settings.repo_root() / "pipelines").resolve():
         parser.error(
@@ -64,6 +72,7 @@ def main(argv: list[str]) -> int:
         args.out,
         args.warm_up_records,
         args.timestamps,
+        args.malformed_share,
     )
     result = run_bench(opts, say=lambda m: print(m, flush=True))
     paths = report.write(result, args.out)

@@ -33,10 +33,6 @@ def avro_schema() -> dict[str, Any]:
     return {"type": "record", "name": "BenchEvent", "namespace": "microingest.bench", "fields": fields}
 
 
-def avro_topic(topic: str) -> str:
-    return f"{topic}-avro"
-
-
 def register(registry: dict[str, str], topic: str) -> int:
     """The schema's id, registered under the topic's value subject (Confluent's default naming)."""
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient

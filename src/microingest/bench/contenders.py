@@ -17,8 +17,10 @@ from urllib.parse import quote
 
 from microingest import settings
 from microingest.batches import RunInfo
-from microingest.bench.avro_dataset import avro_topic
-from microingest.bench.dataset import SCHEMA
+from microingest.bench.dataset import SCHEMA, dataset_topic
+from microingest.bench.kafka_loop import dead_table
+from microingest.bench.orders_dataset import TIME_COLUMN as ORDERS_TIME_COLUMN
+from microingest.bench.orders_dataset import orders_declaration
 from microingest.bench.phases import batch_times, split
 from microingest.bench.targets import table_name
 from microingest.declare.files import load_pipeline_file
@@ -57,16 +59,28 @@ class Run:
     # role -> peak RSS (MiB) the contender's own process measured with getrusage: exact however short the process,
     # where the memory sampler (bench.memory) misses a process that ends between two samples
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)
+    decoded_in_jvm: int | None = None  # the platform's: records its JVM decoder read (the batch history's figure)
 
 
 class Contender:
     key = ""
     label = ""
     family = "alternative"  # or "microingest"
-    value_format = "json"  # the dataset it reads: JSON, or the same records as Avro (bench.avro_dataset)
+    dataset = (
+        "json"  # what it reads: the JSON events, the same as Avro (bench.avro_dataset), or orders (bench.dataset.KINDS)
+    )
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
+
+    @property
+    def topic(self) -> str:
+        return dataset_topic(self.ctx.topic, self.dataset)
+
+    @property
+    def time_column(self) -> str:
+        """The value column holding record i's time, EVENT_TIME_MS + i."""
+        return ORDERS_TIME_COLUMN if self.dataset == "orders" else "event_time"
 
     @property
     def long_lived(self) -> bool:
@@ -83,6 +97,10 @@ class Contender:
 
     def run(self) -> Run:
         raise NotImplementedError
+
+    def dead_letters(self) -> int | None:
+        """The malformed records the contender kept aside (None: it drops them, as Spark's from_json does)."""
+        return None
 
 
 def run_logged(argv: list[str], env: dict[str, str], log: Path, timeout: float = 7200) -> str:
@@ -107,26 +125,25 @@ class _Platform(Contender):
     spark_conn_id = spark_connect.PLATFORM_CONN_ID  # the declaration's: the default, the long-lived driver
     max_records_per_run = 1_000_000_000
 
+    def declaration(self) -> dict[str, Any]:
+        return {
+            "name": self.pipeline_name,
+            "description": f"make bench {self.ctx.run_id}: {self.label}",
+            "topic": self.topic,
+            "target_table": table_name(self.key),
+            "schema": SCHEMA,
+            "value_format": "avro" if self.dataset == "avro" else "json",
+            "max_records_per_batch": self.ctx.batch_records,
+            "max_records_per_run": self.max_records_per_run,
+            "max_run_seconds": 7200,
+            "spark_conn_id": self.spark_conn_id,
+        }
+
     def prepare(self) -> None:
         folder = settings.pipelines_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.pipeline_name}.yaml"
-        path.write_text(
-            json.dumps(
-                {
-                    "name": self.pipeline_name,
-                    "description": f"make bench {self.ctx.run_id}: {self.label}",
-                    "topic": self.topic,
-                    "target_table": table_name(self.key),
-                    "schema": SCHEMA,
-                    "value_format": self.value_format,
-                    "max_records_per_batch": self.ctx.batch_records,
-                    "max_records_per_run": self.max_records_per_run,
-                    "max_run_seconds": 7200,
-                    "spark_conn_id": self.spark_conn_id,
-                }
-            )
-        )
+        path.write_text(json.dumps(self.declaration()))
         self.pipeline: Pipeline = load_pipeline_file(path)
         if self.long_lived:
             try:
@@ -136,10 +153,6 @@ class _Platform(Contender):
                     f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
                     f"not answer ({type(exc).__name__}); `make bench` starts it"
                 ) from None
-
-    @property
-    def topic(self) -> str:
-        return avro_topic(self.ctx.topic) if self.value_format == "avro" else self.ctx.topic
 
     @property
     def pipeline_name(self) -> str:
@@ -155,25 +168,30 @@ class _Platform(Contender):
             return (f"--pipeline {self.pipeline_name} ", "microingest-spark-connect")
         return (f"microingest-{self.pipeline_name}",)  # the Spark application's name, also when Airflow submits it
 
-    def committed(self) -> tuple[float, int]:
-        """(epoch of the pipeline's last commit, records read by all its batches)."""
+    def committed(self) -> tuple[float, int, int]:
+        """(epoch of the pipeline's last commit, records read by all its batches, of them decoded in the JVM)."""
         with connection(self.ctx.pg) as conn, conn.cursor() as cur:
             cur.execute(
-                "SELECT extract(epoch FROM max(committed_at)), coalesce(sum(records_read), 0) FROM "
-                "microingest.batches WHERE pipeline = %s",
+                "SELECT extract(epoch FROM max(committed_at)), coalesce(sum(records_read), 0), "
+                "coalesce(sum(decoded_in_jvm), 0) FROM microingest.batches WHERE pipeline = %s",
                 (self.pipeline.name,),
             )
-            last, records = cur.fetchone()
-        return float(last or 0), int(records)
+            last, records, in_jvm = cur.fetchone()
+        return float(last or 0), int(records), int(in_jvm)
+
+    def dead_letters(self) -> int:
+        with connection(self.ctx.pg) as conn, conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM microingest.dead_letters WHERE pipeline = %s", (self.pipeline.name,))
+            return cur.fetchone()[0]
 
     def _timed(self, launch: Callable[[], float | None]) -> Run:
         """`launch` runs the contender to its end; through Airflow it returns when the ingest task started."""
-        _, before = self.committed()
+        _, before, jvm_before = self.committed()
         started = time.time()
         ingest_started = launch()
-        last, records = self.committed()
+        last, records, in_jvm = self.committed()
         phases = split(started, batch_times(self.ctx.pg, self.pipeline.name, started), ingest_started)
-        return Run(last - started, records - before, phases)
+        return Run(last - started, records - before, phases, decoded_in_jvm=in_jvm - jvm_before)
 
 
 class SparkJobAlone(_Platform):
@@ -254,7 +272,18 @@ class ThroughAirflowOnSparkSubmit(ThroughAirflow):
 
 class ThroughAirflowAvro(ThroughAirflow):
     key, label = "airflow_avro", "microingest through Airflow, the same records as Avro"
-    value_format = "avro"
+    dataset = "avro"
+
+
+class ThroughAirflowOrders(ThroughAirflow):
+    """The shipped orders pipeline's declaration (pipelines/orders.yaml) on the bench's orders, into a plain table
+    (the shipped one partitions by day and keeps 90 days; the bench's orders are of 1 January)."""
+
+    key, label = "airflow_orders", "microingest through Airflow, orders (the shipped declaration's types)"
+    dataset = "orders"
+
+    def declaration(self) -> dict[str, Any]:
+        return orders_declaration(super().declaration())
 
 
 class KafkaLoop(Contender):
@@ -262,7 +291,7 @@ class KafkaLoop(Contender):
     lean = False  # the loop tuned as a user would (bench.kafka_loop --lean)
 
     def run(self) -> Run:
-        _, ends = partition_bounds(self.ctx.kafka, self.ctx.topic)
+        _, ends = partition_bounds(self.ctx.kafka, self.topic)
         started = time.time()
         out = run_logged(
             [
@@ -270,7 +299,7 @@ class KafkaLoop(Contender):
                 "-m",
                 "microingest.bench.kafka_loop",
                 "--topic",
-                self.ctx.topic,
+                self.topic,
                 "--table",
                 table_name(self.key),
                 "--until",
@@ -280,17 +309,28 @@ class KafkaLoop(Contender):
                 "--name",
                 self.markers[0],
             ]
-            + (["--lean"] if self.lean else []),
+            + (["--lean"] if self.lean else [])
+            + (["--orders"] if self.dataset == "orders" else []),
             dict(os.environ),
             self.ctx.work_dir / f"{self.key}-{started:.0f}.log",
         )
         result = json.loads(out.strip().splitlines()[-1])
         return Run(result["done_at"] - started, result["records"], own_peak_rss_mib={"python": result["peak_rss_mib"]})
 
+    def dead_letters(self) -> int:
+        with connection(self.ctx.pg) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {dead_table(table_name(self.key))} WHERE topic = %s", (self.topic,))
+            return cur.fetchone()[0]
+
 
 class KafkaLoopLean(KafkaLoop):
     key, label = "kafka_loop_lean", "the same loop, lean: each second's timestamp text formatted once"
     lean = True
+
+
+class KafkaLoopLeanOrders(KafkaLoopLean):
+    key, label = "kafka_loop_lean_orders", "the lean loop on orders: Decimal money, arrays and JSON as COPY text"
+    dataset = "orders"
 
 
 class AvailableNow(Contender):
@@ -339,5 +379,7 @@ CONTENDERS = {
         KafkaLoopLean,
         AvailableNow,
         ThroughAirflowAvro,
+        ThroughAirflowOrders,
+        KafkaLoopLeanOrders,
     )
 }

@@ -1,6 +1,8 @@
 """The bench's data: deterministic JSON events of about 200 bytes (or the same as Avro: `avro_dataset`), spread
 round-robin over a topic's partitions. Each event's time is ISO-8601 text, as most JSON producers write a time (with a
-millisecond fraction and an offset of their zone: `ISO_OFFSETS`), or epoch milliseconds (`TIMESTAMPS`).
+millisecond fraction and an offset of their zone: `ISO_OFFSETS`), or epoch milliseconds (`TIMESTAMPS`). A share of
+the records (`MALFORMED_SHARE` by default, spread evenly) is malformed: cut off halfway, as a producer's bug or a torn
+write leaves a value; every contender must keep them out of its target.
 
 Every contender reads the same topic. Record i goes to partition i % P at offset i // P with Kafka timestamp
 base + i ms, so the decoded rows (what the COPY limit loads) follow from i alone, without reading Kafka back. The base
@@ -80,6 +82,37 @@ def iso_text(epoch_ms: int, offset: timedelta) -> str:
 
 
 VALUES = {"epoch": value_bytes, "iso": iso_value_bytes}
+KINDS = ("json", "avro", "orders")  # a bench run's datasets: the events as JSON and as Avro, and orders (JSON)
+
+
+def dataset_topic(topic: str, kind: str) -> str:
+    """The topic of one of a run's datasets: the JSON events' is the run's own, each other's is named after it."""
+    return topic if kind == "json" else f"{topic}-{kind}"
+
+
+Headers = Callable[[int], list[tuple[str, bytes]]]
+MALFORMED_SHARE = 0.004
+
+
+def is_malformed(i: int, share: float) -> bool:
+    """Whether record i is one of the malformed: evenly spread, so records 0..n-1 hold exactly `malformed_in(n)`."""
+    return int((i + 1) * share) != int(i * share)
+
+
+def malformed_in(records: int, share: float) -> int:
+    return int(records * share)
+
+
+def with_malformed(value: Callable[[int], bytes], share: float) -> Callable[[int], bytes]:
+    """`value`, but a malformed record's is cut off halfway (not JSON; Avro that ends before its record does)."""
+    if not share:
+        return value
+
+    def maybe_cut(i: int) -> bytes:
+        whole = value(i)
+        return whole[: len(whole) // 2] if is_malformed(i, share) else whole
+
+    return maybe_cut
 
 
 @dataclass(frozen=True)
@@ -90,10 +123,16 @@ class Dataset:
     ends: dict[int, int]  # each partition's end offset after the large run's data
     base_ts_ms: int  # record i's Kafka timestamp is base_ts_ms + i
     value: Callable[[int], bytes] = field(default=value_bytes, compare=False)  # record i's value
+    malformed_share: float = 0.0  # of the records, cut off halfway (`with_malformed`)
+    headers: Headers | None = field(default=None, compare=False)  # record i's headers
 
     @property
     def record_bytes(self) -> float:
         return sum(len(self.value(i)) for i in range(min(self.records, 1000))) / min(self.records, 1000)
+
+    def malformed(self, records: int) -> int:
+        """How many of records 0..records-1 are malformed: dead letters, not rows."""
+        return malformed_in(records, self.malformed_share)
 
 
 def produce_range(
@@ -105,6 +144,7 @@ def produce_range(
     count: int,
     say: Callable[[str], None] = lambda m: None,
     value: Callable[[int], bytes] = value_bytes,
+    headers: Headers | None = None,
 ) -> None:
     """Records start..start+count-1, each to its partition with its timestamp, acknowledged by all replicas.
 
@@ -125,6 +165,7 @@ def produce_range(
                 topic,
                 key=f"ev-{i:012d}".encode(),
                 value=value(i),
+                headers=headers(i) if headers else None,
                 partition=i % partitions,
                 timestamp_ms=base_ts_ms + i,
             ).add_errback(refused.append)
@@ -157,24 +198,30 @@ def create_dataset(
     partitions: int,
     say: Callable[[str], None] = lambda m: None,
     value: Callable[[int], bytes] = value_bytes,
+    malformed_share: float = 0.0,
+    headers: Headers | None = None,
 ) -> Dataset:
     if not create_topic(kafka, topic, partitions):
         raise RuntimeError(f"topic {topic} exists already; the bench needs a fresh one")
     base_ts_ms = first_timestamp_ms(int(time.time() * 1000), records)
-    produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say, value)
+    value = with_malformed(value, malformed_share)
+    produce_range(kafka, topic, partitions, base_ts_ms, 0, records, say, value, headers)
     _, ends = partition_bounds(kafka, topic)
     expected = {p: len(range(p, records, partitions)) for p in range(partitions)}
     if ends != expected:
         raise RuntimeError(
             f"topic {topic} holds end offsets {ends}, expected {expected}: was it written to by something else?"
         )
-    return Dataset(topic, partitions, records, ends, base_ts_ms, value)
+    return Dataset(topic, partitions, records, ends, base_ts_ms, value, malformed_share, headers)
 
 
 def write_copy_rows(dataset: Dataset, out: IO[str]) -> None:
-    """The large run's records decoded into the target's layout, in COPY text format (what the COPY limit loads)."""
+    """The large run's well-formed records decoded into the target's layout, in COPY text format (what the COPY limit
+    loads)."""
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     for i in range(dataset.records):
+        if is_malformed(i, dataset.malformed_share):
+            continue
         e = event(i)
         out.write(
             copy_text_row(

@@ -15,13 +15,24 @@ import pyspark
 
 from microingest import settings
 from microingest.bench import limits
-from microingest.bench.avro_dataset import avro_topic, avro_values, register
-from microingest.bench.contenders import CONTENDERS, BenchError, Context, Run, ThroughAirflow, WarmUp
-from microingest.bench.dataset import VALUES, create_dataset, produce_range
+from microingest.bench.avro_dataset import avro_values, register
+from microingest.bench.contenders import CONTENDERS, BenchError, Contender, Context, Run, ThroughAirflow, WarmUp
+from microingest.bench.dataset import (
+    MALFORMED_SHARE,
+    VALUE_COLUMNS,
+    VALUES,
+    Dataset,
+    create_dataset,
+    dataset_topic,
+    produce_range,
+)
+from microingest.bench.kafka_loop import ORDER_COLUMNS
+from microingest.bench.machine_cpu import IDLE_SECONDS, MachineCpu, idle_rate
 from microingest.bench.memory import PeakMemory
+from microingest.bench.orders_dataset import order_headers, order_value_bytes
 from microingest.bench.phases import median_split
 from microingest.bench.postgres_cpu import PostgresCpu, postmaster
-from microingest.bench.targets import create_targets, landed
+from microingest.bench.targets import ORDERS_EXPECTED, create_targets, landed, load_expected_orders, wrong_values
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
 
@@ -40,6 +51,7 @@ class Options:
     out: Path = Path(".state/bench")
     warm_up_records: int | None = None  # None: min(records, WARM_UP_RECORDS); 0: no warm-up (a smoke run)
     timestamps: str = "iso"  # the JSON events' event_time: ISO-8601 text or epoch milliseconds (dataset.TIMESTAMPS)
+    malformed_share: float = MALFORMED_SHARE  # of the records, cut off halfway: dead letters, not rows
 
 
 @dataclass
@@ -53,6 +65,12 @@ class Measurement:
     distinct: int = 0  # ... and its distinct source positions
     expected: int = 0  # what it should hold
     wrong_times: int = 0  # rows whose event_time is not the instant the record was given
+    wrong_values: int = 0  # rows whose values are not those the record was made of
+    dataset: str = "json"  # what it read (dataset.KINDS)
+    dead_letters: int | None = None  # malformed records the contender kept aside (None: it drops them) ...
+    expected_dead: int = 0  # ... and how many there were
+    cpu_seconds: float | None = None  # the whole machine's CPU on the backlog run, the idle platform's taken off
+    decoded_in_jvm: int | None = None  # the platform's: records of the backlog run its JVM decoder read
     peak_mib: dict[str, float] = field(default_factory=dict)  # role -> peak PSS the sampler saw (bench.memory)
     postgres_cpu_seconds: float | None = None  # the local cluster's CPU during the run (bench.postgres_cpu)
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)  # role -> what the contender measured itself
@@ -66,7 +84,9 @@ class Measurement:
 
     @property
     def exact(self) -> bool:
-        return self.rows == self.distinct == self.expected and self.wrong_times == 0
+        kept_aside = self.dead_letters is None or self.dead_letters == self.expected_dead
+        exact_rows = self.wrong_times == 0 and self.wrong_values == 0
+        return self.rows == self.distinct == self.expected and exact_rows and kept_aside
 
     @property
     def small_median(self) -> float | None:
@@ -108,17 +128,15 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     contenders = [CONTENDERS[key](ctx) for key in opts.contenders]
     warm_records = min(opts.records, WARM_UP_RECORDS) if opts.warm_up_records is None else opts.warm_up_records
     warm_up = WarmUp(ctx, warm_records) if warm_records and any(c.long_lived for c in contenders) else None
-    create_targets(pg, [c.key for c in contenders] + [limits.COPY_KEY] + ([warm_up.key] if warm_up else []))
+    create_targets(
+        pg,
+        [c.key for c in contenders if c.dataset != "orders"] + [limits.COPY_KEY] + ([warm_up.key] if warm_up else []),
+        [c.key for c in contenders if c.dataset == "orders"] + [ORDERS_EXPECTED],
+    )
     for c in contenders + ([warm_up] if warm_up else []):
         c.prepare()  # declarations first: Airflow parses them while the data is produced
-    say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions, {opts.timestamps} times)")
-    dataset = create_dataset(kafka, ctx.topic, opts.records, opts.partitions, say, VALUES[opts.timestamps])
-    datasets = {"json": dataset}
-    if any(c.value_format == "avro" for c in contenders):
-        topic = avro_topic(ctx.topic)
-        say(f"producing the same {opts.records:,} records as Avro into {topic}")
-        schema_id = register(schema_registry_config(get_connection("microingest_schema_registry")), topic)
-        datasets["avro"] = create_dataset(kafka, topic, opts.records, opts.partitions, say, avro_values(schema_id))
+    datasets = _produce(ctx, opts, {c.dataset for c in contenders})
+    dataset = datasets["json"]
     for c in contenders + ([warm_up] if warm_up else []):
         if isinstance(c, ThroughAirflow):
             say("waiting for Airflow to serve the bench pipeline's DAG")
@@ -127,17 +145,26 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         say(f"{warm_up.label}: {warm_up.max_records_per_run:,} records ...")
         run = warm_up.run()
         rows, distinct, wrong_times = landed(pg, warm_up.key, opts.partitions)
-        if wrong_times or not rows == distinct == run.records == warm_up.max_records_per_run:
+        good = warm_up.max_records_per_run - dataset.malformed(warm_up.max_records_per_run)
+        if wrong_times or run.records != warm_up.max_records_per_run or not rows == distinct == good:
             raise BenchError(
                 f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
-                f"{distinct:,} positions, {wrong_times:,} wrong event times; expected {warm_up.max_records_per_run:,}"
+                f"{distinct:,} positions, {wrong_times:,} wrong event times; expected {good:,} rows of "
+                f"{warm_up.max_records_per_run:,} records"
             )
         say(f"  {run.seconds:.1f}s, not timed")
+    say(f"the idle platform's CPU, watched for {IDLE_SECONDS:g}s ...")
+    idle = idle_rate()
+    say(f"  {idle:.2f} CPU seconds per second, taken off each contender's")
 
     results: list[Measurement] = []
     for key, measure in ((limits.COUNT_KEY, limits.spark_count), (limits.COPY_KEY, limits.copy_limit)):
         say(f"{limits.LABELS[key]} ...")
-        with PeakMemory((f"bench-{run_id}-{key}",)) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
+        with (
+            PeakMemory((f"bench-{run_id}-{key}",)) as memory,
+            PostgresCpu(postmaster(pg["port"])) as cpu,
+            MachineCpu(idle) as machine_cpu,
+        ):
             run = measure(ctx, dataset)
         m = Measurement(
             key,
@@ -147,20 +174,25 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             run.seconds,
             peak_mib=memory.peaks.to_dict(),
             postgres_cpu_seconds=cpu.seconds,
+            cpu_seconds=machine_cpu.seconds,
         )
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
             m.rows, m.distinct, m.wrong_times = landed(pg, key, opts.partitions)
-            m.expected = dataset.records
+            m.expected = dataset.records - dataset.malformed(dataset.records)
         results.append(m)
         say(f"  {m.rate:,.0f} records/s ({m.seconds:.1f}s)")
 
     for c in contenders:
         say(f"{c.label}: {dataset.records:,} records ...")
-        with PeakMemory(c.markers) as memory, PostgresCpu(postmaster(pg["port"])) as cpu:
+        with (
+            PeakMemory(c.markers) as memory,
+            PostgresCpu(postmaster(pg["port"])) as cpu,
+            MachineCpu(idle) as machine_cpu,
+        ):
             run = c.run()
-        m = _measured(c.key, c.label, c.family, run, dataset.records, pg, opts.partitions)
-        m.postgres_cpu_seconds = cpu.seconds
+        m = _measured(c, run, datasets[c.dataset], dataset.records, pg)
+        m.postgres_cpu_seconds, m.cpu_seconds, m.decoded_in_jvm = cpu.seconds, machine_cpu.seconds, run.decoded_in_jvm
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
         say(
@@ -180,6 +212,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
                 start,
                 opts.small_records,
                 value=produced.value,
+                headers=produced.headers,
             )
         for c in contenders:
             run = c.run()
@@ -187,8 +220,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             m.small_seconds.append(round(run.seconds, 2))
             if run.phases:
                 m.small_phases.append(run.phases)
-            m.expected = start + opts.small_records
-            m.rows, m.distinct, m.wrong_times = landed(pg, c.key, opts.partitions)
+            _expect(m, c, datasets[c.dataset], start + opts.small_records, pg)
             say(
                 f"{c.key}: {opts.small_records}-record batch {k + 1} of {opts.small_batches} committed "
                 f"{run.seconds:.1f}s after launch ({'exact' if m.exact else 'WRONG'})"
@@ -205,19 +237,54 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     }
 
 
-def _measured(key: str, label: str, family: str, run: Run, expected: int, pg: dict, partitions: int) -> Measurement:
-    rows, distinct, wrong_times = landed(pg, key, partitions)
-    return Measurement(
-        key,
-        label,
-        family,
-        run.records if run.records >= 0 else rows,
-        run.seconds,
-        rows,
-        distinct,
-        expected,
-        wrong_times,
-    )
+def _produce(ctx: Context, opts: Options, kinds: set[str]) -> dict[str, Dataset]:
+    """The JSON events (the limits read them) and each other dataset a contender reads, record i at the same place
+    in each (`dataset`); the orders' expected values loaded beside them."""
+    say, kafka = ctx.say, ctx.kafka
+    say(f"producing {opts.records:,} records into {ctx.topic} ({opts.partitions} partitions, {opts.timestamps} times)")
+    say(f"  {opts.malformed_share:.2%} of them malformed (cut off halfway)")
+    datasets = {
+        "json": create_dataset(
+            kafka, ctx.topic, opts.records, opts.partitions, say, VALUES[opts.timestamps], opts.malformed_share
+        )
+    }
+    if "avro" in kinds:
+        topic = dataset_topic(ctx.topic, "avro")
+        say(f"producing the same {opts.records:,} records as Avro into {topic}")
+        schema_id = register(schema_registry_config(get_connection("microingest_schema_registry")), topic)
+        datasets["avro"] = create_dataset(
+            kafka, topic, opts.records, opts.partitions, say, avro_values(schema_id), opts.malformed_share
+        )
+    if "orders" in kinds:
+        topic = dataset_topic(ctx.topic, "orders")
+        say(f"producing {opts.records:,} orders into {topic}")
+        orders = create_dataset(
+            kafka, topic, opts.records, opts.partitions, say, order_value_bytes, opts.malformed_share, order_headers
+        )
+        load_expected_orders(ctx.pg, orders)
+        datasets["orders"] = orders
+    return datasets
+
+
+def _measured(c: Contender, run: Run, dataset: Dataset, records: int, pg: dict) -> Measurement:
+    m = Measurement(c.key, c.label, c.family, run.records, run.seconds, dataset=c.dataset)
+    _expect(m, c, dataset, records, pg)
+    if run.records < 0:  # the streaming contender counts nothing: what it consumed is what its target holds
+        m.records = m.rows + dataset.malformed(records)
+    return m
+
+
+def _expect(m: Measurement, c: Contender, dataset: Dataset, records: int, pg: dict) -> None:
+    """What `c` landed of records 0..records-1, and what it should have: a row for each well-formed record, a dead
+    letter for each malformed one, each value as the record was made."""
+    m.expected_dead = dataset.malformed(records)
+    m.expected = records - m.expected_dead
+    m.rows, m.distinct, m.wrong_times = landed(pg, c.key, dataset.partitions, c.time_column)
+    m.dead_letters = c.dead_letters()
+    if c.dataset == "orders":
+        m.wrong_values = wrong_values(pg, c.key, ORDERS_EXPECTED, ORDER_COLUMNS)
+    else:
+        m.wrong_values = wrong_values(pg, c.key, limits.COPY_KEY, VALUE_COLUMNS)
 
 
 def _forget_earlier_declarations() -> None:

@@ -66,7 +66,7 @@ def available_now(
         columns = [
             event_time(F.col("v.event_time")).alias(c) if c == "event_time" else F.col(f"v.{c}") for c in VALUE_COLUMNS
         ]
-        decoded.select(
+        decoded.where(F.col("v.event_id").isNotNull()).select(  # a malformed value: from_json's nulls, dropped
             "source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", *columns
         ).write.jdbc(url, table, mode="append", properties=props)
 

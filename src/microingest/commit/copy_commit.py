@@ -56,6 +56,7 @@ class DecodedBatch:
     # (topic, partition, offset) of each record transform_sql filtered out, for a staged batch (a backfill settles
     # what the target already holds there: `overlap.settle_overlap`)
     filtered_at: list[tuple[str, int, int]] = field(default_factory=list)
+    decoded_in_jvm: int = 0  # records the JVM's strict decoder read; the rest, the reference in Python workers
 
     def sample_dead_letters(self, limit: int = NOTED_DEAD_LETTERS) -> list[str]:
         """The first few dead letters as topic[partition]@offset class: message."""
@@ -130,6 +131,7 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
                 batch.number,
                 _note(batch, settled, filtered, sink.pipeline.transform_sql),
                 filtered,
+                decoded.decoded_in_jvm,
             ),
         )
     already = counts.written - kept.written + settled.present_filtered

@@ -29,6 +29,7 @@ class BatchRecord:
     run_batch: int | None = None  # 1, 2, ... within its DAG run
     note: str | None = None  # who made an operator's batch (a skip) and why; what a backfill resolved
     filtered: int = 0  # records the pipeline's transform_sql filtered out
+    decoded_in_jvm: int | None = None  # records the JVM's strict decoder read; None: a batch that decodes nothing
 
 
 def record_batch(
@@ -37,8 +38,8 @@ def record_batch(
     cur.execute(
         "INSERT INTO microingest.batches (batch_id, pipeline, kind, ranges, records_read, rows_written, dead_letters, "
         "gaps, started_at, staged_at, dag_id, run_id, task_try, clear_number, spark_app_id, run_batch, note, "
-        "filtered, committed_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        "filtered, decoded_in_jvm, committed_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (
             batch_id,
             pipeline,
@@ -58,6 +59,7 @@ def record_batch(
             record.run_batch,
             record.note,
             record.filtered,
+            record.decoded_in_jvm,
         ),
     )
 

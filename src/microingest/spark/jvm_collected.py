@@ -78,6 +78,7 @@ def collected(
         counts=StagedCounts(rows.num_rows, len(staged.dead_letters)),
         spans=spans,
         notes=staged.notes,
+        decoded_in_jvm=taken.num_rows,
         into_target=into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),

@@ -17,12 +17,22 @@ import uuid
 import pytest
 
 from microingest.bench.contenders import CONTENDERS
-from microingest.bench.dataset import VALUE_COLUMNS, first_timestamp_ms, produce_range
+from microingest.bench.dataset import (
+    MALFORMED_SHARE,
+    VALUE_COLUMNS,
+    first_timestamp_ms,
+    malformed_in,
+    produce_range,
+)
+from microingest.bench.kafka_loop import ORDER_COLUMNS
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
+from microingest.bench.targets import ORDERS_EXPECTED, wrong_values
 from microingest.systems.kafka_access import create_topic, partition_bounds
 from microingest.systems.postgres import connection
 
 RECORDS, BATCH = 2000, 800
+MALFORMED = malformed_in(RECORDS, MALFORMED_SHARE)
+GOOD = RECORDS - MALFORMED
 
 
 def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, pg):
@@ -56,15 +66,21 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
     assert report["warm_up_records"] == 0
     assert report["options"]["timestamps"] == "iso"  # as most JSON producers write a time
 
+    assert report["options"]["malformed_share"] == MALFORMED_SHARE
     assert found[COUNT_KEY]["records"] == RECORDS
-    assert (found[COPY_KEY]["rows"], found[COPY_KEY]["distinct"]) == (RECORDS, RECORDS)
+    assert (found[COPY_KEY]["rows"], found[COPY_KEY]["distinct"]) == (GOOD, GOOD)
     for key in CONTENDERS:
         m = found[key]
-        assert (m["rows"], m["distinct"], m["expected"], m["wrong_times"]) == (RECORDS, RECORDS, RECORDS, 0), m
+        assert (m["rows"], m["distinct"], m["expected"], m["wrong_times"]) == (GOOD, GOOD, GOOD, 0), m
+        # Each malformed record kept aside, as a dead letter with its reason (AvailableNow's from_json drops them)
+        assert m["dead_letters"] == (None if key == "available_now" else MALFORMED) and m["exact"], m
         assert m["records"] == RECORDS and m["seconds"] > 0 and m["small_seconds"] == [], m
         assert abs(m["rate"] - m["records"] / m["seconds"]) < 0.1
         assert m["peak_mib"].get("postgres", 0) > 0, m  # sampled before each contender starts: always there
         assert m["postgres_cpu_seconds"] >= 0, m  # read from the local cluster's accounting (CPU ticks: maybe 0)
+        assert m["cpu_seconds"] > 0, m  # the whole machine's, less the idle platform's: no contender is free
+        # The batch history's count of records the JVM decoded: every well-formed one (malformed: the reference's)
+        assert m["decoded_in_jvm"] == (GOOD if m["family"] == "microingest" else None), m
     for key in ("airflow_submit", "spark_job", "available_now"):
         # A Spark application's JVM lives for seconds (its own start alone), many of the sampler's intervals.
         assert found[key]["peak_mib"].get("spark_jvm", 0) > 0, found[key]
@@ -92,6 +108,12 @@ def test_a_small_bench_writes_a_report_whose_every_figure_checks_out(tmp_path, p
             f"SELECT {values} FROM bench.airflow)) differ"
         )
         assert cur.fetchone()[0] == 0
+
+    # The orders' check holds every value to what the order was made of: one total off by a cent is found.
+    with connection(pg) as conn, conn, conn.cursor() as cur:
+        cur.execute("UPDATE bench.airflow_orders SET total = total + 0.01 WHERE source_offset = 7")
+        assert cur.rowcount == 2  # one per partition
+    assert wrong_values(pg, "airflow_orders", ORDERS_EXPECTED, ORDER_COLUMNS) == 2
 
     markdown = (out / "report.md").read_text()
     copy_rate = found[COPY_KEY]["rate"]

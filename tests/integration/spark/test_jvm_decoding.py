@@ -179,6 +179,14 @@ def test_orders_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_
     compare_with_reference(env, pg, kafka, monkeypatch, sent, ORDER_COLUMNS, schema=ORDER_SCHEMA)
 
 
+def decoded_in_jvm(env) -> int:
+    [(batches, total)] = env.query(
+        "SELECT count(*), sum(decoded_in_jvm) FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)
+    )
+    assert batches > 0
+    return total
+
+
 def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], columns: str = COLUMNS, **declared) -> None:
     """The records ingested by `env`'s pipeline, mostly in the JVM, and by a twin on the same topic with the JVM path
     off: the same rows and dead letters."""
@@ -192,6 +200,7 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], colum
         jvm_run.stdout,
     )
     assert int(in_jvm) > 2000 and int(checked) > 20 and int(by_reference) > 100
+    assert decoded_in_jvm(env) == int(in_jvm)  # the batch history keeps the share the log told
 
     twin = new_env(
         pg,
@@ -208,6 +217,7 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], colum
     monkeypatch.setenv("MICROINGEST_JVM_DECODING", "off")
     [reference_run] = twin.ingest_all()
     assert "decoded by the reference decoder in Python: MICROINGEST_JVM_DECODING is off" in reference_run.stdout
+    assert decoded_in_jvm(twin) == 0
 
     jvm_rows, jvm_dead = stored(env, columns)
     reference_rows, reference_dead = stored(twin, columns)
