@@ -144,13 +144,14 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
     if warm_up:
         say(f"{warm_up.label}: {warm_up.max_records_per_run:,} records ...")
         run = warm_up.run()
+        # The records it read are the first of each partition, not records 0..n-1: each is a row or a dead letter.
         rows, distinct, wrong_times = landed(pg, warm_up.key, opts.partitions)
-        good = warm_up.max_records_per_run - dataset.malformed(warm_up.max_records_per_run)
-        if wrong_times or run.records != warm_up.max_records_per_run or not rows == distinct == good:
+        dead = warm_up.dead_letters()
+        if wrong_times or run.records != warm_up.max_records_per_run or not rows == distinct == run.records - dead:
             raise BenchError(
                 f"the warm-up read {run.records:,} records and its target holds {rows:,} rows, "
-                f"{distinct:,} positions, {wrong_times:,} wrong event times; expected {good:,} rows of "
-                f"{warm_up.max_records_per_run:,} records"
+                f"{distinct:,} positions, {wrong_times:,} wrong event times, and {dead:,} dead letters; expected "
+                f"{warm_up.max_records_per_run:,} records in all"
             )
         say(f"  {run.seconds:.1f}s, not timed")
     say(f"the idle platform's CPU, watched for {IDLE_SECONDS:g}s ...")

@@ -24,9 +24,12 @@ from microingest.bench.dataset import (
     with_malformed,
     write_copy_rows,
 )
+from microingest.bench.kafka_loop import ORDER_COLUMNS
 from microingest.bench.memory import PeakMemory
+from microingest.bench.orders_dataset import expected_row, order_headers, order_value_bytes, orders_declaration
 from microingest.declare.validate import parse_pipeline
 from microingest.decode.codec import copy_text_row
+from microingest.decode.json_values import json_text
 from microingest.decode.records import BadRecord, RecordProcessor
 
 
@@ -243,3 +246,19 @@ def test_the_memory_sampler_looks_at_a_contenders_start_and_end_whatever_its_int
     finally:
         started_after_the_start.kill()
         started_after_the_start.wait()
+
+
+def test_the_orders_expected_values_are_what_the_reference_decodes_from_each_order():
+    """`targets.ORDERS_EXPECTED` is loaded from `expected_row`, the values an order was made of; every contender's
+    orders are checked against it, so it must be what the platform's reference decoder reads from the same record."""
+    declared = orders_declaration({"name": "bench_orders_check", "topic": "t", "target_table": "bench.x"})
+    processor = RecordProcessor(parse_pipeline(declared))
+    assert processor.names == ORDER_COLUMNS  # the lean loop's COPY columns, in the declaration's order
+    for i in range(0, 5000, 7):
+        _record_key, _tombstone, *values = processor.process(b"k", order_value_bytes(i), order_headers(i))
+        order_id, placed_at, total, currency, shipped_on, customer, tier, skus, prices, attributes, trace = values
+        as_made = expected_row(i)
+        assert (str(order_id), placed_at, total, currency, str(shipped_on), customer, tier) == as_made[:7], i
+        assert total.as_tuple() == as_made[2].as_tuple()  # digit for digit, the scale too
+        assert "{" + ",".join(skus) + "}" == as_made[7] and "{" + ",".join(map(str, prices)) + "}" == as_made[8], i
+        assert (json_text(attributes), trace) == as_made[9:], i
