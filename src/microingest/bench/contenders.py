@@ -56,7 +56,7 @@ class Run:
     seconds: float  # launch → last commit
     records: int  # records the contender says it consumed
     phases: dict[str, float] = field(default_factory=dict)  # the platform's: where the seconds went (bench.phases)
-    # role -> peak RSS (MiB) the contender's own process measured with getrusage: exact however short the process,
+    # role -> peak RSS (MiB) the contender's own process measured (its VmHWM): exact however short the process,
     # where the memory sampler (bench.memory) misses a process that ends between two samples
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)
     decoded_in_jvm: int | None = None  # the platform's: records its JVM decoder read (the batch history's figure)

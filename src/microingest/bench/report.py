@@ -210,7 +210,7 @@ def markdown(report: dict) -> str:
         "limits are timed on their work alone. Peak memory is summed PSS of the contender's processes, and of "
         "all Postgres processes (shared buffers counted once), sampled at the contender's start and end and "
         f"every {INTERVAL:g} s between; a process that starts and ends between two samples is not in it. A figure "
-        "marked † is the peak RSS that the contender's own process measured (getrusage): exact however short "
+        "marked † is the peak RSS that the contender's own process measured (its VmHWM): exact however short "
         "the process, shared library pages counted in full. CPU of all processes is the machine's busy time "
         "during the run less the idle platform's (its rate measured before the contenders): the Spark JVM, "
         f"Python, Airflow, the broker and Postgres alike. {opts.get('malformed_share', 0):.2%} of the records "

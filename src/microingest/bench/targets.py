@@ -62,19 +62,21 @@ def create_targets(pg: dict[str, Any], contenders: list[str], orders: list[str])
                 raise result
 
 
-def load_expected_orders(pg: dict[str, Any], dataset: Dataset) -> None:
-    """`ORDERS_EXPECTED` holds each well-formed order of the dataset's large run, from its values, not decoded."""
-    out = io.StringIO()
-    for i in range(dataset.records):
-        if not is_malformed(i, dataset.malformed_share):
-            head = (dataset.topic, i % dataset.partitions, i // dataset.partitions, None, COPY_BATCH_ID)
-            out.write(copy_text_row(head + expected_row(i)))
-    out.seek(0)
+def load_expected_orders(pg: dict[str, Any], dataset: Dataset, chunk: int = 50_000) -> None:
+    """`ORDERS_EXPECTED` holds each well-formed order of the dataset's large run, from its values, not decoded;
+    loaded `chunk` records at a time, so the bench's own memory stays small."""
     columns = ", ".join(
         ("source_topic", "source_partition", "source_offset", "kafka_timestamp", "batch_id", *ORDER_COLUMNS)
     )
     with connection(pg) as conn, conn, conn.cursor() as cur:
-        cur.copy_expert(f"COPY {table_name(ORDERS_EXPECTED)} ({columns}) FROM STDIN", out)
+        for start in range(0, dataset.records, chunk):
+            out = io.StringIO()
+            for i in range(start, min(start + chunk, dataset.records)):
+                if not is_malformed(i, dataset.malformed_share):
+                    head = (dataset.topic, i % dataset.partitions, i // dataset.partitions, None, COPY_BATCH_ID)
+                    out.write(copy_text_row(head + expected_row(i)))
+            out.seek(0)
+            cur.copy_expert(f"COPY {table_name(ORDERS_EXPECTED)} ({columns}) FROM STDIN", out)
 
 
 def wrong_values(pg: dict[str, Any], contender: str, expected: str, columns: Sequence[str]) -> int:

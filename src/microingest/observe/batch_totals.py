@@ -19,6 +19,7 @@ class KindTotals:
     dead_letters: int
     seconds: float  # the batches' durations summed
     le_counts: tuple[int, ...] = field(default=())  # batches no longer than each of DURATION_BUCKETS
+    decoded_in_jvm: int = 0  # records the JVM's strict decoder read; the others went to the reference in Python
 
 
 def batch_totals(conn, pipeline: str) -> list[KindTotals]:
@@ -26,13 +27,14 @@ def batch_totals(conn, pipeline: str) -> list[KindTotals]:
     buckets = ", ".join("count(*) FILTER (WHERE d <= %s)" for _ in DURATION_BUCKETS)
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), {buckets} "
-            "FROM (SELECT kind, records_read, rows_written, dead_letters, "
+            "SELECT kind, count(*), sum(records_read), sum(rows_written), sum(dead_letters), sum(d), "
+            f"coalesce(sum(decoded_in_jvm), 0), {buckets} "
+            "FROM (SELECT kind, records_read, rows_written, dead_letters, decoded_in_jvm, "
             "extract(epoch FROM committed_at - started_at)::float8 AS d FROM microingest.batches "
             "WHERE pipeline = %s AND kind NOT IN ('pin', 'new_topic', 'waiting')) b GROUP BY kind ORDER BY kind",
             (*DURATION_BUCKETS, pipeline),
         )
         return [
-            KindTotals(kind, n, int(read), int(written), int(dead), float(seconds or 0), tuple(les))
-            for kind, n, read, written, dead, seconds, *les in cur.fetchall()
+            KindTotals(kind, n, int(read), int(written), int(dead), float(seconds or 0), tuple(les), int(in_jvm))
+            for kind, n, read, written, dead, seconds, in_jvm, *les in cur.fetchall()
         ]

@@ -72,6 +72,11 @@ class PipelineFamilies:
         self.records = CounterMetricFamily("microingest_records_read", "Records read by committed batches", labels=kind)
         self.rows = CounterMetricFamily("microingest_rows_written", "Rows written to the target", labels=kind)
         self.dead = CounterMetricFamily("microingest_dead_letters", "Records kept as dead letters", labels=kind)
+        self.in_jvm = CounterMetricFamily(
+            "microingest_records_decoded_in_jvm",
+            "Records the JVM's strict decoder read (the others, the reference decoder in Python workers)",
+            labels=kind,
+        )
         self.duration = HistogramMetricFamily(
             "microingest_batch_duration_seconds", "Seconds from a batch's start to its commit", labels=kind
         )
@@ -107,6 +112,7 @@ class PipelineFamilies:
             self.records.add_metric(labels, t.records_read)
             self.rows.add_metric(labels, t.rows_written)
             self.dead.add_metric(labels, t.dead_letters)
+            self.in_jvm.add_metric(labels, t.decoded_in_jvm)
             buckets = [(repr(le), n) for le, n in zip(DURATION_BUCKETS, t.le_counts)] + [("+Inf", t.batches)]
             self.duration.add_metric(labels, buckets, t.seconds)
 
@@ -126,6 +132,7 @@ class PipelineFamilies:
             self.records,
             self.rows,
             self.dead,
+            self.in_jvm,
             self.duration,
             self.up,
         ]

@@ -55,8 +55,8 @@ def test_a_runs_batches_show_in_the_counters_and_its_lag_drops_to_zero(api, serv
 
     _status, text = get(token)
     after = samples(text, name)
-    [(batches, read, written)] = env.query(
-        "SELECT count(*), sum(records_read), sum(rows_written) FROM "
+    [(batches, read, written, in_jvm)] = env.query(
+        "SELECT count(*), sum(records_read), sum(rows_written), sum(decoded_in_jvm) FROM "
         "microingest.batches WHERE pipeline = %s AND kind = 'ingest'",
         (name,),
     )
@@ -65,6 +65,7 @@ def test_a_runs_batches_show_in_the_counters_and_its_lag_drops_to_zero(api, serv
     assert after[("microingest_records_read_total", ingest)] == read == 250
     assert after[("microingest_rows_written_total", ingest)] == written == 250
     assert after[("microingest_dead_letters_total", ingest)] == 0
+    assert after[("microingest_records_decoded_in_jvm_total", ingest)] == in_jvm  # as the batch history has it
     assert after[("microingest_batch_duration_seconds_count", ingest)] == batches
     assert after[("microingest_batch_duration_seconds_bucket", (*ingest, ("le", "+Inf")))] == batches
     lags = {k: v for k, v in after.items() if k[0] == "microingest_offset_lag_records"}

@@ -46,7 +46,7 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     )
     les = (0, 1, 2, 2, 3, 3, 3, 3, 3, 3)
     families = PipelineFamilies()
-    families.add(status, [KindTotals("ingest", 3, 3000, 2990, 10, 9.5, les)], NOW)
+    families.add(status, [KindTotals("ingest", 3, 3000, 2990, 10, 9.5, les, decoded_in_jvm=2950)], NOW)
     families.failed("broken")
     samples = scrape(families)
 
@@ -70,6 +70,7 @@ def test_a_pipelines_figures_become_samples_named_by_prometheus_conventions():
     kind = {"pipeline": "orders", "kind": "ingest"}
     assert at("microingest_batches_total", **kind) == 3 and at("microingest_records_read_total", **kind) == 3000
     assert at("microingest_rows_written_total", **kind) == 2990 and at("microingest_dead_letters_total", **kind) == 10
+    assert at("microingest_records_decoded_in_jvm_total", **kind) == 2950
     assert at("microingest_batch_duration_seconds_bucket", le="2.5", **kind) == 2
     assert at("microingest_batch_duration_seconds_bucket", le="+Inf", **kind) == 3
     assert at("microingest_batch_duration_seconds_count", **kind) == 3
