@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, task
+from airflow.sdk import DAG, CronDataIntervalTimetable, get_parsing_context, task
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from microingest.airflow.assets import records_asset, target_asset
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
 from microingest.airflow.params import pipeline_params
-from microingest.declare.files import load_declarations
-from microingest.declare.pipeline import DeclarationError, Pipeline
+from microingest.declare.files import get_pipeline, load_declarations
+from microingest.declare.pipeline import DAG_ID_PREFIX, DeclarationError, Pipeline
 from microingest.errors import MicroingestError
 
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -150,12 +150,29 @@ def build_sla_dag(pipelines: list[Pipeline]) -> DAG | None:
 
 
 def build_dags() -> dict[str, DAG]:
-    """DAGs of the valid declarations; malformed ones are reported by `declaration_errors` instead."""
+    """DAGs of the valid declarations; malformed ones are reported by `declaration_errors` instead.
+
+    A task's process parses the DAG file for its own DAG (Airflow's parsing context names it): that DAG alone is
+    built, from its one declaration, not every pipeline's (1.7 s for 118 of them here, paid by every task)."""
+    if (wanted := get_parsing_context().dag_id) is not None and (dag := _only(wanted)) is not None:
+        return {wanted: dag}
     pipelines, _ = buildable()
     dags = {p.dag_id: build_dag(p) for p in pipelines}
     if sla := build_sla_dag(pipelines):
         dags[SLA_DAG_ID] = sla
     return dags
+
+
+def _only(dag_id: str) -> DAG | None:
+    """The DAG of the pipeline `dag_id` names, or None when it names none that builds (the SLA DAG, which watches
+    every pipeline; a declaration gone or broken since), left to the whole build."""
+    if dag_id == SLA_DAG_ID or not dag_id.startswith(DAG_ID_PREFIX):
+        return None
+    try:
+        pipeline = get_pipeline(dag_id.removeprefix(DAG_ID_PREFIX))
+        return build_dag(pipeline) if pipeline.dag_id == dag_id else None
+    except (AirflowNotFoundException, MicroingestError):  # a DeclarationError is one
+        return None
 
 
 def declaration_errors() -> list[DeclarationError]:

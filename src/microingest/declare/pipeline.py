@@ -185,6 +185,7 @@ class PartitionBy:
 
 
 ON_RECORDS = "on_records"  # the schedule of a pipeline woken by records
+DAG_ID_PREFIX = "microingest_"  # a pipeline's DAG is this and its name
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ class Pipeline:
 
     @property
     def dag_id(self) -> str:
-        return f"microingest_{self.name}"
+        return f"{DAG_ID_PREFIX}{self.name}"
 
     @property
     def value_columns(self) -> tuple[str, ...]:

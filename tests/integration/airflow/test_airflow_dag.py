@@ -157,6 +157,28 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
         assert not airflow_imports.findall(path.read_text()), path
 
 
+def test_a_task_parses_its_own_dag_alone_and_the_sla_dag_every_pipeline(monkeypatch):
+    """What a task's process parses (Airflow's parsing context names its DAG): that pipeline's DAG, built from its one
+    declaration; the SLA DAG, which watches every pipeline, and a DAG id no declaration has, from all of them."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from microingest.airflow.dag_factory import SLA_DAG_ID
+    from microingest.declare.files import load_pipelines
+
+    monkeypatch.setenv("MICROINGEST_PIPELINES_DIR", str(REPO / "pipelines"))
+    every = {p.dag_id for p in load_pipelines()}
+    one = sorted(every)[0]
+    parsed = {}
+    for dag_id in (None, one, SLA_DAG_ID, "microingest_no_such_pipeline"):
+        if dag_id is not None:
+            monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", dag_id)
+        bag = DagBag(dag_folder=str(REPO / "dags" / "microingest_pipelines.py"))
+        assert bag.import_errors == {}
+        parsed[dag_id] = set(bag.dags)
+    assert parsed[one] == {one}
+    assert every <= parsed[None] == parsed[SLA_DAG_ID] == parsed["microingest_no_such_pipeline"]
+
+
 def test_a_malformed_declaration_is_an_import_error_naming_file_and_field_and_the_others_stay(tmp_path):
     (tmp_path / "broken.yaml").write_text(
         "name: broken\ntopic: t\ntarget_table: t\nschema: {a: string}\nmax_records_per_batch: -5\n"
