@@ -90,7 +90,7 @@ SERVED_DECLARATIONS = {
     # Every topic named after its own: {topic} is the one the env is made on.
     "topics": {"topic_pattern": "{topic}(-.+)?"},
 }
-# Served pipelines whose target the plan task creates from the declaration, as it would for a new user's.
+# Served pipelines whose target the run's planning creates from the declaration, as it would for a new user's.
 NO_TABLE_MADE = ("avro", "protobuf")
 
 
@@ -355,7 +355,7 @@ def read_to_end(
 
 def new_env(pg, kafka, folder: Path, name: str, topic: str, create_table: bool = True, **declaration) -> Env:
     """Declare pipeline `name` on `topic` (created if missing) with a fresh target table shaped like demo_events, or
-    none at all: the declaration's own, made by `microingest migrate` or the DAG's plan task."""
+    none at all: the declaration's own, made by `microingest migrate` or a DAG run's planning."""
     if folder.resolve() == (settings.repo_root() / "pipelines").resolve():
         raise RuntimeError(
             f"the platform serves the repository's pipelines/: a test would declare {name} there "

@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowSkipException
 
-from microingest.airflow import PLAN_SUMMARY_KEY
+from microingest.airflow import GATE_TASK_ID, PLAN_SUMMARY_KEY
 from microingest.commit.history import batches_of_run, restarts_of_run
 from microingest.declare.pipeline import Pipeline
 from microingest.errors import MicroingestError
@@ -38,15 +38,17 @@ def announce(pipeline: Pipeline, asset: Asset, context: dict[str, Any]) -> None:
     with PipelineSystems.of(pipeline).db() as conn:
         batches = batches_of_run(conn, pipeline.name, ti.dag_id, ti.run_id)
         restarts = restarts_of_run(conn, pipeline.name, ti.dag_id, ti.run_id)
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=["plan", "ingest"], run_ids=[ti.run_id]).get(ti.run_id, {})
+    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[GATE_TASK_ID, "ingest"], run_ids=[ti.run_id]).get(
+        ti.run_id, {}
+    )
     outcome = ti.xcom_pull(task_ids="ingest") or {}
     started = dag_run.start_date or datetime.now(timezone.utc)
     note = run_note(
         batches,
         (datetime.now(timezone.utc) - started).total_seconds(),
-        plan_state=states.get("plan"),
         ingest_state=states.get("ingest"),
-        plan_summary=ti.xcom_pull(task_ids="plan", key=PLAN_SUMMARY_KEY),
+        plan_summary=ti.xcom_pull(task_ids="ingest", key=PLAN_SUMMARY_KEY),
+        gate_state=states.get(GATE_TASK_ID),
         dry_run=bool(context["params"].get("dry_run")),
         remaining=outcome.get("remaining") or 0,
         restarts=restarts,

@@ -1,5 +1,5 @@
-"""One DAG per declared pipeline: plan (no Spark) -> ingest (Spark job, one Postgres transaction per batch) ->
-announce (the target's Asset event and the run's note)."""
+"""One DAG per declared pipeline: ingest (the run planned, then a Spark job, one Postgres transaction per batch; no
+job when there is nothing to do) -> announce (the target's Asset event and the run's note)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG, CronDataIntervalTimetable, get_parsing_context, task
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from microingest.airflow import GATE_TASK_ID
 from microingest.airflow.assets import records_asset, target_asset
 from microingest.airflow.lag_sensors import LagGateSensor, LagSlaSensor
 from microingest.airflow.operators import SparkIngestOperator
@@ -49,20 +50,6 @@ def build_dag(pipeline: Pipeline) -> DAG:
             "max_retry_delay": timedelta(minutes=10),
         },
     ) as dag:
-        # ignore_downstream_trigger_rules=False: a plan with nothing to do skips ingest, and announce still notes it.
-        @task.short_circuit(
-            task_id="plan",
-            ignore_downstream_trigger_rules=False,
-            doc_md="Plan the run from its "
-            "Params, the ledger and Kafka: a live run up to the last stable offsets, or a backfill; "
-            "skip Spark when there is nothing to do.",
-        )
-        def plan(**context):
-            # When the task runs: parsing the DAG files imports neither planning nor the commit.
-            from microingest.airflow.plan_task import plan_for_run
-
-            return plan_for_run(pipeline, context)
-
         # A teardown: it runs when ingest succeeded, failed for good or was skipped, and never decides the run's state.
         @task(
             task_id="announce",
@@ -73,26 +60,24 @@ def build_dag(pipeline: Pipeline) -> DAG:
             "note.",
         )
         def announce(**context):
-            from microingest.airflow.announce_task import announce  # when the task runs, as plan_for_run
+            from microingest.airflow.announce_task import announce  # when the task runs: parsing imports no commit
 
             announce(pipeline, asset, context)
 
-        planned = plan()
-        (
-            planned
-            >> SparkIngestOperator(
-                task_id="ingest",
-                pipeline=pipeline,
-                doc_md="Read the planned ranges with Spark, batch by batch; each batch's rows, "
-                "dead letters, ledger and history are committed in one Postgres transaction.",
-            )
-            >> announce().as_teardown()
+        ingest = SparkIngestOperator(
+            task_id="ingest",
+            pipeline=pipeline,
+            doc_md="Plan the run from its Params, the ledger and Kafka (a live run up to the last stable offsets, or "
+            "a backfill, a skip, a redrive; the plan is the task's XCom `plan_summary`), then read the planned ranges "
+            "with Spark, batch by batch; each batch's rows, dead letters, ledger and history are committed in one "
+            "Postgres transaction. Skipped, with no Spark job, when there is nothing to do or on a dry run.",
         )
+        ingest >> announce().as_teardown()
         if pipeline.lag.gate:
             gate = pipeline.lag.gate
             (
                 LagGateSensor(
-                    task_id="wait_for_records",
+                    task_id=GATE_TASK_ID,
                     pipeline=pipeline,
                     doc_md=(
                         f"Scheduled runs wait (deferred, in the triggerer) until {gate.min_records:,} records wait or "
@@ -101,7 +86,7 @@ def build_dag(pipeline: Pipeline) -> DAG:
                         "skipped. Manual and backfill runs pass."
                     ),
                 )
-                >> planned
+                >> ingest
             )
     return dag
 

@@ -9,9 +9,10 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from microingest import settings
+from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.airflow.launchers import Launcher, launcher_for
 from microingest.batches import RunInfo, RunOutcome, RunPlan
 from microingest.commit.history import committed_by_run
@@ -21,10 +22,13 @@ from microingest.systems.pipeline_systems import PipelineSystems
 
 
 class SparkIngestOperator(BaseOperator):
-    """Run the ingest Spark job on the run planned by an upstream task (XCom of `plan_task_id`).
+    """Plan the DAG run, then run the ingest Spark job on the plan (no job when there is nothing to do: the task is
+    skipped).
 
-    The job commits the plan batch by batch; a retry goes on where the failed try stopped (the batch history knows
-    what this run committed), and returns the committed outcome without Spark when nothing is left.
+    The plan comes from the run's Params, the ledger and Kafka (microingest.airflow.run_planning); its summary is the
+    task's XCom `plan_summary`. The job commits the plan batch by batch; a retry goes on with the same plan where the
+    failed try stopped (the batch history knows what this run committed), and returns the committed outcome without
+    Spark when nothing is left.
 
     How the job starts is the pipeline's Spark connection's (microingest.airflow.launchers): spark-submit through the
     Spark provider's hook on its master (`local[*]` when that connection is not defined: the provider on its own
@@ -35,10 +39,9 @@ class SparkIngestOperator(BaseOperator):
 
     ui_color = "#f4a460"
 
-    def __init__(self, *, pipeline: Pipeline, plan_task_id: str = "plan", **kwargs: Any) -> None:
+    def __init__(self, *, pipeline: Pipeline, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline = pipeline
-        self.plan_task_id = plan_task_id
         self._launcher: Launcher | None = None
         self._kind = "live"  # the planned run's, for lineage
 
@@ -48,13 +51,18 @@ class SparkIngestOperator(BaseOperator):
         return PipelineSystems.of(self.pipeline)
 
     def execute(self, context: Any) -> dict:  # the job's outcome, pushed as XCom
+        # When the task runs: parsing the DAG file imports neither planning nor the commit.
+        from microingest.airflow.run_planning import planned_run
+
         ti = context["ti"]
-        planned = ti.xcom_pull(task_ids=self.plan_task_id)
-        if not planned or not planned.get("ranges"):
-            raise ValueError(f"task '{self.plan_task_id}' planned no ranges; nothing to ingest")
-        plan = RunPlan.from_dict(planned)
-        self._kind = "live" if plan.kind == "ingest" else plan.kind
         run = RunInfo(ti.dag_id, ti.run_id, ti.try_number, getattr(context.get("dag_run"), "clear_number", 0) or 0)
+        planned = planned_run(self.pipeline, context, run)
+        if planned.summary is not None:
+            ti.xcom_push(key=PLAN_SUMMARY_KEY, value=planned.summary)
+        if planned.plan is None:
+            raise AirflowSkipException("no Spark job: nothing to do, or a dry run (the plan above says which)")
+        plan = RunPlan.from_dict(planned.plan)
+        self._kind = "live" if plan.kind == "ingest" else plan.kind
         done = self._committed_earlier(plan, run)
         if done is not None:
             return done

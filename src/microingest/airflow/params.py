@@ -1,7 +1,8 @@
 """The Params of every pipeline DAG: the trigger form in the UI and the `conf` of the REST API.
 
 Defaults are what a scheduled run uses (a live run at the declaration's caps), so every field is optional. Types are
-checked by Airflow when a run is triggered; what only Kafka or the ledger can judge fails the `plan` task.
+checked by Airflow when a run is triggered; what only Kafka or the ledger can judge fails the `ingest` task as it
+plans the run.
 """
 
 from __future__ import annotations

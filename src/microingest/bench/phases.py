@@ -13,8 +13,12 @@ from microingest.systems.postgres import connection
 
 # (key, name, what it holds), in the order time passes in a run
 PHASES = (
-    ("airflow", "Airflow", "trigger → ingest task start: scheduling and the plan task"),
-    ("job_start", "job start", "→ first batch: the Spark application or client process, its session"),
+    ("airflow", "Airflow", "trigger → ingest task start: the run scheduled, the task started"),
+    (
+        "job_start",
+        "job start",
+        "→ first batch: the run planned (through Airflow), the Spark application or client process, its session",
+    ),
     ("decode", "read and decode", "Kafka read and decoding on the executors, collected by the driver"),
     ("commit", "commits", "fence, proof of the read, COPY into the target: one transaction per batch"),
     ("between", "between batches", "end of one batch's commit → start of the next"),

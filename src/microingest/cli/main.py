@@ -101,7 +101,7 @@ _TOPIC_HELP = "the topic whose partitions are meant (needed when the pipeline re
 
 
 def backfill_conf(args) -> dict:
-    """The DAG run's Params for `microingest backfill`; Airflow and the plan task judge the values."""
+    """The DAG run's Params for `microingest backfill`; Airflow and the run's planning judge the values."""
     by_offsets = args.partition or args.from_offset or args.until_offset
     by_time = args.from_time or args.until_time
     if bool(by_offsets) == bool(by_time):
@@ -178,7 +178,7 @@ def cmd_redrive(args) -> int:
     conf = {k: v for k, v in conf.items() if v is not None}
     request = parse_request(conf).redrive
     assert request is not None
-    if args.dry_run:  # decoded here, as the run's plan task would: the answer at once, nothing written
+    if args.dry_run:  # decoded here, as the run's planning would: the answer at once, nothing written
         plan, groups = plan_redrive(pipeline, request, credentials()[0])
         print(redrive_summary(plan, groups))
         for line in preview_redrive(pipeline, plan).lines() if plan.ranges else []:

@@ -32,7 +32,7 @@ def run_and_report(
 
 def outcome_lines(client: AirflowClient, run: DagRun) -> list[str]:
     lines = [f"run {run.run_id}: {run.state}"]
-    summary = client.xcom(run, "plan", PLAN_SUMMARY_KEY)
+    summary = client.xcom(run, "ingest", PLAN_SUMMARY_KEY)
     if summary:
         lines.append(summary)
     outcome = client.xcom(run, "ingest") if run.tasks.get("ingest") == "success" else None

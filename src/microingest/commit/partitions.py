@@ -5,7 +5,7 @@
   its staged rows' times fall in, so a row never waits for a partition and none is made for a batch that rolls back.
   The table's DEFAULT partition (made with it) holds whatever no partition does, so no time can fail a batch.
 - Retention drops, when the declaration says `retain`, each partition whose whole range is older than that: run
-  where targets are prepared (a run's plan task, `microingest migrate`, `make up`).
+  where targets are prepared (a run's planning, `microingest migrate`, `make up`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Target tables owned by their declarations: created when missing, given a declared field's column when the
 declaration gains one (each change audited in microingest.schema_changes), refused when they do not fit.
 
-`prepare_target` is what `microingest migrate`, `make up` and a DAG's plan task run; `check_target` is what a job
+`prepare_target` is what `microingest migrate`, `make up` and a DAG run's planning run; `check_target` is what a job
 runs before its first batch, changing nothing. What fits and what does not is decided in `table_shape`.
 """
 
@@ -107,7 +107,7 @@ def existing_table(cur, table: str) -> ExistingTable | None:
 def prepare_target(cur, pipeline: Pipeline, changed_by: str) -> Preparation:
     """Create the target when missing, or add the columns of declared fields it lacks; in the caller's transaction,
     which commits the change and its audit together. Raises TargetShapeError, changing nothing, when it does not fit."""
-    advisory_lock(cur, f"microingest:ddl:{pipeline.target_table}", transaction=True)  # racing plan tasks
+    advisory_lock(cur, f"microingest:ddl:{pipeline.target_table}", transaction=True)  # racing runs' planning
     shape = declared_shape(pipeline)
     found = existing_table(cur, shape.table)
     if found is None:
@@ -156,7 +156,7 @@ def check_target(cur, pipeline: Pipeline) -> Comparison:
     if found is None:
         raise TargetError(
             f"target table {pipeline.target_table} does not exist; `microingest migrate` creates it "
-            "from the declaration, as does the plan task of the pipeline's DAG"
+            "from the declaration, as does each run of the pipeline's DAG"
         )
     comparison = compare(declared_shape(pipeline), found)
     if comparison.refusals:
@@ -165,13 +165,13 @@ def check_target(cur, pipeline: Pipeline) -> Comparison:
         raise TargetError(
             f"target table {pipeline.target_table} lacks the columns of declared field(s) "
             f"{', '.join(c.name for c in comparison.additions)}; `microingest migrate` adds them "
-            "(audited in microingest.schema_changes), as does the plan task of the pipeline's DAG"
+            "(audited in microingest.schema_changes), as does each run of the pipeline's DAG"
         )
     if comparison.widenings:
         raise TargetError(
             f"target table {pipeline.target_table} has narrower decimal columns than declared: "
             f"{', '.join(f'{c.name} (declared {c.type})' for c in comparison.widenings)}; `microingest migrate` "
-            "widens them (audited in microingest.schema_changes), as does the plan task of the pipeline's DAG"
+            "widens them (audited in microingest.schema_changes), as does each run of the pipeline's DAG"
         )
     return comparison
 

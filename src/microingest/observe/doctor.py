@@ -49,7 +49,7 @@ def examine(pipeline: Pipeline, airflow: AirflowClient | None) -> list[Finding]:
         )
         unresolved = dict(cur.fetchall())
         planning = lag_history.planning_error(conn, pipeline.name)
-    found = [Finding(BAD, f"its latest planning failed: {planning}", "see the plan task's log")] if planning else []
+    found = [Finding(BAD, f"its latest planning failed: {planning}", "see the ingest task's log")] if planning else []
     try:
         sources = pipeline_sources(pipeline, systems)
         group = group_id(pipeline.name)

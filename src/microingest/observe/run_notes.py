@@ -14,23 +14,24 @@ def run_note(
     batches: Sequence[CommittedBatch],
     elapsed_seconds: float,
     *,
-    plan_state: str | None,
     ingest_state: str | None,
     plan_summary: str | None,
     dry_run: bool,
+    gate_state: str | None = None,
     remaining: int = 0,
     restarts: Sequence[str] = (),
 ) -> str:
-    """`batches` are what the run committed over all its tries; the states are its plan and ingest tasks' ones;
+    """`batches` are what the run committed over all its tries; the states are its ingest task's and its lag gate's
+    (None without one); `plan_summary` what the ingest task planned (None: it failed before planning anything);
     `restarts` the notes of the topic restarts its planning made, which come first."""
-    note = _what_it_did(batches, elapsed_seconds, plan_state, ingest_state, plan_summary, dry_run, remaining)
+    note = _what_it_did(batches, elapsed_seconds, gate_state, ingest_state, plan_summary, dry_run, remaining)
     return "; ".join([*restarts, note])
 
 
 def _what_it_did(
     batches: Sequence[CommittedBatch],
     elapsed_seconds: float,
-    plan_state: str | None,
+    gate_state: str | None,
     ingest_state: str | None,
     plan_summary: str | None,
     dry_run: bool,
@@ -58,11 +59,11 @@ def _what_it_did(
         if ingest_state in FAILED:
             note += "; then failed (see the ingest task's log), the rest is left to a retry or the next run"
         return note
-    if plan_state in FAILED:
-        return "failed while planning: nothing read (see the plan task's log)"
     if ingest_state in FAILED:
+        if plan_summary is None:
+            return "failed while planning: nothing read (see the ingest task's log)"
         return "failed: nothing committed (see the ingest task's log)"
-    if plan_state == "skipped":
+    if gate_state == "skipped":
         return "skipped before planning: too few records waited (lag gate)"
     if dry_run:
         return f"dry run: {(plan_summary or 'nothing planned').removesuffix(DRY_RUN_SUFFIX)}"

@@ -65,7 +65,7 @@ SUBMIT_CONN_ID = "microingest_spark_submit"
 
 @dataclass(frozen=True)
 class JobArgs:
-    """What the job is asked to do: the one form a run plan takes between the plan task's XCom and the job."""
+    """What the job is asked to do: the one form a run plan takes between the ingest task's planning and the job."""
 
     pipeline: str
     plan: RunPlan

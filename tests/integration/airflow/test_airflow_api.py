@@ -27,14 +27,14 @@ def test_a_run_triggered_with_params_reads_what_they_ask(api, served):
     env = served["live"]
     produced = env.produce(600)
     run = finished(api, env, api.trigger(env.pipeline.dag_id, {"max_records": 250}, note="capped run"))
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
+    assert (run.state, run.tasks) == ("success", {"ingest": "success", "announce": "success"})
 
     ledger = env.ledger()
     assert sum(ledger.values()) == 250
     assert env.landed_once() == sorted(r for r in produced if r[1] < ledger[r[0]])
     outcome = api.xcom(run, "ingest")
     assert (outcome["records_read"], outcome["rows_written"]) == (250, 250)
-    assert "250 records" in api.xcom(run, "plan", "plan_summary")
+    assert "250 records" in api.xcom(run, "ingest", "plan_summary")
     [(_, kind, read, written, dag_id, run_id)] = env.batches()
     assert (kind, read, written, dag_id, run_id) == ("ingest", 250, 250, env.pipeline.dag_id, run.run_id)
 
@@ -68,11 +68,11 @@ def test_wrongly_typed_params_are_refused_by_the_api_and_semantic_errors_fail_pl
         run = finished(api, env, run_id)
         assert (run.state, run.tasks) == (
             "failed",
-            {"plan": "failed", "ingest": "upstream_failed", "announce": "skipped"},
+            {"ingest": "failed", "announce": "skipped"},
         ), conf
-        errors = " ".join(error_events(api, run, "plan"))
+        errors = " ".join(error_events(api, run, "ingest"))
         assert message in errors, (conf, errors[-2000:])
-        assert run.tries["plan"] == 1  # refused for good: the same request would fail the same way
+        assert run.tries["ingest"] == 1  # refused for good: the same request would fail the same way
     assert (env.target_rows(), env.batches(), env.ledger()) == ([], [], {})
 
 
@@ -90,7 +90,7 @@ def test_backfills_by_time_through_the_api_and_by_offsets_through_the_cli(api, s
         "backfill_until_time": (start + timedelta(minutes=1)).isoformat(),
     }
     run = finished(api, env, api.trigger(env.pipeline.dag_id, window))
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
+    assert (run.state, run.tasks) == ("success", {"ingest": "success", "announce": "success"})
     assert env.landed_once() == sorted(produced[60:120])
     [event] = api.asset_events(env.pipeline.dag_id, run.run_id)
     assert (event["extra"]["kind"], event["extra"]["rows_written"]) == ("backfill", 60)
@@ -123,7 +123,7 @@ def test_the_cli_reports_a_refused_backfill_and_exits_non_zero(served):
         timeout=600,
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "task plan failed" in result.stdout and "backfill_ranges['9']" in result.stdout
+    assert "task ingest failed" in result.stdout and "backfill_ranges['9']" in result.stdout
     usage = subprocess.run(
         ["microingest", "backfill", env.pipeline.name, "--partition", "0", "--from", "0"],
         capture_output=True,

@@ -46,14 +46,14 @@ def test_ingest_dag_end_to_end(submit_env):
     result = run_dag(env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert env.target_rows() == sorted(first)
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success", "announce": "success"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"ingest": "success", "announce": "success"}
     [(_, _, _, written, dag_id, run_id)] = env.batches()
     assert (written, dag_id) == (2500, env.pipeline.dag_id) and run_id.startswith("manual__")
     assert_no_credentials_leaked(env, result.stdout + result.stderr)
 
-    result = run_dag(env)  # nothing new: plan short-circuits, Spark never starts, nothing is committed
+    result = run_dag(env)  # nothing new: ingest plans and skips itself, Spark never starts, nothing is committed
     assert result.returncode == 0, result.stdout[-4000:]
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "skipped", "announce": "skipped"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"ingest": "skipped", "announce": "skipped"}
     assert len(env.batches()) == 1 and env.target_rows() == sorted(first)
     latest = {}
     for p, o, _ in first:
@@ -96,7 +96,7 @@ def test_unreachable_kafka_fails_the_run_clearly_and_commits_nothing(env, monkey
     result = run_dag(env)
     assert result.returncode != 0
     assert "Kafka at 127.0.0.1:9 is unreachable" in result.stdout + result.stderr
-    assert task_states(env.pipeline.dag_id)[-1]["plan"] == "failed"
+    assert task_states(env.pipeline.dag_id)[-1]["ingest"] == "failed"
     assert env.batches() == [] and env.target_rows() == []
 
 
@@ -112,7 +112,7 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
     assert expected and expected <= set(bag.dags)
     for dag_id in expected:
         dag = bag.dags[dag_id]
-        assert {t.task_id for t in dag.tasks} == {"plan", "ingest", "announce"}
+        assert {t.task_id for t in dag.tasks} == {"ingest", "announce"}
         announce = dag.get_task("announce")
         assert announce.is_teardown and dag.get_task("ingest").downstream_task_ids == {"announce"}
         assert [a.uri for a in announce.outlets] == [a.uri for a in announce.inlets] and len(announce.outlets) == 1
@@ -124,7 +124,6 @@ def test_dags_import_cleanly_with_task_sdk_imports_only(monkeypatch):
             "backfill_until_time",
             "overlap",
         } <= set(dag.params)
-        assert dag.get_task("plan").downstream_task_ids == {"ingest"}
         assert dag.max_active_runs == 1
     summary = bag.dags["demo_events_summary"]  # the demo's downstream, on the demo target's Asset
     assert [a.uri for a in summary.timetable.asset_condition.objects] == [
@@ -225,7 +224,9 @@ def test_three_runs_started_at_once_commit_each_range_once_and_the_others_are_fe
     ]
     try:
         for proc, marker in zip(procs, markers):
-            assert reached_pause(proc, marker, timeout=600), f"a run did not reach its commit: exit {proc.poll()}"
+            if not reached_pause(proc, marker, timeout=600):
+                said = proc.communicate(timeout=60)[0][-6000:] if proc.poll() is not None else ""
+                raise AssertionError(f"a run did not reach its commit: exit {proc.poll()}\n{said}")
     finally:
         for marker in markers:
             marker.unlink(missing_ok=True)
@@ -259,6 +260,7 @@ def test_an_airflow_retry_goes_on_after_a_kill_between_batches(submit_env, tmp_p
         (env.pipeline.name,),
     ) == [(1, 1), (2, 2)]
     assert "committed 1 batch(es) in earlier tries (300 records)" in result.stdout
+    assert "the plan of an earlier try of this run (clearing 0)" in result.stdout  # the same plan, not a new one
 
 
 def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_without_spark(env, tmp_path):
@@ -274,4 +276,4 @@ def test_a_retry_after_the_whole_plan_committed_succeeds_with_that_outcome_witho
     assert env.query(
         "SELECT run_batch, task_try FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)
     ) == [(1, 1)]
-    assert task_states(env.pipeline.dag_id)[-1] == {"plan": "success", "ingest": "success", "announce": "success"}
+    assert task_states(env.pipeline.dag_id)[-1] == {"ingest": "success", "announce": "success"}

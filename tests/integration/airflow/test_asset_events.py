@@ -71,7 +71,7 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     produced = demo.produce(300)
     dag_id = demo.pipeline.dag_id
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
-    assert (run.state, run.tasks) == ("success", {"plan": "success", "ingest": "success", "announce": "success"})
+    assert (run.state, run.tasks) == ("success", {"ingest": "success", "announce": "success"})
 
     batches = history(demo, run.run_id)
     [event] = api.asset_events(dag_id, run.run_id)
@@ -114,7 +114,7 @@ def test_a_commit_is_announced_once_and_the_demo_summary_reads_just_those_rows(a
     assert by_batch == landed and sum(n for _, n in landed) == extra["rows_written"]
 
     again = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
-    assert again.tasks == {"plan": "success", "ingest": "skipped", "announce": "skipped"}
+    assert again.tasks == {"ingest": "skipped", "announce": "skipped"}
     assert api.asset_events(dag_id, again.run_id) == [] and api.note(dag_id, again.run_id) == "nothing new"
 
 
@@ -124,7 +124,7 @@ def test_a_run_failing_after_a_committed_batch_announces_that_batch_once(api, se
     good = [(b"k", json_bytes({"event_id": f"ev-{i}"})) for i in range(120)]
     env.send_to(0, good[:100] + [(b"k", b"not json")] + good[100:])
     run = api.wait_for_run(dag_id, api.trigger(dag_id, {}), timeout=600)
-    assert (run.state, run.tasks) == ("failed", {"plan": "success", "ingest": "failed", "announce": "success"})
+    assert (run.state, run.tasks) == ("failed", {"ingest": "failed", "announce": "success"})
 
     [committed] = history(env, run.run_id)
     [event] = api.asset_events(dag_id, run.run_id)

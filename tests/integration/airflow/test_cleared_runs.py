@@ -51,8 +51,8 @@ def test_a_cleared_backfill_run_replays_its_plan_or_fails_saying_why(api, served
     assert api.wait_for_run(dag_id, refuse, timeout=600).state == "success"
     clear_run(api, dag_id, refuse)
     run = api.wait_for_run(dag_id, refuse, timeout=600)
-    assert (run.state, run.tasks["plan"]) == ("failed", "failed")
+    assert (run.state, run.tasks["ingest"]) == ("failed", "failed")
     assert len(backfill_batches(env, refuse)) == 1
-    said = " ".join(str(e.get("error_detail")) for e in api.log_events(run, "plan") if e.get("level") == "error")
+    said = " ".join(str(e.get("error_detail")) for e in api.log_events(run, "ingest") if e.get("level") == "error")
     assert "overlaps records already in" in said and "choose 'replace'" in said
     env.assert_exactly_once(produced)

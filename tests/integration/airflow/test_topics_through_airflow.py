@@ -28,7 +28,7 @@ def test_a_run_reads_every_matched_topic_and_a_backfill_names_one(api, served, k
     assert sorted(i["name"] for i in lineage["inputs"]) == [first, second]
 
     asked = api.wait_for_run(dag_id, api.trigger(dag_id, {"backfill_ranges": {"0": [0, 5]}}), timeout=600)
-    assert asked.tasks["plan"] == "failed"
+    assert asked.tasks["ingest"] == "failed"
     replay = {"backfill_ranges": {"0": [0, 5]}, "topic": second, "overlap": "replace"}
     replayed = api.wait_for_run(dag_id, api.trigger(dag_id, replay), timeout=600)
     assert replayed.state == "success", replayed.tasks

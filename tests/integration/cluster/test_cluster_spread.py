@@ -124,7 +124,7 @@ def test_a_pipeline_dag_runs_on_both_airflow_workers_and_its_batches_on_both_spa
                 _maintenance(api, worker, False, check=False)
 
     for serving, tasks in hosts.items():
-        assert set(tasks) == {"plan", "ingest", "announce"} and set(tasks.values()) == {serving}, hosts
+        assert set(tasks) == {"ingest", "announce"} and set(tasks.values()) == {serving}, hosts
     env.assert_exactly_once(produced)
     # written by the announce task as the run-notes user, whose FAB role may edit runs
     assert all(

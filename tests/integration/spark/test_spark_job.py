@@ -107,7 +107,7 @@ def test_start_from_latest_records_the_position_then_reads_only_later_records(en
 
 
 def test_a_declaration_broken_since_the_plan_is_refused_and_nothing_is_written(env, tmp_path):
-    """The declaration changed between the plan task and the job: the job refuses (no retry would read it better),
+    """The declaration changed between the run's planning and the job: the job refuses (no retry would read it better),
     says why in its outcome, and commits nothing."""
     env.produce(10)
     ranges = list(plan_next_batch(env.pipeline).ranges)

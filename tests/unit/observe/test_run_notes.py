@@ -10,10 +10,8 @@ def batches(n, read, rows, dead, kind="ingest"):
     return [CommittedBatch(f"b{i}", kind, i, (), read, rows, dead, T, T) for i in range(n)]
 
 
-def note(found=(), seconds=42.0, plan="success", ingest="success", summary="plan (live): ...", dry_run=False, **kw):
-    return run_note(
-        list(found), seconds, plan_state=plan, ingest_state=ingest, plan_summary=summary, dry_run=dry_run, **kw
-    )
+def note(found=(), seconds=42.0, ingest="success", summary="plan (live): ...", dry_run=False, **kw):
+    return run_note(list(found), seconds, ingest_state=ingest, plan_summary=summary, dry_run=dry_run, **kw)
 
 
 def test_a_committed_run_says_what_it_wrote():
@@ -44,8 +42,8 @@ def test_a_run_that_failed_after_committing_says_both():
 def test_runs_that_wrote_nothing_say_why():
     assert note(ingest="skipped") == "nothing new"
     assert note(ingest="failed") == "failed: nothing committed (see the ingest task's log)"
-    assert note(plan="failed", ingest="upstream_failed").startswith("failed while planning")
-    assert note(plan="skipped", ingest="skipped").startswith("skipped before planning")
+    assert note(ingest="failed", summary=None).startswith("failed while planning")
+    assert note(gate_state="skipped", ingest="skipped", summary=None).startswith("skipped before planning")
     assert (
         note(ingest="skipped", dry_run=True, summary="plan (live): 5 records (dry run: nothing written)")
         == "dry run: plan (live): 5 records"

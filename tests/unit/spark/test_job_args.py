@@ -1,5 +1,5 @@
-"""The job's arguments are the one form a run plan takes from the plan task to the job: what job_args writes,
-parse_job_args reads back unchanged."""
+"""The job's arguments are the one form a run plan takes from the ingest task's planning to the job: what job_args
+writes, parse_job_args reads back unchanged."""
 
 import json
 
@@ -24,7 +24,7 @@ def test_what_the_operator_writes_the_job_reads_back():
     assert args == JobArgs("orders", PLAN, RUN, "spark_connect")
 
 
-def test_the_plan_on_the_command_line_is_the_plan_tasks_xcom():
+def test_the_plan_on_the_command_line_is_the_planned_runs_dict():
     argv = job_args("orders", PLAN, RUN)
     assert json.loads(argv[argv.index("--plan") + 1]) == PLAN.to_dict()
 

@@ -1,14 +1,16 @@
-"""The body of a pipeline DAG's `plan` task: read the run's Params, plan a live run, a backfill, a skip or a redrive,
-hand the plan to `ingest` (or skip it when there is nothing to do, or on a dry run)."""
+"""A DAG run's plan, made by its `ingest` task before any Spark starts: the run's Params read, a live run, a backfill,
+a skip or a redrive planned (or nothing to do, or a dry run, when no job starts), and the plan's summary for the
+UI. A retry of the task goes on with the plan its first try made, kept in Airflow's task state store for the DAG
+run's clearing: what a plan task of its own gave, without a second task to schedule."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from microingest.airflow import PLAN_SUMMARY_KEY
 from microingest.batches import RunInfo, RunPlan
 from microingest.commit.history import committed_by_run
 from microingest.commit.target_tables import prepare_target
@@ -25,8 +27,31 @@ from microingest.systems.pipeline_systems import PipelineSystems
 log = logging.getLogger(__name__)
 
 
-def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
-    """The run plan as XCom, or None to skip `ingest`."""
+@dataclass(frozen=True)
+class Planned:
+    """What a run's planning found: the plan for Spark (None: no job starts) and what to show of it."""
+
+    plan: dict | None = None  # RunPlan.to_dict()
+    summary: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"plan": self.plan, "summary": self.summary}
+
+
+def planned_run(pipeline: Pipeline, context: dict[str, Any], run: RunInfo) -> Planned:
+    """The run's plan: the one an earlier try of this clearing of the DAG run made, or a new one. A new plan with a
+    job to run is kept before the job starts, so that every try of the task ingests the same ranges."""
+    store, key = context["task_state_store"], f"plan.{run.clear_number}"
+    if (kept := store.get(key)) is not None:
+        log.info("the plan of an earlier try of this run (clearing %d)", run.clear_number)
+        return Planned(kept["plan"], kept["summary"])
+    planned = plan_for_run(pipeline, context)
+    if planned.plan is not None:
+        store.set(key, planned.to_dict())
+    return planned
+
+
+def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> Planned:
     ti, dag_run = context["ti"], context["dag_run"]
     run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
     interval = (context.get("data_interval_start"), context.get("data_interval_end"))
@@ -41,19 +66,19 @@ def plan_for_run(pipeline: Pipeline, context: dict[str, Any]) -> dict | None:
             raise  # Kafka or Postgres away for now: Airflow retries the task
         raise AirflowFailException(str(exc)) from None  # the same request would fail the same way: no retries
     if plan is None:
-        return None
-    log.info(summary(plan))
-    ti.xcom_push(key=PLAN_SUMMARY_KEY, value=summary(plan) + (" (dry run: nothing written)" if request.dry_run else ""))
+        return Planned()
+    said = summary(plan) + (" (dry run: nothing written)" if request.dry_run else "")
+    log.info(said)
     if request.dry_run:
-        log.info("dry run: nothing was written and ingest is skipped")
-        return None
+        log.info("dry run: nothing was written and no Spark job starts")
+        return Planned(None, said)
     if not plan.ranges:
         log.info(
-            "nothing to %s: ingest is skipped and Spark does not start",
+            "nothing to %s: no Spark job starts",
             "backfill" if plan.kind == "backfill" else "ingest (no new records)",
         )
-        return None
-    return plan.to_dict()
+        return Planned(None, said)
+    return Planned(plan.to_dict(), said)
 
 
 def _plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan | None:
@@ -95,9 +120,9 @@ def _skip_plan(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> RunPlan 
     return None
 
 
-def _redrive(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> dict | None:
-    """The redrive's plan as XCom, or None: nothing selected, or a dry run (which decodes the selection here and says
-    what would land)."""
+def _redrive(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> Planned:
+    """The redrive's plan, or none: nothing selected, or a dry run (which decodes the selection here and says what
+    would land)."""
     assert request.redrive is not None
     if not request.dry_run:
         _prepare_target(pipeline, ti)  # a fixed declaration may declare a new column
@@ -107,8 +132,7 @@ def _redrive(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> dict | Non
         said += preview_redrive(pipeline, plan).lines() + ["dry run: nothing written"]
     for line in said:
         log.info(line)
-    ti.xcom_push(key=PLAN_SUMMARY_KEY, value="\n".join(said))
-    return None if request.dry_run or not plan.ranges else plan.to_dict()
+    return Planned(None if request.dry_run or not plan.ranges else plan.to_dict(), "\n".join(said))
 
 
 def _who(ti, dag_run) -> str:
