@@ -67,6 +67,15 @@ _NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]").search
 _EVENT_TIME = VALUE_COLUMNS.index("event_time")
 
 
+def _lean_line(msg, batch_id: str, kafka_clock: _Clock, values) -> str:
+    """A lean loop's COPY text line: the record's position and Kafka time, the batch, then the values, text escaped
+    only when it needs it."""
+    cells = [r"\N" if v is None else _text(v) if type(v) is str and _NEEDS_ESCAPE(v) else str(v) for v in values]
+    return (
+        "\t".join([msg.topic, str(msg.partition), str(msg.offset), kafka_clock(msg.timestamp), batch_id] + cells) + "\n"
+    )
+
+
 def lean_rows() -> Callable:
     kafka_clock, event_clock = _Clock(), _Clock()
 
@@ -75,11 +84,7 @@ def lean_rows() -> Callable:
         values = [doc.get(c) for c in VALUE_COLUMNS]
         if type(values[_EVENT_TIME]) is int:
             values[_EVENT_TIME] = event_clock(values[_EVENT_TIME])
-        cells = [r"\N" if v is None else _text(v) if type(v) is str and _NEEDS_ESCAPE(v) else str(v) for v in values]
-        return (
-            "\t".join([msg.topic, str(msg.partition), str(msg.offset), kafka_clock(msg.timestamp), batch_id] + cells)
-            + "\n"
-        )
+        return _lean_line(msg, batch_id, kafka_clock, values)
 
     return lean_row
 
@@ -111,11 +116,7 @@ def lean_order_rows() -> Callable:
             None if attributes is None else json.dumps(attributes, separators=(",", ":")),
             None if trace is None else trace.decode(),
         )
-        cells = [r"\N" if v is None else _text(v) if type(v) is str and _NEEDS_ESCAPE(v) else str(v) for v in values]
-        return (
-            "\t".join([msg.topic, str(msg.partition), str(msg.offset), kafka_clock(msg.timestamp), batch_id] + cells)
-            + "\n"
-        )
+        return _lean_line(msg, batch_id, kafka_clock, values)
 
     return order_row
 
