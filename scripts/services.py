@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from local_platform.config import (
     SPARK_CONNECT_PORT,
     SPARK_MASTER_PORT,
     SPARK_MASTER_UI_PORT,
+    SPARK_SCRATCH,
     SPARK_WORKERS,
     STATE,
     TOPOLOGY,
@@ -218,11 +220,13 @@ def up(
         "MICROINGEST_TOPOLOGY": TOPOLOGY,
         "MICROINGEST_PIPELINES_DIR": str(pipelines_dir),
         "PATH": venv_path(),
+        "SPARK_LOCAL_DIRS": str(SPARK_SCRATCH),
         **conns,
         **airflow.airflow_env(pg),
     }
     write_env(env)
     os.environ.update(env)
+    SPARK_SCRATCH.mkdir(parents=True, exist_ok=True)
 
     try:
         applied = migrate(postgres_params(get_connection(PG_CONN)))
@@ -274,6 +278,7 @@ def down() -> None:
     left = sweep()
     if left:
         say(f"killed {len(left)} process(es) left behind by services that were gone: {left}")
+    shutil.rmtree(SPARK_SCRATCH, ignore_errors=True)  # every Spark JVM of the platform is gone
 
 
 def status(show_password: bool = True) -> None:

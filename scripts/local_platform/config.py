@@ -20,6 +20,10 @@ INSTALLED = Path(os.environ.get("MICROINGEST_INSTALL", REPO / ".state"))  # what
 # would; every job brings microingest itself (microingest.spark.job_bundle).
 WORKER_PYTHON = INSTALLED / "spark" / "worker-python"
 ENV_FILE = STATE / "platform.env"
+# Spark's scratch space (SPARK_LOCAL_DIRS: block files, each session's unpacked files) for every Spark JVM started with
+# the platform's settings. A JVM that is killed rather than stopped skips the shutdown hook that removes its folder,
+# and in /tmp, the default, those filled the disk; here `down` removes them with the processes.
+SPARK_SCRATCH = STATE / "spark-scratch"
 TOPOLOGIES = ("single", "cluster")
 TOPOLOGY = os.environ.get("MICROINGEST_TOPOLOGY") or "single"
 if TOPOLOGY not in TOPOLOGIES:

@@ -85,6 +85,9 @@ class Sources(NamedTuple):
     # A pattern's pipeline planned before any topic matched (`ledger.record_waiting`): every topic it comes to read
     # joins it, as one that comes to match beside others does.
     waited: bool = False
+    # Kafka's id of each topic read now, as it was when the positions' bounds were read (a topic deleted and created
+    # again under its name has a new one)
+    topic_ids: Mapping[str, str] = {}
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -462,6 +465,10 @@ _ESCAPED = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 NOTED_DEAD_LETTERS = 3  # per decoded Arrow batch, and in a refused batch's message
+
+# Every withheld dead letter's reason opens with this (a masked pipeline's: `staged_rows.WITHHELD`), so a redrive,
+# which would read its missing record as a tombstone, can leave it out whatever the declaration says today.
+WITHHELD_MARK = "withheld: "
 
 
 class LayoutColumn(NamedTuple):

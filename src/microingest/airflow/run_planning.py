@@ -19,7 +19,7 @@ from microingest.errors import MicroingestError
 from microingest.plan.backfill import plan_backfill
 from microingest.plan.live import plan_live_run
 from microingest.plan.offsets import RequestError
-from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
+from microingest.plan.redrive import plan_redrive, redrive_summary
 from microingest.plan.request import RunRequest, parse_request
 from microingest.plan.skip import plan_skip, skip_summary
 from microingest.systems.pipeline_systems import PipelineSystems
@@ -129,6 +129,9 @@ def _redrive(pipeline: Pipeline, request: RunRequest, ti, dag_run) -> Planned:
     plan, groups = plan_redrive(pipeline, request.redrive, _who(ti, dag_run))
     said = [redrive_summary(plan, groups)]
     if request.dry_run:
+        # Here, not above: the decoder's imports (pyarrow, 0.4 s) would otherwise hold up every run's start.
+        from microingest.plan.redrive_preview import preview_redrive
+
         said += preview_redrive(pipeline, plan).lines() + ["dry run: nothing written"]
     for line in said:
         log.info(line)

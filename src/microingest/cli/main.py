@@ -161,7 +161,8 @@ def cmd_skip(args) -> int:
 
 
 def cmd_redrive(args) -> int:
-    from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
+    from microingest.plan.redrive import plan_redrive, redrive_summary
+    from microingest.plan.redrive_preview import preview_redrive
 
     pipeline = get_pipeline(args.pipeline)
     if (args.from_offset is None) != (args.until_offset is None):

@@ -9,9 +9,8 @@ from typing import NamedTuple
 
 from psycopg2 import sql
 
-from microingest.batches import OffsetRange, RedriveSelection, StoredRecord
+from microingest.batches import WITHHELD_MARK, OffsetRange, RedriveSelection, StoredRecord
 from microingest.commit.overlap import ranges_unnest
-from microingest.decode.staged_rows import WITHHELD_MARK
 
 
 class UnresolvedGroup(NamedTuple):
@@ -27,7 +26,7 @@ class UnresolvedGroup(NamedTuple):
     withheld: bool = False  # a masked pipeline's: no record kept to decode, never redriven
 
 
-# A masked pipeline's dead letter (`staged_rows.WITHHELD_MARK`): it keeps no key, value or headers, so decoded again
+# A masked pipeline's dead letter (`batches.WITHHELD_MARK`): it keeps no key, value or headers, so decoded again
 # it would be a tombstone. Its record is read again from Kafka by a backfill over its position.
 WITHHELD = sql.SQL("starts_with(d.error_message, {})").format(sql.Literal(WITHHELD_MARK))
 

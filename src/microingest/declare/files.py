@@ -31,6 +31,11 @@ def load_pipeline_file(path: Path) -> Pipeline:
     return pipeline
 
 
+# libyaml's safe loader where PyYAML was built with it (eight times faster, the same values): the DAG file reads every
+# declaration at each parse.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         data = path.read_bytes()
@@ -46,7 +51,7 @@ def _read_yaml(path: Path) -> Any:
             f"is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line}; save the file as UTF-8",
         ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         raise DeclarationError(str(path), "<yaml>", f"not valid YAML: {exc}") from None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote, StoredRecord
+from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, WITHHELD_MARK, DeadLetterNote, StoredRecord
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import arrow_json, avro_batch, storable
 from microingest.decode.batch_columns import arrow_column, arrow_field
@@ -89,10 +89,7 @@ def dead_letters(
 
 # The reason a masked pipeline's dead letters give. They keep where the record is and its class, not its key, value
 # or headers, nor a reason that could quote them: a masked value must land nowhere unmasked. The record stays in
-# Kafka at its position for a backfill to read again once the cause is fixed.
-# Every withheld dead letter's reason opens with WITHHELD_MARK (a skip's note follows it), so a redrive, which would
-# read its missing record as a tombstone, can leave it out whatever the declaration says today.
-WITHHELD_MARK = "withheld: "
+# Kafka at its position for a backfill to read again once the cause is fixed. A skip's note follows WITHHELD_MARK.
 WITHHELD = WITHHELD_MARK + "the pipeline masks fields; the record is in Kafka at this position"
 
 

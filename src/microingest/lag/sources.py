@@ -10,7 +10,7 @@ from __future__ import annotations
 from microingest.batches import Positions, Sources
 from microingest.commit.ledger import has_waited, read_ledgers
 from microingest.declare.pipeline import Pipeline
-from microingest.systems.kafka_access import list_topics, topics_bounds
+from microingest.systems.kafka_access import TopicsState, list_topics, topics_state
 from microingest.systems.pipeline_systems import PipelineSystems
 
 
@@ -25,5 +25,6 @@ def pipeline_sources(pipeline: Pipeline, systems: PipelineSystems) -> Sources:
         listed = list_topics(systems.kafka_client)
         topics = tuple(sorted(t for t in listed if pipeline.reads_topic(t)))
         gone = tuple(sorted(t for t in ledgers if t not in listed and pipeline.reads_topic(t)))
-    bounds = topics_bounds(systems.kafka_client, topics) if topics else {}
-    return Sources({t: Positions(ledgers.get(t, {}), *bounds[t]) for t in topics}, gone, frozenset(ledgers), waited)
+    kafka = topics_state(systems.kafka_client, topics) if topics else TopicsState({}, {})
+    positions = {t: Positions(ledgers.get(t, {}), *kafka.bounds[t]) for t in topics}
+    return Sources(positions, gone, frozenset(ledgers), waited, kafka.ids)

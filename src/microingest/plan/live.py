@@ -16,7 +16,7 @@ from microingest.errors import PlanningError
 from microingest.lag import observations as lag_history
 from microingest.lag.sources import pipeline_sources
 from microingest.plan.offsets import Plan, TopicRecreatedError, plan_ranges
-from microingest.systems.kafka_access import KafkaAccessError, topic_ids
+from microingest.systems.kafka_access import KafkaAccessError
 from microingest.systems.pipeline_systems import PipelineSystems
 from microingest.systems.postgres import PostgresUnavailableError
 
@@ -29,7 +29,7 @@ def checked_topic_ids(
     """Kafka's id of each topic the pipeline reads; TopicRecreatedError when the ledger's positions on one were
     committed under another id (the topic was deleted and created again under its name), unless the plan already
     treats that topic's positions as `forgotten`."""
-    current = topic_ids(systems.kafka_client, sources.topics)
+    current = sources.topic_ids
     with systems.db() as conn:
         committed = ledger_topic_ids(conn, pipeline.name, sources.topics)
     for topic in sources.topics:
@@ -40,7 +40,7 @@ def checked_topic_ids(
             raise TopicRecreatedError(
                 pipeline.name, topic, ", ".join(old), current[topic], sources.positions[topic].ledger
             )
-    return current
+    return dict(current)
 
 
 def plan_next_batch(pipeline: Pipeline, run: RunInfo | None = None, record_pins: bool = True) -> Plan:

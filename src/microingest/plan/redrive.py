@@ -6,26 +6,20 @@ class, those written since a time); the run's job reads them from microingest.de
 each page as a batch of kind `redrive` (`spark.redrive`, `commit.redrive`). Kafka is not read: a dead letter keeps
 its record whole, so one whose offsets retention has deleted is redriven all the same.
 
-A dry run decodes the selected dead letters here, record by record with the reference decoder, and says how many
-would land and why the others would not; it writes nothing.
+A dry run's look at what would land is `redrive_preview`'s.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
-from microingest import settings
 from microingest.batches import OffsetRange, RunPlan
-from microingest.commit.dead_letters import UnresolvedGroup, unresolved_groups, unresolved_page
+from microingest.commit.dead_letters import UnresolvedGroup, unresolved_groups
 from microingest.declare.pipeline import Pipeline
-from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import processed, stored_records_batch
 from microingest.plan.offsets import RequestError
 from microingest.plan.request import REDRIVE, TOPIC, RedriveRequest
 from microingest.systems.pipeline_systems import PipelineSystems
 
-PREVIEWED = 10_000  # dead letters a dry run decodes at most (the first, by position)
 _END = 2**63 - 1  # past any Kafka offset
 
 
@@ -91,50 +85,3 @@ def redrive_summary(plan: RunPlan, groups: list[UnresolvedGroup]) -> str:
         f"redrive of {total:,} dead letter(s) in {', '.join(map(str, plan.ranges))} ({classes}), in batches of at "
         f"most {plan.batch_cap:,}; {plan.note}{left}"
     )
-
-
-@dataclass
-class Preview:
-    """What a redrive would do with the dead letters a dry run decoded."""
-
-    decoded: int = 0
-    landing: int = 0
-    failing: Counter[str] = field(default_factory=Counter)
-    reasons: dict[str, str] = field(default_factory=dict)  # the first reason of each error class
-    more: bool = False  # more were selected than PREVIEWED
-
-    def lines(self) -> list[str]:
-        head = f"dry run of the first {self.decoded:,}" if self.more else f"dry run of {self.decoded:,}"
-        out = [f"{head} dead letter(s): {self.landing:,} would land, {sum(self.failing.values()):,} still fail"]
-        out += [f"  {c} {n:,}: e.g. {self.reasons[c]}" for c, n in sorted(self.failing.items())]
-        return out
-
-
-def preview_redrive(pipeline: Pipeline, plan: RunPlan) -> Preview:
-    """Decode the plan's dead letters (at most PREVIEWED) as the redrive would, page by page as its job does,
-    writing nothing."""
-    systems = PipelineSystems.of(pipeline)
-    preview = Preview()
-    if not plan.ranges or plan.redrive is None:
-        return preview
-    processor = RecordProcessor(pipeline, systems.registry)
-    after, max_bytes = None, settings.redrive_page_bytes()
-    while True:
-        wanted = min(plan.batch_cap, PREVIEWED - preview.decoded)
-        with systems.db() as conn, conn.cursor() as cur:
-            records = unresolved_page(
-                cur, pipeline.name, plan.ranges, plan.redrive, after, max(wanted, 1), max_bytes if wanted else 1
-            )
-        if not records:
-            return preview
-        if not wanted:
-            preview.more = True
-            return preview
-        for _, verdict in processed(stored_records_batch(records), processor):
-            preview.decoded += 1
-            if isinstance(verdict, BadRecord):
-                preview.failing[verdict.error_class] += 1
-                preview.reasons.setdefault(verdict.error_class, str(verdict))
-            else:
-                preview.landing += 1
-        after = (records[-1].topic, records[-1].partition, records[-1].offset)

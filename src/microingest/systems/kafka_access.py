@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import IsolationLevel, KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetSpec, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code
 
 from microingest.errors import Transient
 
@@ -50,9 +50,11 @@ def _reader(config: dict[str, Any], timeout_ms: int) -> Iterator[KafkaConsumer]:
 
 
 @contextmanager
-def admin_client(config: dict[str, Any]) -> Iterator[KafkaAdminClient]:
+def admin_client(config: dict[str, Any], timeout_ms: int = 15000) -> Iterator[KafkaAdminClient]:
     try:
-        admin = KafkaAdminClient(**config, bootstrap_timeout_ms=15000)
+        admin = KafkaAdminClient(
+            **config, bootstrap_timeout_ms=timeout_ms, request_timeout_ms=max(timeout_ms, 5000) + 1000
+        )
     except (KafkaError, OSError) as exc:
         raise _unreachable(config, exc) from exc
     try:
@@ -64,35 +66,59 @@ def admin_client(config: dict[str, Any]) -> Iterator[KafkaAdminClient]:
 Bounds = tuple[dict[int, int], dict[int, int]]  # (earliest, latest) offset per partition of a topic
 
 
+class TopicsState(NamedTuple):
+    bounds: dict[str, Bounds]
+    ids: dict[str, str]  # the id Kafka gave each topic when it was created; none from a broker too old to have them
+
+
+_NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
+
+
 def partition_bounds(config: dict[str, Any], topic: str, timeout_ms: int = 15000) -> Bounds:
     """(earliest, latest) offset per partition of `topic`."""
-    return topics_bounds(config, [topic], timeout_ms)[topic]
+    return topics_state(config, [topic], timeout_ms).bounds[topic]
 
 
-def topics_bounds(config: dict[str, Any], topics: Iterable[str], timeout_ms: int = 15000) -> dict[str, Bounds]:
-    """(earliest, latest) offset per partition of each topic, in one ListOffsets round trip for all."""
+def topics_state(config: dict[str, Any], topics: Iterable[str], timeout_ms: int = 15000) -> TopicsState:
+    """(earliest, latest) offset per partition of each topic, and each topic's id: one client, one metadata round
+    trip and a ListOffsets round trip per end (a planning's look-up, on the path of every run's start)."""
     topics = sorted(set(topics))
-    with _reader(config, timeout_ms) as consumer:
+    if not topics:
+        return TopicsState({}, {})
+    with admin_client(config, timeout_ms) as admin:
         try:
-            known = consumer.topics()
-            tps = [TopicPartition(t, p) for t in topics for p in _partitions(consumer, t, timeout_ms, known)]
-            earliest = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
-            latest = consumer.end_offsets(tps, timeout_ms=timeout_ms)
+            described = admin.describe_topics(topics)
+            tps = [TopicPartition(d["name"], p) for d in described for p in _described_partitions(d)]
+            ends = [
+                admin.list_partition_offsets({tp: spec for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_ms)
+                for spec in (OffsetSpec.EARLIEST, OffsetSpec.LATEST)
+            ]
         except KafkaError as exc:
             raise KafkaAccessError(f"could not read offsets of topics {', '.join(topics)}: {exc!r}") from exc
     bounds: dict[str, Bounds] = {t: ({}, {}) for t in topics}
-    for tp, offset in earliest.items():
-        bounds[tp.topic][0][tp.partition] = offset
-    for tp, offset in latest.items():
-        bounds[tp.topic][1][tp.partition] = offset
-    return bounds
+    for end, found in enumerate(ends):
+        for tp, at in found.items():
+            bounds[tp.topic][end][tp.partition] = at.offset
+    ids = {d["name"]: str(d["topic_id"]) for d in described if d.get("topic_id") is not None}
+    return TopicsState(bounds, {t: i for t, i in ids.items() if i != _NO_TOPIC_ID})
+
+
+def _described_partitions(described: dict[str, Any]) -> list[int]:
+    topic, error = described["name"], described.get("error_code", 0)
+    if error == UnknownTopicOrPartitionError.errno:
+        raise KafkaAccessError(f"topic '{topic}' does not exist on the cluster")
+    if error:
+        raise KafkaAccessError(f"could not describe topic '{topic}': {for_code(error).__name__}")
+    if not described["partitions"]:
+        raise KafkaAccessError(f"topic '{topic}' has no partitions in the cluster metadata")
+    return sorted(p["partition_index"] for p in described["partitions"])
 
 
 def list_topics(config: dict[str, Any], timeout_ms: int = 15000) -> set[str]:
     """The names of the cluster's topics (the internal ones, such as __consumer_offsets, left out)."""
-    with _reader(config, timeout_ms) as consumer:
+    with admin_client(config, timeout_ms) as admin:
         try:
-            return {t for t in consumer.topics() if not t.startswith("__")}
+            return {t for t in admin.list_topics() if not t.startswith("__")}
         except KafkaError as exc:
             raise KafkaAccessError(f"could not list the cluster's topics: {exc!r}") from exc
 
@@ -102,7 +128,7 @@ def offsets_at(config: dict[str, Any], topic: str, timestamp_ms: int, timeout_ms
     answered from each partition's time index); None where no record is that recent."""
     with _reader(config, timeout_ms) as consumer:
         try:
-            tps = [TopicPartition(topic, p) for p in _partitions(consumer, topic, timeout_ms)]
+            tps = [TopicPartition(topic, p) for p in _partitions(consumer, topic)]
             found = consumer.offsets_for_times({tp: timestamp_ms for tp in tps}, timeout_ms=timeout_ms)
         except KafkaError as exc:
             raise KafkaAccessError(f"could not look up offsets by time on topic '{topic}': {exc!r}") from exc
@@ -173,34 +199,14 @@ def group_offsets(config: dict[str, Any], group: str, topic: str) -> dict[int, i
     return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == topic and meta.offset >= 0}
 
 
-def _partitions(consumer: KafkaConsumer, topic: str, timeout_ms: int, known: set[str] | None = None) -> list[int]:
+def _partitions(consumer: KafkaConsumer, topic: str) -> list[int]:
     # Metadata may need a refresh round trip before a topic is known; partitions_for_topic alone can say None.
-    # `known`: the cluster's topics as one such round trip found them, for several topics at once.
-    topics = consumer.topics() if known is None else known
-    if topic not in topics:
+    if topic not in consumer.topics():
         raise KafkaAccessError(f"topic '{topic}' does not exist on the cluster")
     partitions = consumer.partitions_for_topic(topic)
     if not partitions:
         raise KafkaAccessError(f"topic '{topic}' has no partitions in the cluster metadata")
     return sorted(partitions)
-
-
-def topic_ids(config: dict[str, Any], topics: Iterable[str]) -> dict[str, str]:
-    """The id Kafka gave each topic when it was created (a topic deleted and made again under its name gets a new
-    one); a broker too old to have topic ids gives none."""
-    topics = sorted(set(topics))
-    if not topics:
-        return {}
-    with admin_client(config) as admin:
-        try:
-            described = admin.describe_topics(topics)
-        except KafkaError as exc:
-            raise KafkaAccessError(f"could not describe topics {', '.join(topics)}: {exc!r}") from exc
-    found = {d["name"]: d.get("topic_id") for d in described}
-    return {t: str(i) for t, i in found.items() if i is not None and str(i) != _NO_TOPIC_ID}
-
-
-_NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int = -1) -> bool:

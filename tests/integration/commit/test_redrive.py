@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from helpers.pipeline_env import DEMO_SCHEMA, UPSERT_TARGET, job_result, reached_pause
-from microingest.batches import RedriveSelection, RunInfo
-from microingest.decode.staged_rows import WITHHELD_MARK
+from microingest.batches import WITHHELD_MARK, RedriveSelection, RunInfo
 from microingest.plan.backfill import plan_backfill
-from microingest.plan.redrive import plan_redrive, preview_redrive, redrive_summary
+from microingest.plan.redrive import plan_redrive, redrive_summary
+from microingest.plan.redrive_preview import preview_redrive
 from microingest.plan.request import RedriveRequest, SkipRequest, parse_request
 from microingest.plan.skip import plan_skip
 
