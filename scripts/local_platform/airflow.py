@@ -29,6 +29,7 @@ from local_platform.config import (
     private_file,
 )
 from local_platform.processes import running_pid, say, spawn, stop, wait_for
+from microingest.spark import job_forks
 
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 NOTES_USER = "microingest"
@@ -226,13 +227,18 @@ def api_healthy() -> bool:
 
 def start(env: dict[str, str]) -> None:
     """Start Airflow's services with the platform's settings; restart running ones whose settings changed (the test
-    suite serves its own pipelines folder, `make up` the repository's)."""
+    suite serves its own pipelines folder, `make up` the repository's) or which run older code of microingest: every
+    task forks from a process that imported the plugin, and would mix its modules with those on disk."""
     logs = STATE / "airflow" / "logs"
     marker = STATE / "run" / "airflow-settings.sha256"
-    fingerprint = hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
+    started_with = json.dumps([sorted(env.items()), job_forks.fingerprint()])
+    fingerprint = hashlib.sha256(started_with.encode()).hexdigest()
     running = [s for s in services() if running_pid(f"airflow-{s}")]
     if running and (not marker.exists() or marker.read_text() != fingerprint):
-        say(f"Airflow's settings changed (pipelines folder {env['MICROINGEST_PIPELINES_DIR']}); restarting it")
+        say(
+            f"Airflow's settings (pipelines folder {env['MICROINGEST_PIPELINES_DIR']}) or microingest's code changed; "
+            "restarting it"
+        )
         stop_all()
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(fingerprint)

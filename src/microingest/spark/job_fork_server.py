@@ -154,7 +154,7 @@ def _watch(conn: socket.socket, script: Path, mark: str, refusal: str | None, st
     if not refusal and (changed := changed_files(stamps)):
         refusal = (
             f"{len(changed)} module file(s) it imported changed on disk since it started ({changed[0]}); "
-            "`python scripts/services.py restart job-forks` brings it up to date"
+            "`make up` brings it up to date"
         )
     if refusal:
         os.close(fds[0])
