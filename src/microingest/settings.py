@@ -117,3 +117,10 @@ def redrive_page_bytes() -> int:
     record that passes it), beside its pipeline's max_records_per_batch: 5,000 dead letters of a megabyte each would
     otherwise be one page of 5 GB."""
     return int(os.environ.get("MICROINGEST_REDRIVE_PAGE_BYTES", str(64 * 1024 * 1024)))
+
+
+def batch_memory_bytes() -> int:
+    """The most of a batch's decoded rows (and, apart, of its dead letters) the job's driver holds in memory: beyond
+    it they wait for the batch's COPY in an unnamed temporary file (`commit.spool`), so a batch of any size costs the
+    driver about this much and one Arrow chunk from Spark. `MICROINGEST_BATCH_MEMORY_MB`, 64 by default."""
+    return int(float(os.environ.get("MICROINGEST_BATCH_MEMORY_MB", "64")) * 1024 * 1024)

@@ -45,6 +45,7 @@ from microingest.batches import Batch, OffsetRange
 from microingest.bench.dataset import SCHEMA, create_dataset
 from microingest.declare.files import load_pipeline_file
 from microingest.decode.records import RecordProcessor
+from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.batch import kafka_read_options, read_frame
 from microingest.spark.connect import PLATFORM_CONN_ID, job_session
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder
@@ -101,7 +102,7 @@ def stages(
     processor = RecordProcessor(decoder.pipeline)
 
     def jvm_batch() -> int:
-        staged = jvm_collected(jvm_frame.toArrow(), processor, decoder.batch_id, True, datetime.now(timezone.utc))
+        staged = jvm_collected(arrow_chunks(jvm_frame), processor, decoder.batch_id, True, datetime.now(timezone.utc))
         return staged.counts.rows + staged.counts.dead
 
     return {

@@ -1,7 +1,7 @@
 """The commit of a decoded batch: every record written to Postgres once, by COPY, inside the batch's transaction.
 
 The executors (or the driver, for what Spark's JVM decoded) put the batch's rows in binary COPY form and its dead
-letters in COPY text, and handed them to the driver (`spark.decoder`); nothing was
+letters in COPY text, and handed them to the driver (`spark.decoder`), which spooled them (`spool`); nothing was
 written before this transaction, so a crash anywhere before its COPY leaves no trace to clean up. After the fence and
 the read's proof (`read_proof`):
 
@@ -32,21 +32,22 @@ from microingest.commit.history import BatchRecord, record_batch
 from microingest.commit.overlap import Settled
 from microingest.commit.read_proof import ReadMismatchError, prove_read
 from microingest.commit.sinks import Sink, StagedCounts
+from microingest.commit.spool import READ_BYTES, Spool
 from microingest.commit.transaction import commit_transaction, publish_staged, target_refusal
 from microingest.declare.identifiers import identifier_list
-from microingest.decode.copy_binary import framed
+from microingest.decode.copy_binary import HEADER, TRAILER
 
 DEAD_LETTERS = sql.Identifier("microingest", "dead_letters")
 
 
 @dataclass
 class DecodedBatch:
-    """A batch as the executors decoded it: rows as binary COPY chunks (`copy_binary`, without the COPY's header),
-    dead letters as COPY text, and what was read."""
+    """A batch as the executors decoded it: rows as binary COPY tuples (`copy_binary`, without the COPY's header),
+    dead letters as COPY text, each spooled; and what was read."""
 
     batch_id: str
-    rows: list[bytes]
-    dead: list[bytes]
+    rows: Spool
+    dead: Spool
     counts: StagedCounts
     spans: list[Span]
     into_target: bool  # rows in the target's columns and dead letters naming the pipeline, or the staged layout
@@ -57,20 +58,17 @@ class DecodedBatch:
     # what the target already holds there: `overlap.settle_overlap`)
     filtered_at: list[tuple[str, int, int]] = field(default_factory=list)
     decoded_in_jvm: int = 0  # records the JVM's strict decoder read; the rest, the reference in Python workers
+    chunks: int = 1  # the Arrow chunks the driver collected it in
+
+    def spooled(self) -> str:
+        """How the batch came to the driver and where its COPY data waits, for the log."""
+        size = self.rows.size + self.dead.size
+        where = "on disk past the driver's bound" if self.rows.on_disk or self.dead.on_disk else "in memory"
+        return f"collected in {self.chunks} chunk(s), {size:,} bytes of COPY data {where}"
 
     def sample_dead_letters(self, limit: int = NOTED_DEAD_LETTERS) -> list[str]:
         """The first few dead letters as topic[partition]@offset class: message."""
         return [str(note) for note in self.notes[:limit]]
-
-
-class _Chunks:
-    """A file-like reader over byte chunks, for COPY FROM STDIN."""
-
-    def __init__(self, chunks: Sequence[bytes]):
-        self._chunks = iter(chunks)
-
-    def read(self, size: int = -1) -> bytes:
-        return next(self._chunks, b"")
 
 
 def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], binary: bool) -> str:
@@ -78,11 +76,13 @@ def copy_statement(cur, table: sql.Identifier, columns: Sequence[str], binary: b
     return sql.SQL("COPY {} ({}) FROM STDIN{}").format(table, identifier_list(columns), options).as_string(cur)
 
 
-def copy_chunks(cur, table, columns: Sequence[str], chunks: Sequence[bytes], binary: bool) -> int:
-    """COPY the chunks (binary rows, or lines of text) into `table`; returns the rows Postgres took."""
-    if not chunks:
+def copy_spooled(cur, table, columns: Sequence[str], spooled: Spool, binary: bool) -> int:
+    """COPY what was spooled (binary tuples, or lines of text) into `table`; returns the rows Postgres took. Nothing
+    spooled runs no COPY."""
+    if not spooled:
         return 0
-    cur.copy_expert(copy_statement(cur, table, columns, binary), _Chunks(framed(chunks) if binary else chunks))
+    reader = spooled.reader(HEADER, TRAILER) if binary else spooled.reader()
+    cur.copy_expert(copy_statement(cur, table, columns, binary), reader, size=READ_BYTES)
     return cur.rowcount
 
 
@@ -99,15 +99,15 @@ def commit_decoded(conn, sink: Sink, batch: Batch, decoded: DecodedBatch, run: R
     with commit_transaction(conn, batch, pipeline, batch_id) as cur:
         if decoded.into_target:
             with target_refusal(sink, batch, batch_id):
-                written = copy_chunks(cur, sink.target, sink.target_columns(), decoded.rows, binary=True)
-            dead = copy_chunks(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, binary=False)
+                written = copy_spooled(cur, sink.target, sink.target_columns(), decoded.rows, binary=True)
+            dead = copy_spooled(cur, DEAD_LETTERS, ("pipeline",) + DEAD_LETTER_COLUMNS, decoded.dead, binary=False)
             _check_copied(batch_id, counts, StagedCounts(written, dead))
             settled = Settled(counts, 0)
         else:
             sink.create_staging(cur)
             copied = StagedCounts(
-                copy_chunks(cur, sink.staging, sink.staging_columns, decoded.rows, binary=True),
-                copy_chunks(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, binary=False),
+                copy_spooled(cur, sink.staging, sink.staging_columns, decoded.rows, binary=True),
+                copy_spooled(cur, sink.staged_dead, DEAD_LETTER_COLUMNS, decoded.dead, binary=False),
             )
             _check_copied(batch_id, counts, copied)
             written, settled = publish_staged(cur, sink, batch, batch_id, counts, decoded.filtered_at)

@@ -7,14 +7,14 @@ the staged layout's, or an append target's whose columns have the declared types
 with wider columns, numeric for bigint say, takes its rows through the staging table, where Postgres converts them).
 A json column goes as jsonb: its text, marked so in its Arrow field's metadata (`batch_columns.PG_TYPE_KEY`).
 
-Chunks carry rows only; `framed` puts the one header and trailer of a COPY around them, so chunks from any number of
-Spark tasks make one stream.
+Chunks carry rows only; the commit puts the one header and trailer of a COPY around them (`copy_commit.copy_spooled`),
+so chunks from any number of Spark tasks make one stream.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pgpq
 import pgpq.encoders
@@ -42,11 +42,6 @@ def row_chunks(rows: pa.Table, max_bytes: int | None = None) -> Iterator[bytes]:
     half = rows.num_rows // 2
     yield from row_chunks(rows.slice(0, half), max_bytes)
     yield from row_chunks(rows.slice(half), max_bytes)
-
-
-def framed(chunks: Sequence[bytes]) -> list[bytes]:
-    """One COPY's stream of the chunks: nothing at all when there are none (so no COPY runs)."""
-    return [HEADER, *chunks, TRAILER] if chunks else []
 
 
 def _tuples(rows: pa.Table) -> bytes:

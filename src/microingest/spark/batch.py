@@ -1,15 +1,17 @@
 """One batch of a run on Spark: read exactly its offset ranges, decode them (in the JVM where the pipeline allows,
-`jvm_decode`, else on the executors by the reference, `decoder.Decoder`), collect what was decoded, check the
-dead-letter guard (`read_batch`, which writes nothing); then commit it in one Postgres transaction (`commit_batch`,
-by `commit.copy_commit`)."""
+`jvm_decode`, else on the executors by the reference, `decoder.Decoder`), collect what was decoded chunk by chunk
+into the batch's spool (`arrow_chunks`, `commit.spool`), check the dead-letter guard (`read_batch`, which writes
+nothing); then commit it in one Postgres transaction (`commit_batch`, by `commit.copy_commit`)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+
+import pyarrow as pa
 
 from microingest import faults
 from microingest.batches import Batch, CommitResult, OffsetRange
@@ -18,6 +20,7 @@ from microingest.commit.sinks import sink_for
 from microingest.commit.target_tables import check_target
 from microingest.decode.records import RecordProcessor
 from microingest.errors import Refused
+from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
@@ -96,7 +99,13 @@ def read_batch(job: IngestJob, batch: Batch) -> DecodedBatch:
         ", ".join(map(str, batch.ranges)),
     )
     decoded = _decoded(job, batch, batch_id, into_target, started_at)
-    log.info("batch %s decoded: %d rows, %d dead letters", batch_id, decoded.counts.rows, decoded.counts.dead)
+    log.info(
+        "batch %s decoded: %d rows, %d dead letters (%s)",
+        batch_id,
+        decoded.counts.rows,
+        decoded.counts.dead,
+        decoded.spooled(),
+    )
     if not batch.is_skip:  # a skip's dead letters are what the operator asked for
         check_dead_letters(pipeline, batch_id, decoded.counts, decoded.sample_dead_letters)
     faults.crash_point("after_decode")
@@ -147,9 +156,10 @@ def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, sta
     return collected(_collect(frame.mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
 
 
-def _collect(frame, batch: Batch):
+def _collect(frame, batch: Batch) -> Iterator[pa.Table]:
+    """The frame's rows on the driver in Arrow chunks as they arrive (`arrow_chunks`)."""
     try:
-        return frame.toArrow()
+        yield from arrow_chunks(frame)
     except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
         if "spark.driver.maxResultSize" not in str(exc):
             raise

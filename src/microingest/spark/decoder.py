@@ -5,17 +5,18 @@ transaction, so a retried or speculative task leaves nothing behind."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from microingest import faults
+from microingest import faults, settings
 from microingest.batches import SOURCE_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import SKIPPED, StagedCounts
+from microingest.commit.spool import Spool
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import RecordProcessor
@@ -161,15 +162,37 @@ def read_spans(batch: pa.RecordBatch) -> list[Span]:
     ]
 
 
-def collected(table: pa.Table, decoder: Decoder, started_at: datetime) -> DecodedBatch:
-    """What the driver collected from the Decoders (an Arrow table with DECODED_SCHEMA), ready to commit."""
+def collected(tables: Iterable[pa.Table], decoder: Decoder, started_at: datetime) -> DecodedBatch:
+    """What the driver collects from the Decoders (Arrow tables with DECODED_SCHEMA), spooled chunk by chunk as it
+    comes, ready to commit."""
+    memory = settings.batch_memory_bytes()
+    rows, dead = Spool(memory), Spool(memory)
+    good = bad = chunks = 0
+    spans: list[Span] = []
+    notes: list[DeadLetterNote] = []
+    try:
+        for table in tables:
+            for chunk in table.column("rows").to_pylist():
+                rows.write(chunk)
+            for chunk in table.column("dead").to_pylist():
+                dead.write(chunk)
+            good += pc.sum(table.column("good")).as_py() or 0
+            bad += pc.sum(table.column("bad")).as_py() or 0
+            spans += [Span(**s) for chunk_spans in table.column("spans").to_pylist() for s in chunk_spans]
+            notes += [DeadLetterNote(**n) for chunk_notes in table.column("notes").to_pylist() for n in chunk_notes]
+            chunks += 1
+    except BaseException:
+        rows.close()
+        dead.close()
+        raise
     return DecodedBatch(
         batch_id=decoder.batch_id,
-        rows=[c for c in table.column("rows").to_pylist() if c],
-        dead=[c for c in table.column("dead").to_pylist() if c],
-        counts=StagedCounts(pc.sum(table.column("good")).as_py() or 0, pc.sum(table.column("bad")).as_py() or 0),
-        spans=[Span(**s) for spans in table.column("spans").to_pylist() for s in spans],
-        notes=[DeadLetterNote(**n) for notes in table.column("notes").to_pylist() for n in notes],
+        rows=rows,
+        dead=dead,
+        counts=StagedCounts(good, bad),
+        spans=spans,
+        notes=notes,
+        chunks=chunks,
         into_target=decoder.into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),

@@ -1,13 +1,17 @@
-"""A batch the JVM decoded (`jvm_decode.decoded_frame`), as the driver collected it, made ready to commit: the rows
+"""A batch the JVM decoded (`jvm_decode.decoded_frame`), chunk by chunk as the driver collects it, made ready to
+commit and spooled (`commit.spool`): the rows
 the JVM took, typed, in binary COPY form; the records it declined decoded by the reference (`staged_rows.stage_batch`),
 which names every dead letter; a sample of the taken records decoded by the reference too, to check the JVM's values
 before anything is written; and every record read accounted for once."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -15,17 +19,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microingest import faults
-from microingest.batches import SOURCE_COLUMNS, Span
+from microingest import faults, settings
+from microingest.batches import SOURCE_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
+from microingest.commit.spool import Spool
 from microingest.declare.pipeline import Pipeline
 from microingest.decode.batch_columns import arrow_column, arrow_field
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import BadRecord, RecordProcessor
 from microingest.decode.staged_rows import StagedBatch, kafka_headers, rows_table, stage_batch
 from microingest.errors import Refused
-from microingest.spark.decoder import read_spans, text_chunks
+from microingest.spark.decoder import read_spans
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +45,88 @@ class RecordCountError(Refused):
 
 
 def collected(
-    table: pa.Table,
+    tables: Iterable[pa.Table],
     processor: RecordProcessor,
     batch_id: str,
     into_target: bool,
     started_at: datetime,
 ) -> DecodedBatch:
-    """The collected table (KAFKA_COLUMNS with `d`, the JVM's struct, NULL where it declined) as a DecodedBatch."""
+    """The collected chunks (KAFKA_COLUMNS with `d`, the JVM's struct, NULL where it declined) as a DecodedBatch: each
+    checked, made COPY data and spooled as it comes, so the driver never holds the whole batch."""
+    memory = settings.batch_memory_bytes()
+    rows, dead = Spool(memory), Spool(memory)
+    made = _Made()
+    try:
+        for table in tables:
+            made.add(_chunk(table, processor, batch_id, into_target), rows, dead)
+            made.chunks += 1
+    except BaseException:
+        rows.close()
+        dead.close()
+        raise
+    log.info(
+        "batch %s: %d records decoded in the JVM (%d of them checked against the reference), %d by the reference",
+        batch_id,
+        made.taken,
+        made.checked,
+        made.declined,
+    )
+    return DecodedBatch(
+        batch_id=batch_id,
+        rows=rows,
+        dead=dead,
+        counts=StagedCounts(made.rows, made.dead),
+        spans=made.spans,
+        notes=made.notes,
+        decoded_in_jvm=made.taken,
+        chunks=made.chunks,
+        into_target=into_target,
+        started_at=started_at,
+        decoded_at=datetime.now(timezone.utc),
+    )
+
+
+@dataclass
+class _Chunk:
+    """One collected chunk made ready to commit."""
+
+    rows: bytes  # binary COPY tuples
+    dead: bytes  # COPY text lines
+    row_count: int
+    dead_count: int
+    taken: int
+    checked: int
+    declined: int
+    spans: list[Span]
+    notes: list[DeadLetterNote]
+
+
+@dataclass
+class _Made:
+    """What the chunks of a batch made, summed."""
+
+    chunks: int = 0
+    rows: int = 0
+    dead: int = 0
+    taken: int = 0
+    checked: int = 0
+    declined: int = 0
+    spans: list[Span] = dataclasses.field(default_factory=list)
+    notes: list[DeadLetterNote] = dataclasses.field(default_factory=list)
+
+    def add(self, chunk: _Chunk, rows: Spool, dead: Spool) -> None:
+        rows.write(chunk.rows)
+        dead.write(chunk.dead)
+        self.rows += chunk.row_count
+        self.dead += chunk.dead_count
+        self.taken += chunk.taken
+        self.checked += chunk.checked
+        self.declined += chunk.declined
+        self.spans += chunk.spans
+        self.notes += chunk.notes
+
+
+def _chunk(table: pa.Table, processor: RecordProcessor, batch_id: str, into_target: bool) -> _Chunk:
     pipeline = processor.pipeline
     taken_mask = pc.is_valid(table.column("d"))
     taken = table.filter(taken_mask)
@@ -64,24 +144,16 @@ def collected(
         rows = rows.select([*SOURCE_COLUMNS, *pipeline.value_columns])
     spans = read_spans(table)
     _check_counts(batch_id, spans, taken.num_rows, staged)
-    log.info(
-        "batch %s: %d records decoded in the JVM (%d of them checked against the reference), %d by the reference",
-        batch_id,
-        taken.num_rows,
-        checked,
-        declined.num_rows,
-    )
-    return DecodedBatch(
-        batch_id=batch_id,
-        rows=list(row_chunks(rows)),  # in one pass: a chunk's bound is for Spark rows
-        dead=[chunk for chunk in text_chunks(staged.dead_letters) if chunk],
-        counts=StagedCounts(rows.num_rows, len(staged.dead_letters)),
+    return _Chunk(
+        rows=b"".join(row_chunks(rows)),  # in one pass: a chunk's bound is for Spark rows
+        dead="".join(staged.dead_letters).encode("utf-8"),
+        row_count=rows.num_rows,
+        dead_count=len(staged.dead_letters),
+        taken=taken.num_rows,
+        checked=checked,
+        declined=declined.num_rows,
         spans=spans,
         notes=staged.notes,
-        decoded_in_jvm=taken.num_rows,
-        into_target=into_target,
-        started_at=started_at,
-        decoded_at=datetime.now(timezone.utc),
     )
 
 

@@ -95,7 +95,7 @@ def _decoded(job: IngestJob, records: list[StoredRecord], batch_id: str) -> Deco
     started = datetime.now(timezone.utc)
     decoder = Decoder(job.pipeline, batch_id, job.systems.registry, into_target=False)
     table = pa.Table.from_batches(list(decoder(iter([stored_records_batch(records)]))), schema=DECODED_ARROW_SCHEMA)
-    return collected(table, decoder, started)
+    return collected([table], decoder, started)
 
 
 def _spans(records: list[StoredRecord]) -> tuple[OffsetRange, ...]:

@@ -22,9 +22,11 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from microingest import settings
 from microingest.batches import NOTED_DEAD_LETTERS, ROW_COLUMNS, DeadLetterNote, Span
 from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
+from microingest.commit.spool import Spool
 from microingest.declare.pipeline import Field, Pipeline
 from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS, READ_COLUMN
 from microingest.decode.held_values import REFUSED, held, holds
@@ -172,6 +174,7 @@ def _transformed(
     notes = _notes(summary)
     notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
     counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
+    memory = settings.batch_memory_bytes()
     log.info(
         "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
         "checks",
@@ -184,8 +187,8 @@ def _transformed(
     )
     return DecodedBatch(
         batch_id=batch_id,
-        rows=[c for c in chunks.column("rows").to_pylist() if c],
-        dead=[c for c in summary.column("dead").to_pylist() if c] + [c for c in text_chunks(failed) if c],
+        rows=Spool.of(chunks.column("rows").to_pylist(), memory),
+        dead=Spool.of([*summary.column("dead").to_pylist(), *text_chunks(failed)], memory),
         counts=counts,
         spans=spans,
         notes=notes,

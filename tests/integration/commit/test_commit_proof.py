@@ -32,7 +32,7 @@ def decoded(env, *chunks, into_target: bool = True) -> DecodedBatch:
     for offsets in chunks:
         records = [(f"k{o}".encode(), b"not json" if o in BAD else b'{"event_id": "e%d"}' % o) for o in offsets]
         parts.extend(decoder(iter([kafka_batch(env.topic, 0, offsets, records)])))
-    return collected(pa.Table.from_batches(parts), decoder, datetime.now(timezone.utc))
+    return collected([pa.Table.from_batches(parts)], decoder, datetime.now(timezone.utc))
 
 
 BAD = {3, 13}

@@ -16,8 +16,9 @@ import pytest
 
 from helpers.hostile_records import KAFKA_TIMESTAMP_MICROS, SCHEMA, hostile_record, kafka_batch, original_headers
 from microingest.batches import DEAD_LETTER_COLUMNS
-from microingest.commit.copy_commit import copy_chunks, copy_statement
+from microingest.commit.copy_commit import copy_spooled, copy_statement
 from microingest.commit.sinks import STAGED_DEAD, STAGED_ROWS, sink_for
+from microingest.commit.spool import Spool
 from microingest.declare.validate import parse_pipeline
 from microingest.decode import arrow_json
 from microingest.decode.copy_binary import row_chunks
@@ -79,7 +80,10 @@ def test_rows_land_as_the_reference_typed_them(cur, with_a_bad_record):
     taken = arrow_json.decode_values(batch.column("key"), batch.column("value"), PIPELINE) is not None
     assert taken is not with_a_bad_record
     columns = sink_for(PIPELINE).staging_columns
-    assert copy_chunks(cur, STAGED_ROWS, columns, list(row_chunks(staged.rows)), binary=True) == staged.rows.num_rows
+    assert (
+        copy_spooled(cur, STAGED_ROWS, columns, Spool.of(row_chunks(staged.rows), 1 << 20), binary=True)
+        == staged.rows.num_rows
+    )
     cur.execute("SELECT * FROM microingest_staged_rows ORDER BY source_offset")
     landed = cur.fetchall()
 
@@ -115,7 +119,13 @@ def test_hostile_records_reach_postgres_as_rows_and_dead_letters_postgres_accept
         staged = stage_batch(kafka_batch("t", 1, range(offset, offset + len(recs)), recs), processor, str(uuid.uuid4()))
         sent.update(zip(range(offset, offset + len(recs)), recs))
         offset += len(recs)
-        copy_chunks(cur, STAGED_ROWS, sink_for(pipeline).staging_columns, list(row_chunks(staged.rows)), binary=True)
+        copy_spooled(
+            cur,
+            STAGED_ROWS,
+            sink_for(pipeline).staging_columns,
+            Spool.of(row_chunks(staged.rows), 1 << 20),
+            binary=True,
+        )
         cur.copy_expert(
             copy_statement(cur, STAGED_DEAD, DEAD_LETTER_COLUMNS, binary=False), StringIO("".join(staged.dead_letters))
         )

@@ -5,6 +5,7 @@ and a batch whose sampled records the JVM got wrong is decoded again by the refe
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -167,7 +168,9 @@ ORDER_COLUMNS = "source_topic, source_partition, source_offset, kafka_timestamp,
 
 def test_orders_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_them(env, pg, kafka, monkeypatch):
     """Paths into a nested customer and into an array's elements, arrays of text, decimals and booleans, fields from
-    the key and headers: the orders shape, mostly decoded in the JVM."""
+    the key and headers: the orders shape, mostly decoded in the JVM. The driver's bound for a batch's COPY data is
+    set to 10 KiB, so both paths collect the batch in chunks and spool it to disk."""
+    monkeypatch.setenv("MICROINGEST_BATCH_MEMORY_MB", "0.01")
     rng = random.Random(29)
     keys = [b"k", None, b"\xff", "\u00e9".encode()]
     # kafka-python sends no header without a value; the differential test has them (tests/unit/decode/test_jvm_json.py)
@@ -201,6 +204,7 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], colum
     )
     assert int(in_jvm) > 2000 and int(checked) > 20 and int(by_reference) > 100
     assert decoded_in_jvm(env) == int(in_jvm)  # the batch history keeps the share the log told
+    _check_spooled(jvm_run.stdout)
 
     twin = new_env(
         pg,
@@ -218,6 +222,7 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], colum
     [reference_run] = twin.ingest_all()
     assert "decoded by the reference decoder in Python: MICROINGEST_JVM_DECODING is off" in reference_run.stdout
     assert decoded_in_jvm(twin) == 0
+    _check_spooled(reference_run.stdout)
 
     jvm_rows, jvm_dead = stored(env, columns)
     reference_rows, reference_dead = stored(twin, columns)
@@ -227,6 +232,14 @@ def compare_with_reference(env, pg, kafka, monkeypatch, sent: list[tuple], colum
     assert len(jvm_rows) > 1500 and len(jvm_dead) > 50  # both kinds of record were there
     assert jvm_rows == reference_rows
     assert jvm_dead == reference_dead
+
+
+def _check_spooled(log: str) -> None:
+    """Each batch's collection as its log tells it: past a bound of under 64 KiB, in several chunks and on disk."""
+    told = re.findall(r"collected in (\d+) chunk\(s\), ([\d,]+) bytes of COPY data (in memory|on disk)", log)
+    assert told
+    if float(os.environ.get("MICROINGEST_BATCH_MEMORY_MB", "64")) < 0.0625:
+        assert all(int(chunks) > 1 and where == "on disk" for chunks, _, where in told), told
 
 
 def test_a_wrong_jvm_value_in_the_sample_sends_the_batch_to_the_reference(env):

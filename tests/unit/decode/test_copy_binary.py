@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from helpers.copy_rows import tuples
-from microingest.decode.copy_binary import HEADER, TRAILER, framed, row_chunks
+from microingest.decode.copy_binary import HEADER, TRAILER, row_chunks
 
 BATCH_ID = "6f1c3c1e-8a57-4a1f-9d3e-0c2b9f1e7a10"
 
@@ -31,7 +31,6 @@ def test_empty_and_unaligned_chunks_give_every_row_once_and_nothing_else():
 
 def test_an_empty_table_is_no_chunk_and_no_copy():
     assert list(row_chunks(pa.table({"t": pa.array([], pa.string())}))) == []
-    assert framed([]) == []
 
 
 @pytest.mark.parametrize("bound", [64, 1000, 1 << 20])
@@ -50,4 +49,3 @@ def test_the_batch_id_goes_as_its_16_bytes():
 def test_the_frame_is_the_one_pgpq_writes():
     encoder = pgpq.ArrowToPostgresBinaryEncoder(pa.schema([("n", pa.int64())]))
     assert (encoder.write_header(), encoder.finish()) == (HEADER, TRAILER)
-    assert framed([b"a", b"b"]) == [HEADER, b"a", b"b", TRAILER]

@@ -72,32 +72,43 @@ def lines(chunks: list[bytes]) -> list[bytes]:
 
 @pytest.mark.parametrize("mode", ["append", "upsert_latest"])
 @pytest.mark.parametrize("into_target", [False, True])
-def test_the_same_rows_and_dead_letters_as_the_reference_path(mode, into_target):
+@pytest.mark.parametrize("memory_mb", ["64", "0.01"])  # held in memory; past 10 KiB, in the temporary file
+def test_the_same_rows_and_dead_letters_as_the_reference_path(mode, into_target, memory_mb, monkeypatch):
+    monkeypatch.setenv("MICROINGEST_BATCH_MEMORY_MB", memory_mb)
     rng = random.Random(11)
     p = pipeline(sink_mode=mode)
     records = [hostile_record(rng, i) for i in range(1500)]
-    got = collected(as_spark_collects(p, records, every=7), RecordProcessor(p), BATCH_ID, into_target, STARTED)
+    table = as_spark_collects(p, records, every=7)
+    # in chunks, as Spark Connect hands a batch over
+    got = collected(
+        [table.slice(0, 1), table.slice(1, 700), table.slice(701, 0), table.slice(701)],
+        RecordProcessor(p),
+        BATCH_ID,
+        into_target,
+        STARTED,
+    )
+    assert got.rows.on_disk == (memory_mb != "64")
 
     lead = ("p", BATCH_ID) if into_target else (BATCH_ID,)
     reference = stage_batch(kafka_batch("t", 0, range(len(records)), records), RecordProcessor(p), BATCH_ID, lead)
     rows = reference.rows
     if into_target:
         rows = rows.select([*SOURCE_COLUMNS, *p.value_columns])
-    assert tuples(got.rows) == tuples(list(row_chunks(rows)))
-    assert lines(got.dead) == lines([line.encode() for line in reference.dead_letters])
+    assert tuples([got.rows.read_all()]) == tuples(list(row_chunks(rows)))
+    assert lines([got.dead.read_all()]) == lines([line.encode() for line in reference.dead_letters])
     assert (got.counts.rows, got.counts.dead) == (rows.num_rows, len(reference.dead_letters))
     assert got.counts.rows > 500 and got.counts.dead > 300  # both kinds of record were there
-    assert [(s.first, s.last, s.records) for s in got.spans] == [(0, len(records) - 1, len(records))]
+    assert [(s.first, s.last, s.records) for s in got.spans] == [(0, 0, 1), (1, 700, 700), (701, 1499, 799)]
 
 
 def test_a_sampled_record_the_jvm_got_wrong_refuses_the_batch(monkeypatch):
     rng = random.Random(12)
     p = pipeline()
     table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=1)
-    collected(table, RecordProcessor(p), BATCH_ID, False, STARTED)  # as it came: no complaint
+    collected([table], RecordProcessor(p), BATCH_ID, False, STARTED)  # as it came: no complaint
     monkeypatch.setenv("MICROINGEST_FAULT", "jvm_self_check:corrupt")
     with pytest.raises(JvmMismatchError, match="field 'id' of t\\[0\\]@"):
-        collected(table, RecordProcessor(p), BATCH_ID, False, STARTED)
+        collected([table.slice(0, 10), table.slice(10)], RecordProcessor(p), BATCH_ID, False, STARTED)
 
 
 def test_the_refusal_names_the_field_and_the_record_never_the_value():
@@ -109,5 +120,5 @@ def test_the_refusal_names_the_field_and_the_record_never_the_value():
     d[first] = {**d[first], "f0": d[first]["f0"] + "secret"}
     changed = table.set_column(table.schema.get_field_index("d"), "d", pa.array(d, table.schema.field("d").type))
     with pytest.raises(JvmMismatchError, match=f"field 'id' of t\\[0\\]@{first} differs") as refused:
-        collected(changed, RecordProcessor(p), BATCH_ID, False, STARTED)
+        collected([changed], RecordProcessor(p), BATCH_ID, False, STARTED)
     assert "secret" not in str(refused.value)

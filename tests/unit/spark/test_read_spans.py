@@ -55,7 +55,7 @@ def test_the_spans_and_dead_letter_notes_reach_the_driver_typed_as_they_were_rea
     table = pa.Table.from_batches([pa.RecordBatch.from_pylist([first, rest], schema=DECODED_ARROW_SCHEMA)])
     pipeline = parse_pipeline({"name": "p", "topic": "t", "target_table": "public.p", "schema": {"a": "string"}})
     decoder = Decoder(pipeline, "b", None, into_target=True)
-    decoded = collected(table, decoder, datetime.now(timezone.utc))
+    decoded = collected([table], decoder, datetime.now(timezone.utc))
     assert decoded.spans == spans
     assert decoded.notes == notes
     # as the log shows them: a record's line breaks escaped, so no record can forge a log line
