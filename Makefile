@@ -144,7 +144,9 @@ TEST_PIPELINES := $(STATE)/test-pipelines
 # The suite's Spark jobs read a few hundred records each: for their driver JVMs a quick start (C1 only, serial GC)
 # saves more than peak speed would, about 4 s of 20 per job. The platforms the tests start pass it to Airflow too, for
 # the spark-submit jobs its tasks start (not to the Spark Connect server, long-lived). `make up` keeps the defaults.
-TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+# Their temporary folders (where spark-submit copies the job's bundle) go to the platform's Spark scratch space, as
+# `up` sets for its own (config.SPARK_SCRATCH): a driver a test kills leaves its folder there, not in /tmp.
+TEST_SPARK_JVM := -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir=$(abspath $(STATE))/spark-scratch
 
 # Most of a test's time is spent waiting on the platform (a scheduler's loop, a JVM, a broker), so two test processes
 # share the two cores better than one: each takes whole modules (`--dist loadfile`), on names of its own. The tests

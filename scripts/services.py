@@ -36,6 +36,7 @@ from local_platform.config import (
     TOPOLOGY,
     VENV_BIN,
     private_file,
+    spark_submit_opts,
 )
 from local_platform.processes import leftovers, say, shown_state, sweep
 from microingest import settings
@@ -221,6 +222,7 @@ def up(
         "MICROINGEST_PIPELINES_DIR": str(pipelines_dir),
         "PATH": venv_path(),
         "SPARK_LOCAL_DIRS": str(SPARK_SCRATCH),
+        "SPARK_SUBMIT_OPTS": spark_submit_opts(os.environ.get("SPARK_SUBMIT_OPTS", "")),
         **conns,
         **airflow.airflow_env(pg),
     }

@@ -24,6 +24,16 @@ ENV_FILE = STATE / "platform.env"
 # the platform's settings. A JVM that is killed rather than stopped skips the shutdown hook that removes its folder,
 # and in /tmp, the default, those filled the disk; here `down` removes them with the processes.
 SPARK_SCRATCH = STATE / "spark-scratch"
+
+
+def spark_submit_opts(given: str) -> str:
+    """SPARK_SUBMIT_OPTS for the drivers the platform's tasks start: `given`, with their temporary folders (where
+    spark-submit copies a job's bundle, java.io.tmpdir, which SPARK_LOCAL_DIRS does not move) in the scratch space."""
+    if "-Djava.io.tmpdir=" in given:
+        return given
+    return f"{given} -Djava.io.tmpdir={SPARK_SCRATCH}".strip()
+
+
 TOPOLOGIES = ("single", "cluster")
 TOPOLOGY = os.environ.get("MICROINGEST_TOPOLOGY") or "single"
 if TOPOLOGY not in TOPOLOGIES:
