@@ -8,13 +8,14 @@ Each stage runs once untimed, then --repeat times; the report gives the fastest 
 - `read_count`: Spark's Kafka source reads the ranges and counts them, nothing downstream;
 - `handover`: the batch's frame (as `spark.batch.read_frame` builds it) through a mapInArrow that only counts: the
   JVM → Python worker → JVM hand-over alone;
-- `decode`: today's decoder (`spark.decoder.Decoder`) collected with toArrow(), as a batch is, without the commit;
+- `decode`: the reference decoder (`spark.decoder.Decoder`) collected with toArrow(), without the commit;
 - `jvm_count`: the records decoded in the JVM as a batch of a JSON pipeline is, and counted there: the decoding
   function's cost without the transfer of its columns;
 - `jvm_decode`: the records decoded in the JVM as a batch of a JSON pipeline is (`spark.jvm_decode`) and collected
   with toArrow(): typed columns, the declined and sampled records' bytes;
-- `jvm_batch`: the same, then made ready to commit on the driver (`spark.jvm_collected`: the sample checked, the
-  rows as CSV): the JVM path's counterpart of `decode`;
+- `jvm_batch`: the same, streamed to the driver in Arrow chunks and made ready to commit there as a batch is
+  (`spark.arrow_chunks`, `spark.jvm_collected`: the sample checked, the rows as binary COPY data, spooled): the JVM
+  path's counterpart of `decode`;
 - `from_json`: the values decoded by Spark SQL's from_json with the declared types and collected with toArrow():
   the JVM's speed, permissive as from_json is (none of the reference decoder's checks);
 - `query`: a query that reads no Kafka (spark.range(100).count()): a round trip to the server and its tasks;
