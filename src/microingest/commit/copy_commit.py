@@ -60,6 +60,11 @@ class DecodedBatch:
     decoded_in_jvm: int = 0  # records the JVM's strict decoder read; the rest, the reference in Python workers
     chunks: int = 1  # the Arrow chunks the driver collected it in
 
+    def close(self) -> None:
+        """Let its spools go (their memory, or their temporary files) once the batch was committed or given up."""
+        self.rows.close()
+        self.dead.close()
+
     def spooled(self) -> str:
         """How the batch came to the driver and where its COPY data waits, for the log."""
         size = self.rows.size + self.dead.size

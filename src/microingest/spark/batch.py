@@ -114,9 +114,12 @@ def read_batch(job: IngestJob, batch: Batch) -> DecodedBatch:
 
 def commit_batch(job: IngestJob, batch: Batch, decoded: DecodedBatch) -> CommitResult:
     """The batch `read_batch` decoded, committed in one Postgres transaction."""
-    with job.systems.db() as conn:
-        conn.autocommit = True
-        result = commit_decoded(conn, sink_for(job.pipeline), batch, decoded, job.run)
+    try:
+        with job.systems.db() as conn:
+            conn.autocommit = True
+            result = commit_decoded(conn, sink_for(job.pipeline), batch, decoded, job.run)
+    finally:
+        decoded.close()  # the next batch, read ahead meanwhile, has spools of its own
     faults.crash_point("after_commit")
     return result
 
