@@ -8,7 +8,7 @@ import os
 import socket
 
 from local_platform import spark_cluster
-from local_platform.config import SPARK_CONNECT_PORT, SPARK_WORKERS, STATE
+from local_platform.config import SPARK_CONNECT_PORT, SPARK_WORKERS, STATE, spark_submit_opts
 from local_platform.processes import say, spawn, stop, wait_for, without_credentials
 from microingest.spark import connect as spark_connect
 from microingest.systems.connections import ConnectionInfo
@@ -48,8 +48,9 @@ def launch() -> None:
             else spark_connect.server_argv(HOST, SPARK_CONNECT_PORT)
         )
         # SPARK_SUBMIT_OPTS is for the drivers `make test` starts (a quick JVM start for short jobs); the server is
-        # long-lived and keeps the JVM's defaults.
-        env = {k: v for k, v in without_credentials(os.environ).items() if k != "SPARK_SUBMIT_OPTS"}
+        # long-lived and keeps the JVM's defaults, all but its temporary folders: each job's bundle, unpacked by
+        # addArchive under java.io.tmpdir, stays until the server stops, and a killed server never removes them.
+        env = {**without_credentials(os.environ), "SPARK_SUBMIT_OPTS": spark_submit_opts("")}
         spawn(NAME, argv, log_file(), env)
 
 
