@@ -12,12 +12,15 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyspark
 import pytest
 
+from helpers.hostile_records import SCHEMA, kafka_batch
 from helpers.reference_check import same
 from microingest import settings
 from microingest.declare.pipeline import Field, Pipeline
+from microingest.declare.validate import parse_pipeline
 from microingest.decode import jvm_spec
 from microingest.decode.json_values import json_text
 from microingest.decode.records import BadRecord, RecordProcessor
@@ -120,3 +123,48 @@ def compared(
         assert len(got) == len(staged) and all(map(same, got, staged)), (record, got, staged)
         taken.append(True)
     return taken
+
+
+SPARK_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+
+
+def hostile_pipeline(**changes) -> Pipeline:
+    """A pipeline of the hostile records' schema (`hostile_records.SCHEMA`)."""
+    return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
+
+
+def as_spark_collects(p, records, every: int) -> pa.Table:
+    """The table `jvm_decode.decoded_frame` gives the driver for these records at offsets 0.. of partition 0."""
+    read = kafka_batch("t", 0, range(len(records)), records)
+    answers = jvm_decoded(p, [(r[0], r[1]) for r in records])
+    fields = [pa.field("key", pa.string())] + [
+        pa.field(f"f{i}", SPARK_TYPES.get(f.type, pa.int64())) for i, f in enumerate(p.schema)
+    ]
+    d = pa.array(
+        [None if a is None else dict(zip((f.name for f in fields), _spark_values(p, a))) for a in answers],
+        pa.struct(fields),
+    )
+    raw = [a is None or offset % every == 0 for offset, a in enumerate(answers)]
+    keep = pa.array(raw)
+    return pa.table(
+        {
+            "topic": read.column("topic"),
+            "partition": read.column("partition"),
+            "offset": read.column("offset"),
+            "ts_micros": read.column("ts_micros"),
+            "d": d,
+            "key": pa.compute.if_else(keep, read.column("key"), None),
+            "value": pa.compute.if_else(keep, read.column("value"), None),
+            "headers": pa.compute.if_else(pa.array([a is None for a in answers]), read.column("headers"), None),
+        }
+    )
+
+
+def _spark_values(p, answer):
+    key, _tombstone, *values = answer
+    out = [key]
+    for field, value in zip(p.schema, values):
+        if field.type == "timestamp" and value is not None:
+            value = (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // pa.scalar(1, pa.duration("us")).as_py()
+        out.append(value)
+    return out

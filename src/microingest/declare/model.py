@@ -69,7 +69,7 @@ from microingest.declare.pipeline import (
     StartPosition,
     ValueFormat,
 )
-from microingest.declare.sql_statement import INTERNAL_COLUMNS, StatementError, check_condition, check_statement
+from microingest.declare.sql_statement import StatementError, check_condition, check_statement, internal
 from microingest.declare.time_intervals import NAME_SUFFIX_MAX, Interval, duration_seconds, retention
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
@@ -605,7 +605,7 @@ class Declaration(_Strict):
     def _checks_and_masks_agree(self) -> None:
         fields = tuple(self.schema_)
         if self.transform_sql is not None or self.checks or self.mask:
-            taken = [name for name in fields if name in INTERNAL_COLUMNS]
+            taken = [name for name in fields if internal(name)]
             if taken:
                 raise _fault(
                     ("schema", taken[0]),

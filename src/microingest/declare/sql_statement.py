@@ -20,9 +20,16 @@ RECORD_COLUMNS = ("kafka_timestamp", "record_key")
 BATCH_COLUMNS = POSITION_COLUMNS + RECORD_COLUMNS
 VIEW = "batch"
 # Columns the platform adds to a batch's rows in Spark (`spark.typed_rows`, `spark.sql_transform`, `spark.row_checks`):
-# no declared field of a pipeline whose rows pass through Spark SQL may take their names.
+# no declared field of a pipeline whose rows pass through Spark SQL may take their names, nor begin as the summary's
+# own columns do (`typed_rows.summary_column`).
 SUMMARY_COLUMN, READ_COLUMN, FAILED_COLUMN = "_summary", "_read", "_failed_check"
 INTERNAL_COLUMNS = (SUMMARY_COLUMN, READ_COLUMN, FAILED_COLUMN)
+
+
+def internal(name: str) -> bool:
+    """Whether a column of this name is the platform's own where rows pass through Spark SQL."""
+    return name in INTERNAL_COLUMNS or name.startswith(f"{SUMMARY_COLUMN}_")
+
 
 # Constructs that make a row of several records, several rows of one record, or drop records by their number.
 _REFUSED: dict[type, str] = {

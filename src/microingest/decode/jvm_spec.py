@@ -53,8 +53,6 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
         return f"its keys are {pipeline.key_format}"
     if pipeline.transform is not None:
         return "it has a transform (Python code)"
-    if pipeline.rows_in_spark:
-        return "its rows pass through Spark SQL (transform_sql, checks or masks) from the executors' decoding"
     odd = [f.name for f in pipeline.schema if not _reads(f, pipeline.value_format)]
     if odd:
         return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"

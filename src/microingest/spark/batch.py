@@ -24,9 +24,8 @@ from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, Decoder, collected
 from microingest.spark.job import IngestJob
-from microingest.spark.jvm_collected import JvmMismatchError
 from microingest.spark.jvm_collected import collected as jvm_collected
-from microingest.spark.jvm_decode import decoded_frame, refusal, sample_every
+from microingest.spark.jvm_decode import decoded_frame, distrust, sample_every
 from microingest.spark.sql_transform import transformed
 
 log = logging.getLogger(__name__)
@@ -127,34 +126,33 @@ def commit_batch(job: IngestJob, batch: Batch, decoded: DecodedBatch) -> CommitR
 def _decoded(job: IngestJob, batch: Batch, batch_id: str, into_target: bool, started_at: datetime) -> DecodedBatch:
     """The batch read and decoded: in the JVM where the pipeline's records may be, else by the reference decoder on
     the executors (`decoder.Decoder`)."""
-    pipeline, jvm = job.pipeline, job.jvm
+    pipeline = job.pipeline
     frame = read_frame(job.spark, job.systems.spark_kafka, batch, reader_group(pipeline.name))
+    jvm = job.jvm if job.jvm is not None and job.jvm.usable and not batch.is_skip else None
+    every = sample_every(batch.offsets)
     if pipeline.rows_in_spark and not batch.is_skip:
         registry, key = job.systems.registry, job.systems.mask_key
         return transformed(
-            job.spark, pipeline, registry, frame, batch_id, into_target, started_at, key, batch.is_backfill
+            job.spark,
+            pipeline,
+            registry,
+            frame,
+            batch_id,
+            into_target,
+            started_at,
+            key,
+            batch.is_backfill,
+            jvm,
+            every,
         )
-    if jvm is not None and jvm.usable and not batch.is_skip:
+    if jvm is not None:
         processor = RecordProcessor(pipeline, job.systems.registry)
-        every = sample_every(batch.offsets)
         try:
             return jvm_collected(
                 _collect(decoded_frame(frame, jvm, every), batch), processor, batch_id, into_target, started_at
             )
-        except JvmMismatchError as exc:
-            jvm.distrusted = str(exc)
-            log.error("%s; this batch and the rest of the job are decoded by the reference decoder alone", exc)
-        except Exception as exc:  # classic and Spark Connect raise different classes; the message is the JVM's
-            refused = refusal(exc)
-            if refused is None:
-                raise
-            jvm.distrusted = refused
-            log.warning(
-                "pipeline %s: records decoded by the reference decoder in Python, not Spark's JVM: %s (a new Spark "
-                "Connect session, or the server restarted, loads this job's decoder)",
-                pipeline.name,
-                refused,
-            )
+        except Exception as exc:  # the JVM's refusals: what `distrust` does not recognise is raised again
+            distrust(jvm, pipeline, exc)
     decoder = Decoder(pipeline, batch_id, job.systems.registry, into_target, batch.note if batch.is_skip else None)
     return collected(_collect(frame.mapInArrow(decoder, DECODED_SCHEMA), batch), decoder, started_at)
 

@@ -7,14 +7,9 @@ before anything is written; and every record read accounted for once."""
 from __future__ import annotations
 
 import dataclasses
-import logging
-import math
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from decimal import Decimal
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,19 +20,13 @@ from microingest.commit.copy_commit import DecodedBatch
 from microingest.commit.sinks import StagedCounts
 from microingest.commit.spool import Spool
 from microingest.declare.pipeline import Pipeline
-from microingest.decode.batch_columns import arrow_column, arrow_field
+from microingest.decode.batch_columns import arrow_field
 from microingest.decode.copy_binary import row_chunks
-from microingest.decode.records import BadRecord, RecordProcessor
-from microingest.decode.staged_rows import StagedBatch, kafka_headers, rows_table, stage_batch
+from microingest.decode.records import RecordProcessor
+from microingest.decode.staged_rows import StagedBatch, rows_table, stage_batch
 from microingest.errors import Refused
 from microingest.spark.decoder import read_spans
-
-log = logging.getLogger(__name__)
-
-
-class JvmMismatchError(Refused):
-    """A record the JVM decoded came out of the reference with other values. Nothing of the batch was written; the job
-    decodes it again by the reference alone."""
+from microingest.spark.jvm_self_check import check_sample, corrupted, jvm_values, log_share
 
 
 class RecordCountError(Refused):
@@ -64,13 +53,7 @@ def collected(
         rows.close()
         dead.close()
         raise
-    log.info(
-        "batch %s: %d records decoded in the JVM (%d of them checked against the reference), %d by the reference",
-        batch_id,
-        made.taken,
-        made.checked,
-        made.declined,
-    )
+    log_share(batch_id, made.taken, made.checked, made.declined)
     return DecodedBatch(
         batch_id=batch_id,
         rows=rows,
@@ -130,10 +113,10 @@ def _chunk(table: pa.Table, processor: RecordProcessor, batch_id: str, into_targ
     pipeline = processor.pipeline
     taken_mask = pc.is_valid(table.column("d"))
     taken = table.filter(taken_mask)
-    values = _typed(taken.column("d"), pipeline)
+    values = jvm_values(taken.column("d"), pipeline)
     if faults.corrupts("jvm_self_check"):
-        values = _corrupted(values, pipeline)
-    checked = _check_sample(taken, values, processor, batch_id)
+        values = corrupted(values, pipeline)
+    checked = check_sample(taken, values, processor, batch_id)
     declined = _one_batch(table.filter(pc.invert(taken_mask)))
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
     staged = (
@@ -163,23 +146,6 @@ def _one_batch(table: pa.Table) -> pa.RecordBatch:
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
-def _typed(d: pa.ChunkedArray, pipeline: Pipeline) -> list[pa.ChunkedArray]:
-    """(record_key, is_tombstone, value columns...) of the taken records, in the reference's Arrow types."""
-    tombstones = pa.chunked_array([pa.repeat(pa.scalar(False), len(chunk)) for chunk in d.chunks], pa.bool_())
-    columns = [pc.struct_field(d, [0]), tombstones]
-    for i, field in enumerate(pipeline.schema):
-        # A timestamp comes as its microseconds, a UUID as its 16 bytes in a binary of any length.
-        columns.append(pc.struct_field(d, [i + 1]).cast(arrow_field(field).type))
-    return columns
-
-
-def _corrupted(values: list[pa.ChunkedArray], pipeline: Pipeline) -> list[pa.ChunkedArray]:
-    """The fault `jvm_self_check:corrupt`: every value of the first text field ends in "~", as a wrong decoder's
-    would differ."""
-    at = 2 + next(i for i, f in enumerate(pipeline.schema) if f.type == "string")
-    return [*values[:at], pc.binary_join_element_wise(values[at], "~", ""), *values[at + 1 :]]
-
-
 def _no_rows(pipeline: Pipeline) -> pa.Table:
     empty = pa.RecordBatch.from_pylist(
         [],
@@ -189,49 +155,6 @@ def _no_rows(pipeline: Pipeline) -> pa.Table:
     )
     types = [pa.string(), pa.bool_()] + [arrow_field(f).type for f in pipeline.schema]
     return rows_table(empty, "", [pa.array([], t) for t in types], pipeline)
-
-
-def _check_sample(taken: pa.Table, values: list[pa.ChunkedArray], processor: RecordProcessor, batch_id: str) -> int:
-    """The taken records that came back with their bytes, decoded again by the reference: the same values, or the
-    batch is refused before anything is written."""
-    sampled = pc.indices_nonzero(pc.is_valid(taken.column("value")))
-    records = taken.select(["topic", "partition", "offset", "key", "value", "headers"]).take(sampled).to_pylist()
-    wheres = [f"{r['topic']}[{r['partition']}]@{r['offset']}" for r in records]
-    processed = []
-    for record, where in zip(records, wheres, strict=True):
-        try:
-            processed.append(processor.process(record["key"], record["value"], kafka_headers(record["headers"])))
-        except BadRecord as exc:
-            raise JvmMismatchError(
-                f"batch {batch_id}: the JVM decoded {where}, which the reference makes a dead letter "
-                f"({exc.error_class})"
-            ) from None
-    schema = processor.pipeline.schema
-    # The reference's values in their staged form (a UUID's bytes, a decimal at its scale), as the JVM's come.
-    by_column = list(zip(*processed)) or [()] * (2 + len(schema))
-    expected = [list(by_column[0]), list(by_column[1])]
-    expected += [arrow_column(field, column).to_pylist() for field, column in zip(schema, by_column[2:])]
-    names = ["record key", "tombstone"] + [f"field '{f.name}'" for f in schema]
-    for name, column, wanted in zip(names, values, expected, strict=True):
-        for where, a, b in zip(wheres, column.take(sampled).to_pylist(), wanted, strict=True):
-            if not _same(a, b):
-                raise JvmMismatchError(f"batch {batch_id}: the JVM's {name} of {where} differs from the reference's")
-    return len(sampled)
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, list) and isinstance(b, list):  # an array's items
-        return len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, float) or isinstance(b, float):
-        return (
-            isinstance(a, float)
-            and isinstance(b, float)
-            and struct.pack(">d", a) == struct.pack(">d", b)
-            and not math.isnan(a)
-        )
-    if isinstance(a, Decimal) and isinstance(b, Decimal):
-        return a.as_tuple() == b.as_tuple()  # the same digits at the same scale
-    return type(a) is type(b) and a == b
 
 
 def _check_counts(batch_id: str, spans: list[Span], taken: int, staged: StagedBatch) -> None:

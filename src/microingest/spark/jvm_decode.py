@@ -21,6 +21,7 @@ from pathlib import Path
 from microingest import faults, settings
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import jvm_avro, jvm_spec
+from microingest.spark.jvm_self_check import JvmMismatchError
 from microingest.systems.schema_registry import subject_schemas, subjects
 
 log = logging.getLogger(__name__)
@@ -199,4 +200,24 @@ def decoded_frame(frame, jvm: JvmDecoding, every: int):
         f"CASE WHEN {raw} THEN key END AS key",
         f"CASE WHEN {raw} THEN value END AS value",
         f"CASE WHEN {raw} THEN headers END AS headers",
+    )
+
+
+def distrust(jvm: JvmDecoding, pipeline: Pipeline, exc: Exception) -> None:
+    """After a batch's decoding in the JVM failed with `exc`: when the JVM's values differed from the reference's
+    (JvmMismatchError) or the session's decoder refused to run (`refusal`), the job's decoding function is
+    distrusted, saying why, and the caller decodes the batch by the reference; any other failure is raised again."""
+    if isinstance(exc, JvmMismatchError):
+        jvm.distrusted = str(exc)
+        log.error("%s; this batch and the rest of the job are decoded by the reference decoder alone", exc)
+        return
+    refused = refusal(exc)
+    if refused is None:
+        raise exc
+    jvm.distrusted = refused
+    log.warning(
+        "pipeline %s: records decoded by the reference decoder in Python, not Spark's JVM: %s (a new Spark Connect "
+        "session, or the server restarted, loads this job's decoder)",
+        pipeline.name,
+        refused,
     )

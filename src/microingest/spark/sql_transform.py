@@ -1,6 +1,7 @@
-"""A batch of a pipeline with `transform_sql`, in Spark: decoded on the executors into typed rows (`typed_rows`), the
-statement run over them as the view `batch`, its rows checked against the records read and encoded for COPY on the
-executors. Only the dead letters, the positions read and the COPY chunks reach the driver.
+"""A batch of a pipeline with `transform_sql`, checks or masks, in Spark: decoded into typed rows (by the JVM decoder
+where it takes the record, `jvm_typed`; else on the executors by the reference, `typed_rows`), the statement run over
+them as the view `batch`, its rows checked against the records read and encoded for COPY on the executors. Only the
+dead letters, the positions read and the COPY chunks reach the driver, spooled as they come (`commit.spool`).
 
 Every record read ends as one of: a row, a dead letter (by the decoder, or `sql_failed` where the statement fails on
 its value, an ANSI cast say: found by halving, `record_faults`), or a record the statement filtered out (counted,
@@ -33,8 +34,13 @@ from microingest.decode.held_values import REFUSED, held, holds
 from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.decode.storable import MAX_EPOCH_MICROS, MIN_EPOCH_MICROS
 from microingest.errors import Refused
+from microingest.faults import corrupts
+from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
+from microingest.spark.jvm_decode import JvmDecoding, distrust
+from microingest.spark.jvm_self_check import JvmMismatchError, log_share
+from microingest.spark.jvm_typed import JvmTypedDecoder, jvm_typed
 from microingest.spark.record_faults import (
     UNSTORED_MARK,
     RecordFault,
@@ -47,7 +53,7 @@ from microingest.spark.record_faults import (
     value_fault,
 )
 from microingest.spark.row_checks import CHECK_FAILED, FAILED, check_batch, failed_check, failing_checks
-from microingest.spark.typed_rows import SUMMARY, RowEncoder, TypedDecoder, staged_schema
+from microingest.spark.typed_rows import SUMMARY, SUMMARY_SELECT, RowEncoder, TypedDecoder, staged_schema
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +102,26 @@ def transformed(
     started_at: datetime,
     mask_key,
     backfill: bool = False,
+    jvm: JvmDecoding | None = None,
+    every: int = 1,
 ) -> DecodedBatch:
     """The batch read as `frame` (`batch.read_frame`), decoded and passed through the pipeline's statement, checks
     and masks. `mask_key`: the keyed hash's (`PipelineSystems.mask_key`). A backfill's also says where the records
-    the statement filtered out were (`DecodedBatch.filtered_at`)."""
+    the statement filtered out were (`DecodedBatch.filtered_at`). `jvm`: the pipeline's decoding function, which
+    decodes the records it takes (`jvm_typed`, checking one in `every` against the reference); when it is refused
+    or its values differ from the reference's, the batch is decoded again by the reference alone."""
     # The statement's casts and arithmetic fail on a value that does not fit, as the declared types do, whatever the
     # server's default: without ANSI they give NULL or wrap around, and the value would change silently.
     spark.conf.set("spark.sql.ansi.enabled", "true")
     register_held(spark, pipeline)
     with _quiet_query_context():
+        if jvm is not None and jvm.usable:
+            try:
+                return _transformed(
+                    spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill, jvm, every
+                )
+            except Exception as exc:  # the JVM's refusals: what `distrusted` does not recognise is raised again
+                distrust(jvm, pipeline, exc)
         return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill)
 
 
@@ -122,13 +139,26 @@ def _quiet_query_context() -> Iterator[None]:
 
 
 def _transformed(
-    spark, pipeline: Pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill
+    spark, pipeline: Pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill, jvm=None, every=1
 ) -> DecodedBatch:
-    decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
-    typed = frame.mapInArrow(decoder, decoder.spark_schema).persist()
+    jvm_frame = None
+    if jvm is None:
+        decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
+        typed = frame.mapInArrow(decoder, decoder.spark_schema)
+    else:
+        decoder = JvmTypedDecoder(pipeline, batch_id, registry, into_target, corrupts("jvm_self_check"))
+        typed, jvm_frame = jvm_typed(frame, jvm, every, decoder)
+    typed = typed.persist()
     view = f"microingest_batch_{uuid.uuid4().hex}"
+    memory = settings.batch_memory_bytes()
     try:
-        summary = typed.where(SUMMARY).select("dead", "good", "bad", "spans", "notes").toArrow()
+        summary = typed.where(SUMMARY).selectExpr(*SUMMARY_SELECT).toArrow()
+        mismatch = next((m for m in summary.column("mismatch").to_pylist() if m), None)
+        if mismatch is not None:
+            raise JvmMismatchError(mismatch)
+        taken = _sum(summary, "taken")
+        if jvm is not None:
+            log_share(batch_id, taken, _sum(summary, "checked"), _sum(summary, "good") + _sum(summary, "bad") - taken)
         spans = [Span(**s) for spans in summary.column("spans").to_pylist() for s in spans]
         rows = typed.where(f"NOT {SUMMARY}")
         records = rows.where("NOT is_tombstone")
@@ -150,7 +180,7 @@ def _transformed(
             check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
             kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
             encoder = RowEncoder(pipeline, into_target, mask_key)
-            chunks = kept.mapInArrow(encoder, DECODED_SCHEMA).toArrow()
+            rows_spool, written, chunks = _spooled(kept.mapInArrow(encoder, DECODED_SCHEMA), memory)
             filtered_at = (
                 _filtered_at(records, output, found) if backfill and _sum(summary, "good") > len(found) + total else []
             )
@@ -159,22 +189,27 @@ def _transformed(
     finally:
         spark.catalog.dropTempView(view)
         typed.unpersist()
-    decoded, written = _sum(summary, "good"), _sum(chunks, "good")
+        if jvm_frame is not None:
+            jvm_frame.unpersist()
+    decoded = _sum(summary, "good")
     filtered = decoded - len(found) - total
-    if written != total - len(refused) or filtered < 0:
-        raise TransformError(
-            f"batch {batch_id}: {decoded} records decoded, {len(found)} failed, {total} rows checked, "
-            f"{len(refused)} failing checks, but {written} encoded; nothing was written"
-        )
     withheld = bool(pipeline.mask)
     faults = [(f, SQL_FAILED, WITHHELD if withheld else f.message) for f in found]
     faults += [(f, CHECK_FAILED, f.message) for f in refused]
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
-    failed = _dead_letters(spark, frame, faults, lead, withheld)
+    try:
+        if written != total - len(refused) or filtered < 0:
+            raise TransformError(
+                f"batch {batch_id}: {decoded} records decoded, {len(found)} failed, {total} rows checked, "
+                f"{len(refused)} failing checks, but {written} encoded; nothing was written"
+            )
+        failed = _dead_letters(spark, frame, faults, lead, withheld)
+    except BaseException:
+        rows_spool.close()
+        raise
     notes = _notes(summary)
     notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
     counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
-    memory = settings.batch_memory_bytes()
     log.info(
         "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
         "checks",
@@ -187,16 +222,34 @@ def _transformed(
     )
     return DecodedBatch(
         batch_id=batch_id,
-        rows=Spool.of(chunks.column("rows").to_pylist(), memory),
+        rows=rows_spool,
         dead=Spool.of([*summary.column("dead").to_pylist(), *text_chunks(failed)], memory),
         counts=counts,
         spans=spans,
         notes=notes,
         filtered_at=filtered_at,
+        decoded_in_jvm=taken,
+        chunks=chunks,
         into_target=into_target,
         started_at=started_at,
         decoded_at=datetime.now(timezone.utc),
     )
+
+
+def _spooled(encoded, memory: int) -> tuple[Spool, int, int]:
+    """The encoded rows' COPY data (RowEncoder's) spooled as the driver collects it (`arrow_chunks`): the spool, its
+    rows and the chunks they came in."""
+    spool, rows, chunks = Spool(memory), 0, 0
+    try:
+        for table in arrow_chunks(encoded):
+            for data in table.column("rows").to_pylist():
+                spool.write(data)
+            rows += _sum(table, "good")
+            chunks += 1
+    except BaseException:
+        spool.close()
+        raise
+    return spool, rows, chunks
 
 
 def _output(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, spans: Sequence[Span]):

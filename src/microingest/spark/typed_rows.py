@@ -22,13 +22,28 @@ from microingest.decode.batch_columns import arrow_field
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.masks import masked
 from microingest.decode.records import RecordProcessor
-from microingest.decode.staged_rows import stage_batch
+from microingest.decode.staged_rows import StagedBatch, stage_batch
 from microingest.spark.decoder import CHUNK_BYTES, DECODED_ARROW_SCHEMA, read_spans
 
 SUMMARY = SUMMARY_COLUMN
-_SUMMARY_FIELDS = [pa.field(SUMMARY, pa.bool_())] + [
-    DECODED_ARROW_SCHEMA.field(name) for name in ("dead", "good", "bad", "spans", "notes")
+# With, where the JVM decoded (`jvm_typed`), the records it took, how many of them the reference checked, and the
+# first difference the check found.
+_SUMMARY_OF = [DECODED_ARROW_SCHEMA.field(name) for name in ("dead", "good", "bad", "spans", "notes")] + [
+    pa.field("taken", pa.int64()),
+    pa.field("checked", pa.int64()),
+    pa.field("mismatch", pa.string()),
 ]
+
+
+def summary_column(name: str) -> str:
+    """The typed rows' column of the summary's `name`: prefixed, so a declared field may be called "notes"
+    (`sql_statement.internal` keeps fields off the prefix)."""
+    return f"{SUMMARY}_{name}"
+
+
+_SUMMARY_FIELDS = [pa.field(SUMMARY, pa.bool_())] + [f.with_name(summary_column(f.name)) for f in _SUMMARY_OF]
+# The summary rows as the driver reads them, by the summary's own names.
+SUMMARY_SELECT = [f"`{summary_column(f.name)}` AS `{f.name}`" for f in _SUMMARY_OF]
 
 
 def staged_schema(pipeline: Pipeline) -> pa.Schema:
@@ -47,8 +62,10 @@ def staged_schema(pipeline: Pipeline) -> pa.Schema:
 
 
 def typed_schema(pipeline: Pipeline) -> pa.Schema:
-    """What TypedDecoder yields: the staged rows' columns, then the summary's."""
-    return pa.schema(list(staged_schema(pipeline)) + _SUMMARY_FIELDS)
+    """What TypedDecoder yields: the staged rows' columns as Spark reads Arrow (a uuid's 16 bytes as binary of any
+    length: Spark refuses fixed-size binary; `RowEncoder` casts them back), then the summary's."""
+    staged = [f.with_type(pa.binary()) if pa.types.is_fixed_size_binary(f.type) else f for f in staged_schema(pipeline)]
+    return pa.schema(staged + _SUMMARY_FIELDS)
 
 
 class TypedDecoder:
@@ -71,22 +88,29 @@ class TypedDecoder:
         for batch in batches:
             if not batch.num_rows:
                 continue
-            staged = stage_batch(batch, processor, self.batch_id, lead)
+            staged, jvm = self.decoded(batch, processor, lead)
             rows = staged.rows.combine_chunks()
             n = rows.num_rows
             columns = [rows.column(i).cast(schema.field(i).type) for i in range(staged_columns)]
             columns += [pa.repeat(pa.scalar(False), n)] + [pa.nulls(n, f.type) for f in _SUMMARY_FIELDS[1:]]
             yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
             summary = {
-                SUMMARY: True,
                 "dead": "".join(staged.dead_letters).encode("utf-8"),
-                "good": n,
+                "good": n + jvm.get("taken", 0),
                 "bad": len(staged.dead_letters),
                 "spans": [s._asdict() for s in read_spans(batch)],
                 "notes": [note._asdict() for note in staged.notes],
+                **jvm,
             }
-            yield pa.RecordBatch.from_pylist([summary], schema=schema)
+            row = {SUMMARY: True, **{summary_column(k): v for k, v in summary.items()}}
+            yield pa.RecordBatch.from_pylist([row], schema=schema)
         faults.crash_point("executor_after_decode", self.faults)
+
+    def decoded(
+        self, batch: pa.RecordBatch, processor: RecordProcessor, lead: tuple[str, ...] | None
+    ) -> tuple[StagedBatch, dict]:
+        """The batch's records staged by the reference, and what the summary says of the JVM's share (none)."""
+        return stage_batch(batch, processor, self.batch_id, lead), {}
 
 
 class RowEncoder:

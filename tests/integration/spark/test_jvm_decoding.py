@@ -182,6 +182,32 @@ def test_orders_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_
     compare_with_reference(env, pg, kafka, monkeypatch, sent, ORDER_COLUMNS, schema=ORDER_SCHEMA)
 
 
+def test_orders_through_a_statement_checks_and_masks_on_the_jvm_path_are_stored_as_the_reference_stores_them(
+    env, pg, kafka, monkeypatch
+):
+    """Rows that pass through Spark SQL: the `batch` view made from the JVM decoder's columns for the records it
+    takes, in every declared type, beside the reference's for those it declines; a check and a mask on them. Each
+    record lands as the reference path lands it."""
+    rng = random.Random(31)
+    sent = [
+        (rng.choice([b"k", None]), order_value(rng), [(k, v) for k, v in order_headers(rng) if v is not None])
+        for _ in range(5000)
+    ]
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    compare_with_reference(
+        env,
+        pg,
+        kafka,
+        monkeypatch,
+        sent,
+        ORDER_COLUMNS,
+        schema=ORDER_SCHEMA,
+        transform_sql="SELECT * FROM batch",
+        checks=[{"sql": "total < 9500000", "on_fail": "dead_letter"}],
+        mask={"customer_id": "sha256"},
+    )
+
+
 def decoded_in_jvm(env) -> int:
     [(batches, total)] = env.query(
         "SELECT count(*), sum(decoded_in_jvm) FROM microingest.batches WHERE pipeline = %s", (env.pipeline.name,)
@@ -242,13 +268,18 @@ def _check_spooled(log: str) -> None:
         assert all(int(chunks) > 1 and where == "on disk" for chunks, _, where in told), told
 
 
-def test_a_wrong_jvm_value_in_the_sample_sends_the_batch_to_the_reference(env):
+@pytest.mark.parametrize("declared", [{}, {"transform_sql": "SELECT * FROM batch"}], ids=["collected", "statement"])
+def test_a_wrong_jvm_value_in_the_sample_sends_the_batch_to_the_reference(env, declared):
+    """Checked on the driver as it collects, or on the executors where the rows stay in Spark for a statement."""
+    if declared:
+        env.redeclare(**declared)
     produced = env.produce(400)
     [run] = env.ingest_all(env_extra={"MICROINGEST_FAULT": "jvm_self_check:corrupt"})
     assert "differs from the reference's; this batch and the rest of the job are decoded by the reference" in run.stdout
     assert env.landed_once() == sorted(produced)
     changed = env.query(sql.SQL("SELECT count(*) FROM {} WHERE event_id LIKE '%%~'").format(env.table))
     assert changed == [(0,)], "the corrupted values were not written"
+    assert decoded_in_jvm(env) == 0
 
 
 def test_a_session_holding_another_build_of_the_decoder_leaves_the_job_to_the_reference(env, tmp_path):

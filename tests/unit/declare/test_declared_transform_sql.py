@@ -6,6 +6,7 @@ from test_validate import VALID
 
 from microingest.declare.pipeline import DeclarationError
 from microingest.declare.validate import parse_pipeline
+from microingest.spark.typed_rows import typed_schema
 
 POSITION = "source_topic, source_partition, source_offset"
 
@@ -178,10 +179,18 @@ def test_functions_that_change_rows_or_reach_the_jvm_are_refused(statement, prob
         declared(statement)
 
 
-def test_the_platforms_own_columns_are_no_field_names_where_rows_pass_through_spark_sql():
-    schema = {**VALID["schema"], "_read": "string"}
-    with pytest.raises(DeclarationError, match="'_read' is reserved where rows pass through Spark SQL"):
+@pytest.mark.parametrize("name", ["_read", "_summary", "_summary_notes", "_summary_anything"])
+def test_the_platforms_own_columns_are_no_field_names_where_rows_pass_through_spark_sql(name):
+    schema = {**VALID["schema"], name: "string"}
+    with pytest.raises(DeclarationError, match=f"'{name}' is reserved where rows pass through Spark SQL"):
         parse_pipeline({**VALID, "schema": schema, "transform_sql": "SELECT * FROM batch"})
+
+
+def test_fields_named_as_the_summary_says_what_it_holds_are_columns_of_their_own_in_spark():
+    schema = {**VALID["schema"], **{name: "string" for name in ("dead", "good", "notes", "taken", "mismatch")}}
+    pipeline = parse_pipeline({**VALID, "schema": schema, "transform_sql": "SELECT * FROM batch"})
+    names = typed_schema(pipeline).names
+    assert len(names) == len(set(names))
 
 
 def test_a_check_names_its_columns_alone():

@@ -11,59 +11,17 @@ import pyarrow as pa
 import pytest
 
 from helpers.copy_rows import tuples
-from helpers.hostile_records import SCHEMA, hostile_record, kafka_batch
-from helpers.jvm_decoder import jvm_decoded
+from helpers.hostile_records import hostile_record, kafka_batch
+from helpers.jvm_decoder import as_spark_collects, hostile_pipeline
 from microingest.batches import SOURCE_COLUMNS
-from microingest.declare.validate import parse_pipeline
 from microingest.decode.copy_binary import row_chunks
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import stage_batch
-from microingest.spark.jvm_collected import JvmMismatchError, collected
+from microingest.spark.jvm_collected import collected
+from microingest.spark.jvm_self_check import JvmMismatchError
 
 BATCH_ID = "00000000-0000-0000-0000-000000000002"
 STARTED = datetime(2026, 11, 26, tzinfo=timezone.utc)
-SPARK_TYPES = {"string": pa.string(), "integer": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
-
-
-def pipeline(**changes):
-    return parse_pipeline({"name": "p", "topic": "t", "target_table": "t", "schema": SCHEMA, **changes})
-
-
-def as_spark_collects(p, records, every: int) -> pa.Table:
-    """The table `jvm_decode.decoded_frame` gives the driver for these records at offsets 0.. of partition 0."""
-    read = kafka_batch("t", 0, range(len(records)), records)
-    answers = jvm_decoded(p, [(r[0], r[1]) for r in records])
-    fields = [pa.field("key", pa.string())] + [
-        pa.field(f"f{i}", SPARK_TYPES.get(f.type, pa.int64())) for i, f in enumerate(p.schema)
-    ]
-    d = pa.array(
-        [None if a is None else dict(zip((f.name for f in fields), _spark_values(p, a))) for a in answers],
-        pa.struct(fields),
-    )
-    raw = [a is None or offset % every == 0 for offset, a in enumerate(answers)]
-    keep = pa.array(raw)
-    return pa.table(
-        {
-            "topic": read.column("topic"),
-            "partition": read.column("partition"),
-            "offset": read.column("offset"),
-            "ts_micros": read.column("ts_micros"),
-            "d": d,
-            "key": pa.compute.if_else(keep, read.column("key"), None),
-            "value": pa.compute.if_else(keep, read.column("value"), None),
-            "headers": pa.compute.if_else(pa.array([a is None for a in answers]), read.column("headers"), None),
-        }
-    )
-
-
-def _spark_values(p, answer):
-    key, _tombstone, *values = answer
-    out = [key]
-    for field, value in zip(p.schema, values):
-        if field.type == "timestamp" and value is not None:
-            value = (value - datetime(1970, 1, 1, tzinfo=timezone.utc)) // pa.scalar(1, pa.duration("us")).as_py()
-        out.append(value)
-    return out
 
 
 def lines(chunks: list[bytes]) -> list[bytes]:
@@ -76,7 +34,7 @@ def lines(chunks: list[bytes]) -> list[bytes]:
 def test_the_same_rows_and_dead_letters_as_the_reference_path(mode, into_target, memory_mb, monkeypatch):
     monkeypatch.setenv("MICROINGEST_BATCH_MEMORY_MB", memory_mb)
     rng = random.Random(11)
-    p = pipeline(sink_mode=mode)
+    p = hostile_pipeline(sink_mode=mode)
     records = [hostile_record(rng, i) for i in range(1500)]
     table = as_spark_collects(p, records, every=7)
     # in chunks, as Spark Connect hands a batch over
@@ -103,7 +61,7 @@ def test_the_same_rows_and_dead_letters_as_the_reference_path(mode, into_target,
 
 def test_a_sampled_record_the_jvm_got_wrong_refuses_the_batch(monkeypatch):
     rng = random.Random(12)
-    p = pipeline()
+    p = hostile_pipeline()
     table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=1)
     collected([table], RecordProcessor(p), BATCH_ID, False, STARTED)  # as it came: no complaint
     monkeypatch.setenv("MICROINGEST_FAULT", "jvm_self_check:corrupt")
@@ -113,7 +71,7 @@ def test_a_sampled_record_the_jvm_got_wrong_refuses_the_batch(monkeypatch):
 
 def test_the_refusal_names_the_field_and_the_record_never_the_value():
     rng = random.Random(13)
-    p = pipeline()
+    p = hostile_pipeline()
     table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=1)
     d = table.column("d").to_pylist()
     first = next(i for i, v in enumerate(d) if v is not None)
