@@ -29,6 +29,12 @@ JOB_CONF = {
     # The driver collects each batch decoded (spark.batch): past this, the batch is split in smaller ones instead of
     # held in memory whole (records of 10 KB in a batch of 100,000 would be a gigabyte).
     "spark.driver.maxResultSize": "256m",
+    # A frame a batch persists (`sql_transform`, `jvm_typed`) is cached under a clone of the session unless both are
+    # set so (Spark's CacheManager), and on Spark Connect a clone copies every artifact of the session into a folder
+    # of its own, the job's Python bundle among them: 86 MB a persist, kept while the server runs. The platform has
+    # no bucketed tables, and a cached plan's partitioning matters to none of its queries.
+    "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
 
 

@@ -52,6 +52,26 @@ def test_runs_on_the_server_land_each_record_once_and_start_no_spark_application
     assert app.startswith("local-")
 
 
+def test_batches_through_a_statement_leave_no_copy_of_the_sessions_files_on_the_server(connect_env):
+    """Each batch through a statement persists frames. Cached under a clone of the session, each would copy every
+    file the session holds (the job's Python bundle: 86 MB) into a folder of the server's kept while it runs."""
+    env = connect_env
+    env.redeclare(transform_sql="SELECT * FROM batch", max_records_per_batch=100)
+    produced = env.produce(10)
+    env.ingest_all()  # the session holds this build's bundle before the folders are counted
+    before = session_folders()
+    produced += env.produce(300, start=10)
+    env.ingest_all()
+    env.assert_exactly_once(produced)
+    assert len(env.batches()) == 4
+    assert session_folders() == before
+
+
+def session_folders() -> set[str]:
+    """The server's folders of session files (its local executors' SparkFiles), one per session or clone."""
+    return {p.name for p in (settings.state_dir() / "spark-scratch").glob("spark-*/userFiles-*/*") if p.is_dir()}
+
+
 @pytest.mark.quick
 def test_a_client_killed_after_decoding_commits_nothing_and_the_rerun_lands_each_record_once(connect_env):
     env = connect_env
