@@ -111,33 +111,57 @@ class _Made:
 
 def _chunk(table: pa.Table, processor: RecordProcessor, batch_id: str, into_target: bool) -> _Chunk:
     pipeline = processor.pipeline
-    taken_mask = pc.is_valid(table.column("d"))
-    taken = table.filter(taken_mask)
-    values = jvm_values(taken.column("d"), pipeline)
-    if faults.corrupts("jvm_self_check"):
-        values = corrupted(values, pipeline)
-    checked = check_sample(taken, values, processor, batch_id)
-    declined = _one_batch(table.filter(pc.invert(taken_mask)))
     lead = (pipeline.name, batch_id) if into_target else (batch_id,)
-    staged = (
-        stage_batch(declined, processor, batch_id, lead) if declined.num_rows else StagedBatch(_no_rows(pipeline), [])
-    )
-    rows = pa.concat_tables([rows_table(taken, batch_id, values, pipeline), staged.rows])
+    made = decoded_rows(table, processor, batch_id, lead, faults.corrupts("jvm_self_check"))
+    rows, staged = made.rows, made.staged
     if into_target:
         rows = rows.select([*SOURCE_COLUMNS, *pipeline.value_columns])
     spans = read_spans(table)
-    _check_counts(batch_id, spans, taken.num_rows, staged)
+    _check_counts(batch_id, spans, made.taken, staged)
     return _Chunk(
         rows=b"".join(row_chunks(rows)),  # in one pass: a chunk's bound is for Spark rows
         dead="".join(staged.dead_letters).encode("utf-8"),
         row_count=rows.num_rows,
         dead_count=len(staged.dead_letters),
-        taken=taken.num_rows,
-        checked=checked,
-        declined=declined.num_rows,
+        taken=made.taken,
+        checked=made.checked,
+        declined=made.declined,
         spans=spans,
         notes=staged.notes,
     )
+
+
+@dataclass
+class DecodedRows:
+    """One collected chunk's rows (those the JVM took, then those the reference staged) and what else the reference
+    made of the records the JVM declined."""
+
+    rows: pa.Table  # `staged_rows.rows_table`'s columns
+    staged: StagedBatch
+    taken: int
+    checked: int
+    declined: int
+
+
+def decoded_rows(
+    table: pa.Table, processor: RecordProcessor, batch_id: str, lead: tuple[str, ...] | None, corrupt: bool = False
+) -> DecodedRows:
+    """The chunk's records (KAFKA_COLUMNS with `d`) as rows: the JVM's values where it took the record, checked on
+    the sample that came with its bytes (JvmMismatchError), the reference's for the rest. `corrupt`: the fault
+    `jvm_self_check:corrupt`."""
+    pipeline = processor.pipeline
+    taken_mask = pc.is_valid(table.column("d"))
+    taken = table.filter(taken_mask)
+    values = jvm_values(taken.column("d"), pipeline)
+    if corrupt:
+        values = corrupted(values, pipeline)
+    checked = check_sample(taken, values, processor, batch_id)
+    declined = _one_batch(table.filter(pc.invert(taken_mask)))
+    staged = (
+        stage_batch(declined, processor, batch_id, lead) if declined.num_rows else StagedBatch(no_rows(pipeline), [])
+    )
+    rows = pa.concat_tables([rows_table(taken, batch_id, values, pipeline), staged.rows])
+    return DecodedRows(rows, staged, taken.num_rows, checked, declined.num_rows)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
@@ -146,7 +170,8 @@ def _one_batch(table: pa.Table) -> pa.RecordBatch:
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
-def _no_rows(pipeline: Pipeline) -> pa.Table:
+def no_rows(pipeline: Pipeline) -> pa.Table:
+    """No rows, in `staged_rows.rows_table`'s columns."""
     empty = pa.RecordBatch.from_pylist(
         [],
         schema=pa.schema(

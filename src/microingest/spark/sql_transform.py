@@ -38,9 +38,9 @@ from microingest.faults import corrupts
 from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.dead_letter_limit import check_dead_letters
 from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
-from microingest.spark.jvm_decode import JvmDecoding, distrust
+from microingest.spark.jvm_decode import JvmDecoding, decoded_frame, distrust
 from microingest.spark.jvm_self_check import JvmMismatchError, log_share
-from microingest.spark.jvm_typed import JvmTypedDecoder, jvm_typed
+from microingest.spark.jvm_typed import JvmTypedDecoder
 from microingest.spark.record_faults import (
     UNSTORED_MARK,
     RecordFault,
@@ -141,13 +141,12 @@ def _quiet_query_context() -> Iterator[None]:
 def _transformed(
     spark, pipeline: Pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill, jvm=None, every=1
 ) -> DecodedBatch:
-    jvm_frame = None
     if jvm is None:
         decoder = TypedDecoder(pipeline, batch_id, registry, into_target)
         typed = frame.mapInArrow(decoder, decoder.spark_schema)
     else:
         decoder = JvmTypedDecoder(pipeline, batch_id, registry, into_target, corrupts("jvm_self_check"))
-        typed, jvm_frame = jvm_typed(frame, jvm, every, decoder)
+        typed = decoded_frame(frame, jvm, every).mapInArrow(decoder, decoder.spark_schema)
     typed = typed.persist()
     view = f"microingest_batch_{uuid.uuid4().hex}"
     memory = settings.batch_memory_bytes()
@@ -189,8 +188,6 @@ def _transformed(
     finally:
         spark.catalog.dropTempView(view)
         typed.unpersist()
-        if jvm_frame is not None:
-            jvm_frame.unpersist()
     decoded = _sum(summary, "good")
     filtered = decoded - len(found) - total
     withheld = bool(pipeline.mask)

@@ -96,7 +96,7 @@ class TypedDecoder:
             yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
             summary = {
                 "dead": "".join(staged.dead_letters).encode("utf-8"),
-                "good": n + jvm.get("taken", 0),
+                "good": n,
                 "bad": len(staged.dead_letters),
                 "spans": [s._asdict() for s in read_spans(batch)],
                 "notes": [note._asdict() for note in staged.notes],

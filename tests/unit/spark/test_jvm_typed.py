@@ -1,7 +1,6 @@
 """The executors' half of a JVM-decoded batch whose rows stay in Spark (`spark.jvm_typed.JvmTypedDecoder`), on what
-the JVM decoder itself answers for hostile records: the declined records staged as the reference stages them, the
-taken ones counted once, the summary's positions and dead letters the reference's, and a sampled record the JVM got
-wrong told to the driver by position and field."""
+the JVM decoder itself answers for hostile records: the reference's rows and dead letters, every record counted once,
+and a sampled record the JVM got wrong told to the driver by position and field."""
 
 from __future__ import annotations
 
@@ -21,14 +20,6 @@ BATCH_ID = "00000000-0000-0000-0000-000000000003"
 EVERY = 7
 
 
-def as_the_decoder_reads(table: pa.Table) -> pa.Table:
-    """`jvm_typed`'s input: every record with a `taken` flag, `d` only where the record is sampled."""
-    taken = pc.is_valid(table.column("d"))
-    sampled = pc.and_(taken, pa.array([offset % EVERY == 0 for offset in table.column("offset").to_pylist()]))
-    d = pc.if_else(sampled, table.column("d"), pa.nulls(table.num_rows, table.schema.field("d").type))
-    return table.set_column(table.schema.get_field_index("d"), "d", d).append_column("taken", taken)
-
-
 def run(decoder: JvmTypedDecoder, table: pa.Table) -> tuple[pa.Table, dict]:
     out = pa.Table.from_batches(list(decoder(iter(table.to_batches(max_chunksize=400)))))
     assert out.schema == typed_schema(decoder.pipeline)
@@ -39,19 +30,19 @@ def run(decoder: JvmTypedDecoder, table: pa.Table) -> tuple[pa.Table, dict]:
     return rows, summary
 
 
-def test_declined_records_are_staged_as_the_reference_stages_them_and_taken_ones_counted_once():
+def test_the_rows_are_the_reference_rows_and_each_record_is_counted_once():
     rng = random.Random(21)
     p = hostile_pipeline()
     records = [hostile_record(rng, i) for i in range(1500)]
-    table = as_the_decoder_reads(as_spark_collects(p, records, every=EVERY))
+    table = as_spark_collects(p, records, every=EVERY)
     rows, summary = run(JvmTypedDecoder(p, BATCH_ID, None, False), table)
 
     reference = stage_batch(kafka_batch("t", 0, range(len(records)), records), RecordProcessor(p), BATCH_ID)
-    taken = set(pc.indices_nonzero(table.column("taken")).to_pylist())
-    declined_rows = [r for r in reference.rows.to_pylist() if r["source_offset"] not in taken]
     names = reference.rows.schema.names
-    assert [{n: r[n] for n in names} for r in rows.to_pylist()] == declined_rows
+    got = sorted(({n: r[n] for n in names} for r in rows.to_pylist()), key=lambda r: r["source_offset"])
+    assert got == reference.rows.to_pylist()
     assert b"".join(summary["dead"]).decode() == "".join(reference.dead_letters)
+    taken = [i for i, d in enumerate(table.column("d").to_pylist()) if d is not None]
     assert sum(summary["taken"]) == len(taken) > 500
     assert sum(summary["good"]) == reference.rows.num_rows  # the taken and the declined rows, each once
     assert sum(summary["bad"]) == len(reference.dead_letters) > 300
@@ -64,7 +55,7 @@ def test_declined_records_are_staged_as_the_reference_stages_them_and_taken_ones
 def test_a_sampled_record_the_jvm_got_wrong_is_told_by_position_and_field():
     rng = random.Random(22)
     p = hostile_pipeline()
-    table = as_the_decoder_reads(as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=EVERY))
+    table = as_spark_collects(p, [hostile_record(rng, i) for i in range(300)], every=EVERY)
     _, summary = run(JvmTypedDecoder(p, BATCH_ID, None, False, corrupt=True), table)
     told = [m for m in summary["mismatch"] if m]
     assert told and all("field 'id' of t[0]@" in m and "differs from the reference's" in m for m in told)
