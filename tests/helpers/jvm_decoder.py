@@ -155,7 +155,7 @@ def as_spark_collects(p, records, every: int) -> pa.Table:
             "d": d,
             "key": pa.compute.if_else(keep, read.column("key"), None),
             "value": pa.compute.if_else(keep, read.column("value"), None),
-            "headers": pa.compute.if_else(pa.array([a is None for a in answers]), read.column("headers"), None),
+            "headers": pa.compute.if_else(keep, read.column("headers"), None),
         }
     )
 

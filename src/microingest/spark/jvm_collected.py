@@ -133,8 +133,8 @@ def _chunk(table: pa.Table, processor: RecordProcessor, batch_id: str, into_targ
 
 @dataclass
 class DecodedRows:
-    """One collected chunk's rows (those the JVM took, then those the reference staged) and what else the reference
-    made of the records the JVM declined."""
+    """The rows of a chunk the driver collected, or of an Arrow batch on the executors (`jvm_typed`): those the JVM
+    took, then those the reference staged; and what else the reference made of the records the JVM declined."""
 
     rows: pa.Table  # `staged_rows.rows_table`'s columns
     staged: StagedBatch

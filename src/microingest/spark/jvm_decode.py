@@ -6,7 +6,8 @@ The function's jar (build/jvm-decoders, `make install`) travels with the job: a 
 session with addArtifacts, so a server needs nothing of microingest; spark-submit puts it on `--jars`
 (`submit.submit_argv`). The executors then need no Python for a record the JVM takes: only the records it declines,
 and a sample of those it takes, come back to the driver with their bytes, for the reference decoder there
-(`jvm_collected`).
+(`jvm_collected`). Where the rows stay in Spark for a statement, the executors' Python makes the JVM's values typed
+rows by Arrow casts and decodes only those same records (`jvm_typed`).
 """
 
 from __future__ import annotations
@@ -173,9 +174,10 @@ def sample_every(records: int) -> int:
 
 
 def decoded_frame(frame, jvm: JvmDecoding, every: int):
-    """The batch's records (`batch.read_frame`) as the driver collects them: the position, the JVM's struct `d` (NULL
-    where it declined), and the key, value and headers only of the records the driver decodes itself: those declined
-    and, of those taken, the ones whose offset is a multiple of `every`."""
+    """The batch's records (`batch.read_frame`) as the driver collects them (`jvm_collected`), or the executors type
+    them for a statement (`jvm_typed`): the position, the JVM's struct `d` (NULL where it declined), and the key, value
+    and headers only of the records the reference decodes: those declined and, of those taken, the ones whose offset
+    is a multiple of `every`."""
     from pyspark.sql import functions as F
 
     # The headers' JSON text goes to the function only for a pipeline with fields from headers.

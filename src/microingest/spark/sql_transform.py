@@ -120,7 +120,7 @@ def transformed(
                 return _transformed(
                     spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill, jvm, every
                 )
-            except Exception as exc:  # the JVM's refusals: what `distrusted` does not recognise is raised again
+            except Exception as exc:  # the JVM's refusals: what `distrust` does not recognise is raised again
                 distrust(jvm, pipeline, exc)
         return _transformed(spark, pipeline, registry, frame, batch_id, into_target, started_at, mask_key, backfill)
 
@@ -147,90 +147,94 @@ def _transformed(
     else:
         decoder = JvmTypedDecoder(pipeline, batch_id, registry, into_target, corrupts("jvm_self_check"))
         typed = decoded_frame(frame, jvm, every).mapInArrow(decoder, decoder.spark_schema)
-    typed = typed.persist()
-    view = f"microingest_batch_{uuid.uuid4().hex}"
-    memory = settings.batch_memory_bytes()
-    try:
-        summary = typed.where(SUMMARY).selectExpr(*SUMMARY_SELECT).toArrow()
-        mismatch = next((m for m in summary.column("mismatch").to_pylist() if m), None)
-        if mismatch is not None:
-            raise JvmMismatchError(mismatch)
-        taken = _sum(summary, "taken")
-        if jvm is not None:
-            log_share(batch_id, taken, _sum(summary, "checked"), _sum(summary, "good") + _sum(summary, "bad") - taken)
-        spans = [Span(**s) for spans in summary.column("spans").to_pylist() for s in spans]
-        rows = typed.where(f"NOT {SUMMARY}")
-        records = rows.where("NOT is_tombstone")
-        records.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
-        output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
+    with contextlib.ExitStack() as owned:  # the encoded rows' spool, closed if the batch is not made
+        typed = typed.persist()
+        view = f"microingest_batch_{uuid.uuid4().hex}"
+        memory = settings.batch_memory_bytes()
         try:
-            total = output.count()
-            # The guard before the failing records are gathered, each read again from Kafka: a check that fails
-            # most of a large batch is refused here, as the whole batch would be once they were.
-            failing = output.where(f"{FAILED} IS NOT NULL").count()
-            bad, read = _sum(summary, "bad") + len(found) + failing, _sum(summary, "good") + _sum(summary, "bad")
-            check_dead_letters(
-                pipeline,
-                batch_id,
-                StagedCounts(0, bad, read - bad),
-                lambda: [f"{len(found)} the statement failed on, {failing} failing checks", *_noted(summary)],
-            )
-            refused = failing_checks(output, pipeline)
-            check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
-            kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
-            encoder = RowEncoder(pipeline, into_target, mask_key)
-            rows_spool, written, chunks = _spooled(kept.mapInArrow(encoder, DECODED_SCHEMA), memory)
-            filtered_at = (
-                _filtered_at(records, output, found) if backfill and _sum(summary, "good") > len(found) + total else []
-            )
+            summary = typed.where(SUMMARY).selectExpr(*SUMMARY_SELECT).toArrow()
+            mismatch = next((m for m in summary.column("mismatch").to_pylist() if m), None)
+            if mismatch is not None:
+                raise JvmMismatchError(mismatch)
+            taken = _sum(summary, "taken")
+            if jvm is not None:
+                log_share(
+                    batch_id, taken, _sum(summary, "checked"), _sum(summary, "good") + _sum(summary, "bad") - taken
+                )
+            spans = [Span(**s) for spans in summary.column("spans").to_pylist() for s in spans]
+            rows = typed.where(f"NOT {SUMMARY}")
+            records = rows.where("NOT is_tombstone")
+            records.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
+            output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
+            try:
+                total = output.count()
+                # The guard before the failing records are gathered, each read again from Kafka: a check that fails
+                # most of a large batch is refused here, as the whole batch would be once they were.
+                failing = output.where(f"{FAILED} IS NOT NULL").count()
+                bad, read = _sum(summary, "bad") + len(found) + failing, _sum(summary, "good") + _sum(summary, "bad")
+                check_dead_letters(
+                    pipeline,
+                    batch_id,
+                    StagedCounts(0, bad, read - bad),
+                    lambda: [f"{len(found)} the statement failed on, {failing} failing checks", *_noted(summary)],
+                )
+                refused = failing_checks(output, pipeline)
+                check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
+                kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
+                encoder = RowEncoder(pipeline, into_target, mask_key)
+                rows_spool, written, chunks = _spooled(kept.mapInArrow(encoder, DECODED_SCHEMA), memory)
+                owned.callback(rows_spool.close)
+                filtered_at = (
+                    _filtered_at(records, output, found)
+                    if backfill and _sum(summary, "good") > len(found) + total
+                    else []
+                )
+            finally:
+                output.unpersist()
         finally:
-            output.unpersist()
-    finally:
-        spark.catalog.dropTempView(view)
-        typed.unpersist()
-    decoded = _sum(summary, "good")
-    filtered = decoded - len(found) - total
-    withheld = bool(pipeline.mask)
-    faults = [(f, SQL_FAILED, WITHHELD if withheld else f.message) for f in found]
-    faults += [(f, CHECK_FAILED, f.message) for f in refused]
-    lead = (pipeline.name, batch_id) if into_target else (batch_id,)
-    try:
+            spark.catalog.dropTempView(view)
+            typed.unpersist()
+        decoded = _sum(summary, "good")
+        filtered = decoded - len(found) - total
+        withheld = bool(pipeline.mask)
+        faults = [(f, SQL_FAILED, WITHHELD if withheld else f.message) for f in found]
+        faults += [(f, CHECK_FAILED, f.message) for f in refused]
+        lead = (pipeline.name, batch_id) if into_target else (batch_id,)
         if written != total - len(refused) or filtered < 0:
             raise TransformError(
                 f"batch {batch_id}: {decoded} records decoded, {len(found)} failed, {total} rows checked, "
                 f"{len(refused)} failing checks, but {written} encoded; nothing was written"
             )
         failed = _dead_letters(spark, frame, faults, lead, withheld)
-    except BaseException:
-        rows_spool.close()
-        raise
-    notes = _notes(summary)
-    notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
-    counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
-    log.info(
-        "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
-        "checks",
-        batch_id,
-        decoded,
-        total,
-        counts.filtered,
-        len(found),
-        len(refused),
-    )
-    return DecodedBatch(
-        batch_id=batch_id,
-        rows=rows_spool,
-        dead=Spool.of([*summary.column("dead").to_pylist(), *text_chunks(failed)], memory),
-        counts=counts,
-        spans=spans,
-        notes=notes,
-        filtered_at=filtered_at,
-        decoded_in_jvm=taken,
-        chunks=chunks,
-        into_target=into_target,
-        started_at=started_at,
-        decoded_at=datetime.now(timezone.utc),
-    )
+        notes = _notes(summary)
+        notes += [DeadLetterNote(f.topic, f.partition, f.offset, cls, m) for f, cls, m in faults[:NOTED_DEAD_LETTERS]]
+        counts = StagedCounts(written, _sum(summary, "bad") + len(faults), filtered)
+        log.info(
+            "batch %s: %d records decoded, %d rows out of transform_sql, %d filtered out, %d it failed on, %d failing "
+            "checks",
+            batch_id,
+            decoded,
+            total,
+            counts.filtered,
+            len(found),
+            len(refused),
+        )
+        made = DecodedBatch(
+            batch_id=batch_id,
+            rows=rows_spool,
+            dead=Spool.of([*summary.column("dead").to_pylist(), *text_chunks(failed)], memory),
+            counts=counts,
+            spans=spans,
+            notes=notes,
+            filtered_at=filtered_at,
+            decoded_in_jvm=taken,
+            chunks=chunks,
+            into_target=into_target,
+            started_at=started_at,
+            decoded_at=datetime.now(timezone.utc),
+        )
+        owned.pop_all()  # the batch's own from here: closed once it is committed
+        return made
 
 
 def _spooled(encoded, memory: int) -> tuple[Spool, int, int]:

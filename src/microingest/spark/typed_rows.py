@@ -1,9 +1,11 @@
 """What the executors run for a batch whose rows pass through a SQL statement (`sql_transform`): decode each Arrow
 batch of records into typed Spark rows, and, once the statement has run, encode its rows for COPY.
 
-`TypedDecoder` yields the decoded rows (ROW_COLUMNS and the declared fields, in the staged Arrow types) and, per Arrow
-batch, one summary row (`_summary` true, its row columns NULL) with what `decoder.Decoder` would hand on besides the
-rows: the dead letters as COPY text, the counts, the positions read and the first dead letters' notes. `RowEncoder`
+`TypedDecoder` yields the decoded rows (ROW_COLUMNS and the declared fields, in the staged Arrow types, a uuid as
+binary) and, per Arrow batch, one summary row (`_summary` true, its row columns NULL; its own columns `_summary_*`)
+with what `decoder.Decoder` would hand on besides the rows: the dead letters as COPY text, the counts, the positions
+read and the first dead letters' notes; where the JVM decoded (`jvm_typed`), also the records it took, how many of
+them the reference checked and the first difference found. `RowEncoder`
 takes the statement's rows back to the staged types and into binary COPY chunks (`copy_binary`).
 """
 
