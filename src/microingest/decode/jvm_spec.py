@@ -36,10 +36,12 @@ SPARK_TYPES = {
 }
 # What each format's decoder reads. JSON: these types at any path in the value (json as its staged text); arrays of
 # these items but json (arrays of timestamps and UUIDs are staged in Postgres' binary array form,
-# `batch_columns.pg_array`, which the driver alone writes); text and bytes from the key and headers. Avro: the flat
-# types at the value's top level.
+# `batch_columns.pg_array`, which the driver alone writes); text and bytes from the key and headers. Avro: these types
+# and bytes, in records nested however deep, arrays of the same items as JSON's; `jvm_avro` plans each writer schema's
+# way to them, or leaves it to the reference and says why.
 JSON_SCALARS = frozenset({"string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "json"})
 JSON_ITEMS = JSON_SCALARS - {"timestamp", "uuid", "json"}
+AVRO_SCALARS = JSON_SCALARS | {"bytes"}
 FROM_RECORD = frozenset({"string", "bytes"})
 MICROS_PER_MS = 1000
 _FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ONCE"}
@@ -63,11 +65,11 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
 
 
 def _reads(field: Field, value_format: str) -> bool:
-    if value_format == "avro":
-        return field.flat
     if field.source != "value":
         return field.type in FROM_RECORD
-    return field.kind in JSON_ITEMS if field.type == "array" else field.type in JSON_SCALARS
+    if field.type == "array":
+        return field.kind in JSON_ITEMS
+    return field.type in (AVRO_SCALARS if value_format == "avro" else JSON_SCALARS)
 
 
 def _crossing(schema: tuple[Field, ...]) -> list[str]:

@@ -34,7 +34,7 @@ SAMPLE_RECORDS = 100
 # Records of any other schema go to the reference, as do those of a version registered after the job began.
 WRITER_VERSIONS = 20
 # What the decoder's refusals to run say (RecordDecoder.checkBuild, RecordSpec, AvroWriterPlan).
-_REFUSALS = ("another build of microingest", "in decoding spec", "writer plan")
+_REFUSALS = ("another build of microingest", "in decoding spec", "decoding spec:", "writer plan")
 # What Spark says when the session's function, of an older build, takes other arguments than this job passes.
 _OTHER_ARGUMENTS = ("WRONG_NUM_ARGS", "microingest_decode_")
 

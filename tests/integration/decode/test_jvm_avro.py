@@ -14,11 +14,14 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from helpers.avro_corpus import AS_IS, NOT_AS_IS, framed, millis, mutate, random_datum, record
+from helpers.avro_orders import AVRO_ORDER_SCHEMA, WRITERS, avro_order
 from helpers.hostile_records import SCHEMA
 from helpers.jvm_decoder import compared as jvm_compared
+from helpers.jvm_decoder import spark_headers
+from helpers.order_corpus import order_headers
 from helpers.pipeline_env import REGISTRY_TIMEOUT
 from microingest.declare.validate import parse_pipeline
-from microingest.decode import jvm_avro
+from microingest.decode import jvm_avro, jvm_spec
 
 NODE = {
     "type": "record",
@@ -173,3 +176,55 @@ def test_ordinary_records_of_every_planned_schema_are_taken(registered, registry
                 datum.update(at=5, note="X")
             records.append((b"k", framed(schema_id, schema, datum)))
     assert all(compared(p, registry, registered, records))
+
+
+@pytest.fixture(scope="module")
+def order_writers(registry) -> dict[int, dict]:
+    client = SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT})
+    return {client.register_schema(f"jvm-{uuid.uuid4().hex}", Schema(json.dumps(s), "AVRO")): s for s in WRITERS}
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert_latest"])
+def test_orders_of_every_declared_type_nested_in_arrays_key_and_headers_decode_as_the_reference(
+    order_writers, registry, mode
+):
+    """Each declared type from every writer form the reference takes (logical types, text, plain numbers), at the
+    edges of each (digits past a decimal's precision, days past 9999, ISO text of every shape, UUIDs in braces),
+    under nested records, arrays and unions with null, with the key and headers: whatever the JVM takes, the
+    reference stages the same."""
+    p = pipeline(schema=AVRO_ORDER_SCHEMA, sink_mode=mode, max_value_bytes=2000)
+    assert jvm_spec.declines_pipeline(p) is None
+    plans = {i: jvm_avro.plan(s, p) for i, s in order_writers.items()}  # every writer planned: none left
+    rng = random.Random(20261201)
+    records = []
+    for _ in range(9000):
+        schema_id, writer = rng.choice(list(order_writers.items()))
+        value = framed(schema_id, writer, avro_order(rng, writer))
+        key = rng.choice([b"o-1", b"", None, b"\xff", b"\\x41"]) if rng.random() < 0.1 else b"o-1"
+        records.append((key, mutate(rng, value) if rng.random() < 0.1 else value, spark_headers(order_headers(rng))))
+    taken = jvm_compared(p, records, registry, plans)
+    assert 3000 < sum(taken) < len(taken) - 1500  # both sides of the decision, for every writer
+    for schema_id in order_writers:
+        mine = [t for t, r in zip(taken, records, strict=True) if r[1] and r[1][1:5] == schema_id.to_bytes(4, "big")]
+        assert 0.2 * len(mine) < sum(mine) < len(mine)
+
+
+def test_a_path_through_an_array_arrays_of_times_and_json_numbers_with_fractions_are_left_to_the_reference():
+    schema = {name: f for name, f in AVRO_ORDER_SCHEMA.items() if name != "skus"}
+    indexed = pipeline(schema={**schema, "first_sku": {"type": "string", "path": "skus.0"}})
+    with pytest.raises(jvm_avro.LeftToReference, match="'skus' is array, not a record"):
+        jvm_avro.plan(WRITERS[0], indexed)
+    assert "stamps" in jvm_spec.declines_pipeline(
+        pipeline(schema={**AVRO_ORDER_SCHEMA, "stamps": {"type": "array", "items": "timestamp"}})
+    )
+    with pytest.raises(jvm_avro.LeftToReference, match=r"'attributes\{\}' \(json\) holds a double"):
+        jvm_avro.plan(
+            {
+                **WRITERS[0],
+                "fields": [
+                    *WRITERS[0]["fields"][:-1],
+                    {"name": "attributes", "type": {"type": "map", "values": "double"}},
+                ],
+            },
+            pipeline(schema=AVRO_ORDER_SCHEMA),
+        )

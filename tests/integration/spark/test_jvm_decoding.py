@@ -14,14 +14,16 @@ import zipfile
 from decimal import Decimal
 
 import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from psycopg2 import sql
 
-from helpers.avro_corpus import mutate, serialize
+from helpers.avro_corpus import framed, mutate, serialize
+from helpers.avro_orders import AVRO_ORDER_SCHEMA, WRITERS, avro_order
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
 from helpers.json_corpus import date_text, decimal_token, uuid_text
 from helpers.json_corpus import mutate as mutate_json
 from helpers.order_corpus import ORDER_SCHEMA, order_headers, order_value
-from helpers.pipeline_env import new_env
+from helpers.pipeline_env import REGISTRY_TIMEOUT, new_env
 from microingest import settings
 from microingest.commit.target_tables import prepare_targets
 from microingest.plan.live import plan_live_run
@@ -180,6 +182,28 @@ def test_orders_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_
     ]
     env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
     compare_with_reference(env, pg, kafka, monkeypatch, sent, ORDER_COLUMNS, schema=ORDER_SCHEMA)
+
+
+def test_avro_orders_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_them(
+    env, pg, kafka, registry, monkeypatch
+):
+    """Orders as Avro, under three writer schemas of the topic's subject (logical types, text, plain numbers):
+    decimals, dates, UUIDs, bytes, nested records, arrays, the key and headers, mostly decoded in the JVM."""
+    client = SchemaRegistryClient({**registry, **REGISTRY_TIMEOUT})
+    subject = f"{env.topic}-value"
+    client.set_compatibility(subject_name=subject, level="NONE")  # the three writers are not versions of one another
+    ids = [client.register_schema(subject, Schema(json.dumps(w), "AVRO")) for w in WRITERS]
+    rng = random.Random(30)
+    sent = []
+    for _ in range(5000):
+        schema_id, writer = rng.choice(list(zip(ids, WRITERS, strict=True)))
+        value = framed(schema_id, writer, avro_order(rng, writer))
+        headers = [(k, v) for k, v in order_headers(rng) if v is not None]
+        sent_value = mutate(rng, value) if rng.random() < 0.05 else value
+        sent.append((rng.choice([b"k", b"\xff"] + [None] * (sent_value is not None)), sent_value, headers))
+    env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))
+    columns = "source_topic, source_partition, source_offset, kafka_timestamp, " + ", ".join(AVRO_ORDER_SCHEMA)
+    compare_with_reference(env, pg, kafka, monkeypatch, sent, columns, schema=AVRO_ORDER_SCHEMA, value_format="avro")
 
 
 def test_orders_through_a_statement_checks_and_masks_on_the_jvm_path_are_stored_as_the_reference_stores_them(

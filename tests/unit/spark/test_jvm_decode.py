@@ -17,6 +17,9 @@ def test_only_the_decoders_own_refusals_are_refusals():
     assert refusal(Exception(stale)).startswith("java.lang.IllegalStateException: microingest's decoder")
     older = "Caused by: java.lang.IllegalArgumentException: unknown key 'jar' in decoding spec {...}"
     assert refusal(Exception(older)) == older
+    # a build before Avro's nested fields, reading a plan with a record's field names
+    shape = "java.lang.IllegalArgumentException: decoding spec: expected END_ARRAY, got START_ARRAY in {...}"
+    assert refusal(Exception(f"Job aborted.\n  {shape}")) == shape
     # Spark 4.0's words for a session holding a build whose function took (key, value, spec), before headers came.
     arity = (
         "org.apache.spark.sql.AnalysisException: [WRONG_NUM_ARGS.WITHOUT_SUGGESTION] The "

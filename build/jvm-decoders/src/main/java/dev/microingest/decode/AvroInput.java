@@ -103,6 +103,15 @@ final class AvroInput {
     return (int) n;
   }
 
+  byte[] readBytes(int n) {
+    if (n < 0 || n > remaining()) {
+      throw DECLINED;
+    }
+    byte[] out = java.util.Arrays.copyOfRange(data, pos, pos + n);
+    pos += n;
+    return out;
+  }
+
   void skip(int bytes) {
     if (bytes < 0 || bytes > remaining()) {
       throw DECLINED;

@@ -24,8 +24,8 @@ public final class DecodeRecordUdf implements UDF4<byte[], byte[], String, Strin
   public Row call(byte[] key, byte[] value, String headers, String spec) {
     boolean first = decoder == null;
     if (first) {
+      RecordDecoder.checkBuild(spec); // before the spec is parsed: another build may write specs this one cannot read
       decoder = DECODERS.computeIfAbsent(spec, RecordDecoder::of);
-      decoder.checkBuild();
     }
     Object[] decoded = decoder.decode(key, value, headers);
     if (first) {

@@ -107,7 +107,7 @@ final class JsonText {
     return exact.signum() == 0 && text.charAt(0) == '-' ? "-" + shown : shown; // Decimal keeps the sign of zero
   }
 
-  private static void quote(String text, StringBuilder out) {
+  static void quote(String text, StringBuilder out) {
     out.append('"');
     for (int i = 0, n = text.length(); i < n; i++) {
       char c = text.charAt(i);

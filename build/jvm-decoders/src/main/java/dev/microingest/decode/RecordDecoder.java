@@ -1,6 +1,8 @@
 package dev.microingest.decode;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * One Kafka record's key and value → the key as staged and the declared fields, typed, or null: "declined".
@@ -15,11 +17,22 @@ import java.nio.charset.StandardCharsets;
  */
 public abstract class RecordDecoder {
   private static final String KEY_HEX_PREFIX = "\\x"; // storable.KEY_HEX_PREFIX
+  private static final String JAR_KEY = ",\"jar\":\"";
 
   final RecordSpec spec;
+  private final int[] headerSlots;
+  private final String[] headerNames;
 
   RecordDecoder(RecordSpec spec) {
     this.spec = spec;
+    List<Integer> slots = new ArrayList<>();
+    for (int i = 0; i < spec.fields.size(); i++) {
+      if (spec.fields.get(i).source() == RecordSpec.Source.HEADER) {
+        slots.add(i);
+      }
+    }
+    this.headerSlots = slots.stream().mapToInt(Integer::intValue).toArray();
+    this.headerNames = slots.stream().map(i -> spec.fields.get(i).header()).toArray(String[]::new);
   }
 
   /** The decoder of a spec's format. */
@@ -57,6 +70,38 @@ public abstract class RecordDecoder {
     return out;
   }
 
+  /** The fields from the record's key and headers (record_fields.record_field); false to decline. */
+  final boolean fromRecord(Object[] out, byte[] key, String headers) {
+    for (int i = 0; i < spec.fields.size(); i++) {
+      if (spec.fields.get(i).source() == RecordSpec.Source.KEY) {
+        out[i + 1] = key == null ? null : spec.fields.get(i).type() == RecordSpec.Type.STRING ? out[0] : key;
+      }
+    }
+    if (headerSlots.length == 0) {
+      return true;
+    }
+    byte[][] values = RecordHeaders.lastValues(headers, headerNames);
+    if (values == null) {
+      return false;
+    }
+    for (int h = 0; h < headerSlots.length; h++) {
+      byte[] header = values[h];
+      if (header != null && spec.fields.get(headerSlots[h]).type() == RecordSpec.Type.STRING) {
+        if (!Utf8.isValid(header)) {
+          return false; // the reference's wrong_type
+        }
+        String text = new String(header, StandardCharsets.UTF_8);
+        if (text.indexOf('\0') >= 0) {
+          return false; // the reference's unstorable
+        }
+        out[headerSlots[h] + 1] = text;
+      } else {
+        out[headerSlots[h] + 1] = header;
+      }
+    }
+    return true;
+  }
+
   /** The output, when every required field has a value; else null. */
   final Object[] finished(Object[] out) {
     for (int i = 0; i < spec.fields.size(); i++) {
@@ -69,19 +114,24 @@ public abstract class RecordDecoder {
 
   /**
    * Refuse to decode for a job that sent another build of this jar: a Spark Connect session keeps the classes of the
-   * first jar it was sent, and a job's spec is only right for its own build (`spark.jvm_decode.prepare`).
+   * first jar it was sent, and a job's spec is only right for its own build (`spark.jvm_decode.prepare`). Read from
+   * the spec's text before it is parsed ({@code "jar":"<file name>"}, as `decode.jvm_spec.spec` writes it).
    */
-  void checkBuild() {
-    if (spec.jar == null) {
+  static void checkBuild(String specJson) {
+    int at = specJson.lastIndexOf(JAR_KEY);
+    if (at < 0) {
       return;
     }
+    int start = at + JAR_KEY.length();
+    int end = specJson.indexOf('"', start);
+    String wanted = specJson.substring(start, end < 0 ? specJson.length() : end);
     String loaded = String.valueOf(RecordDecoder.class.getProtectionDomain().getCodeSource().getLocation());
-    if (!loaded.endsWith("/" + spec.jar)) {
+    if (!loaded.endsWith("/" + wanted)) {
       throw new IllegalStateException(
           "microingest's decoder in this Spark session was loaded from "
               + loaded
               + ", not the job's "
-              + spec.jar
+              + wanted
               + ": another build of microingest used this session before");
     }
   }

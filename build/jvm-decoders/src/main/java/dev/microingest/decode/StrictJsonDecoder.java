@@ -6,7 +6,6 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
 import java.math.BigDecimal;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -32,21 +31,11 @@ public final class StrictJsonDecoder extends RecordDecoder {
 
   private final RecordSpec.Field[] fields;
   private final PathTree paths;
-  private final int[] headerSlots;
-  private final String[] headerNames;
 
   StrictJsonDecoder(RecordSpec spec, String specText) {
     super(spec);
     this.fields = spec.fields.toArray(new RecordSpec.Field[0]);
     this.paths = new PathTree(spec.fields, specText);
-    List<Integer> slots = new ArrayList<>();
-    for (int i = 0; i < fields.length; i++) {
-      if (fields[i].source() == RecordSpec.Source.HEADER) {
-        slots.add(i);
-      }
-    }
-    this.headerSlots = slots.stream().mapToInt(Integer::intValue).toArray();
-    this.headerNames = slots.stream().map(i -> fields[i].header()).toArray(String[]::new);
   }
 
   @Override
@@ -142,38 +131,6 @@ public final class StrictJsonDecoder extends RecordDecoder {
       items.add(item);
     }
     return items;
-  }
-
-  /** The fields from the record's key and headers (record_fields.record_field); false to decline. */
-  private boolean fromRecord(Object[] out, byte[] key, String headers) {
-    for (int i = 0; i < fields.length; i++) {
-      if (fields[i].source() == RecordSpec.Source.KEY) {
-        out[i + 1] = key == null ? null : fields[i].type() == RecordSpec.Type.STRING ? out[0] : key;
-      }
-    }
-    if (headerSlots.length == 0) {
-      return true;
-    }
-    byte[][] values = RecordHeaders.lastValues(headers, headerNames);
-    if (values == null) {
-      return false;
-    }
-    for (int h = 0; h < headerSlots.length; h++) {
-      byte[] header = values[h];
-      if (header != null && fields[headerSlots[h]].type() == RecordSpec.Type.STRING) {
-        if (!Utf8.isValid(header)) {
-          return false; // the reference's wrong_type
-        }
-        String text = new String(header, StandardCharsets.UTF_8);
-        if (text.indexOf('\0') >= 0) {
-          return false; // the reference's unstorable
-        }
-        out[headerSlots[h] + 1] = text;
-      } else {
-        out[headerSlots[h] + 1] = header;
-      }
-    }
-    return true;
   }
 
   private Object typed(RecordSpec.Type type, RecordSpec.Field field, JsonToken kind, JsonParser p)

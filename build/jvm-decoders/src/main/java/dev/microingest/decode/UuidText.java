@@ -10,6 +10,18 @@ final class UuidText {
 
   private UuidText() {}
 
+  /** A UUID's text as Python's str(UUID) writes it: hyphenated, lower case. */
+  static String text(byte[] uuid) {
+    StringBuilder out = new StringBuilder(HYPHENATED);
+    for (int i = 0; i < uuid.length; i++) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) {
+        out.append('-');
+      }
+      out.append(Character.forDigit((uuid[i] >> 4) & 0xF, 16)).append(Character.forDigit(uuid[i] & 0xF, 16));
+    }
+    return out.toString();
+  }
+
   /** The UUID's 16 bytes, or null to decline. */
   static byte[] bytes(String text) {
     int n = text.length();
