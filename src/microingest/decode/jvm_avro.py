@@ -84,9 +84,9 @@ class _Planner:
         self.json_indexes: dict[str, int] = {}  # the same, as a json field's value
 
     def root(self, record: dict) -> dict:
-        self.nodes.append([])  # the root is node 0
-        if isinstance(record.get("name"), str):
-            self.indexes[record["name"]] = 0
+        # The root is node 0, not its named type's node: a field naming the type gets a copy to skip, planned as any
+        # other (a declared field's node reads a logical type's value, which fastavro may refuse in the copy).
+        self.nodes.append([])
         wanted = [(i, field.at) for i, field in enumerate(self.pipeline.schema) if field.source == "value"]
         types, mapped = self.fields(record, wanted, "")
         self.nodes[0] = ["record", types]
@@ -123,7 +123,7 @@ class _Planner:
         """A record on the way to declared fields, alone or with null: its node of its own (its declared fields'
         nodes are not its named type's), and what its fields fill."""
         branches = t if isinstance(t, list) else [t]
-        if len(branches) > 2 or (len(branches) == 2 and branches.count("null") != 1):
+        if isinstance(t, list) and (len(branches) != 2 or branches.count("null") != 1):
             raise LeftToReference(f"'{path}' is a union other than [null, record] on the way to declared fields")
         [branch] = [b for b in branches if b != "null"] or [None]
         resolved = self.named.get(branch, branch) if isinstance(branch, str) else branch
@@ -132,7 +132,7 @@ class _Planner:
             raise LeftToReference(f"'{path}' is {kind}, not a record, on the way to declared fields")
         record = self.add(["record", []])
         self.nodes[record][1], below = self.fields(resolved, wanted, path)
-        if len(branches) == 1:
+        if not isinstance(t, list):
             return record, below
         return self.add(["union", [record if b != "null" else self.add(["null"]) for b in branches]]), below
 

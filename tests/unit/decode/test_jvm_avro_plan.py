@@ -4,6 +4,7 @@ plans' values are held to the reference in tests/integration/decode/test_jvm_avr
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timezone
 
 import pytest
@@ -29,8 +30,8 @@ def pipeline(**schema):
     )
 
 
-def record(*fields, **extra) -> dict:
-    return {"type": "record", "name": "R", "fields": [{"name": n, "type": t} for n, t in fields], **extra}
+def record(*fields, name="R", **extra) -> dict:
+    return {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields], **extra}
 
 
 PLANNED = [
@@ -78,8 +79,34 @@ def test_named_types_that_hold_themselves_refer_to_one_node():
     plan = jvm_avro.plan(PLANNED[2], pipeline())
     root_fields = plan["types"][0][1]
     union = plan["types"][root_fields[0]]
-    assert union[0] == "union" and union[1][1] == 0  # "R" is the root itself
+    # "R" in a field is a copy of the root to skip (the root's own nodes read its declared fields); it holds itself
+    copy = union[1][1]
+    assert union[0] == "union" and copy != 0 and plan["types"][copy][0] == "record"
+    copy_next = plan["types"][plan["types"][copy][1][0]]
+    assert copy_next[0] == "union" and copy_next[1][1] == copy
     assert plan["declared"] == [-1, 0, -1]
+
+
+def test_a_copy_of_the_root_with_a_logical_type_or_a_one_branch_union_on_a_path_is_left_to_the_reference():
+    """fastavro converts the copy's logical values, and may refuse them, where the JVM would skip them; a union of
+    one branch still has its index on the wire."""
+    nested = record(
+        ("s", "string"), ("at", {"type": "long", "logicalType": "timestamp-millis"}), ("next", ["null", "R"])
+    )
+    with pytest.raises(jvm_avro.LeftToReference, match="logical type timestamp-millis"):
+        jvm_avro.plan(nested, pipeline())
+    one_branch = record(("s", "string"), ("n", [record(("x", "long"), name="Inner")]))
+    with pytest.raises(jvm_avro.LeftToReference, match="union other than"):
+        jvm_avro.plan(one_branch, pipeline(s="string", x={"type": "integer", "path": "n.x"}))
+
+
+def test_a_plan_that_would_skip_a_logical_value_or_write_a_double_as_json_is_refused_by_the_jvm():
+    p = pipeline(s="string", j="json")
+    skipped_date = {"types": [["record", [1, 2]], ["string"], ["date"]], "declared": [0, -1]}
+    double_json = {"types": [["record", [1, 2]], ["string"], ["double"]], "declared": [0, 1]}
+    for plan in (skipped_date, double_json):
+        with pytest.raises(subprocess.CalledProcessError):
+            jvm_decoded(p, [(b"k", b"\x00\x00\x00\x00\x00\x02a\x00")], {0: plan})
 
 
 def test_a_plan_the_jvm_refuses_sends_the_batch_to_the_reference_rather_than_failing_it():

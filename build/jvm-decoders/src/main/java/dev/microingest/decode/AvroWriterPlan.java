@@ -126,12 +126,12 @@ final class AvroWriterPlan {
         arg = p.getIntValue();
         next = p.nextToken();
       } else if (next == JsonToken.START_ARRAY) {
-        arg = kind == ENUM ? strings(p) : ints(p, text);
+        arg = kind == ENUM ? strings(p, text) : ints(p, text);
         next = p.nextToken();
       }
       String[] names = null;
       if (next == JsonToken.START_ARRAY && kind == RECORD) {
-        names = strings(p); // a record in a json field's value: its fields' names
+        names = strings(p, text); // a record in a json field's value: its fields' names
         next = p.nextToken();
       }
       RecordSpec.expect(next, JsonToken.END_ARRAY, text);
@@ -163,14 +163,16 @@ final class AvroWriterPlan {
     while (p.nextToken() == JsonToken.VALUE_NUMBER_INT) {
       out.add(p.getIntValue());
     }
+    RecordSpec.expect(p.currentToken(), JsonToken.END_ARRAY, text);
     return out.stream().mapToInt(Integer::intValue).toArray();
   }
 
-  private static String[] strings(JsonParser p) throws IOException {
+  private static String[] strings(JsonParser p, String text) throws IOException {
     List<String> out = new ArrayList<>();
     while (p.nextToken() == JsonToken.VALUE_STRING) {
       out.add(p.getText());
     }
+    RecordSpec.expect(p.currentToken(), JsonToken.END_ARRAY, text);
     return out.toArray(new String[0]);
   }
 
@@ -221,6 +223,7 @@ final class AvroWriterPlan {
       }
       int at = mapped.at[i];
       if (at < 0) {
+        reachable(t, new boolean[kind.length], false); // skipped: no logical type's value, which fastavro may refuse
         continue;
       }
       if (at >= fields.size() || seen[at]) {
@@ -229,7 +232,8 @@ final class AvroWriterPlan {
       seen[at] = true;
       RecordSpec.Field field = fields.get(at);
       if (field.type() == RecordSpec.Type.JSON) {
-        continue; // any value: the writer of its JSON text knows every kind
+        reachable(t, new boolean[kind.length], true);
+        continue;
       }
       t = nullable(t, "field " + at);
       if (field.type() == RecordSpec.Type.ARRAY) {
@@ -244,6 +248,38 @@ final class AvroWriterPlan {
                 + ") a "
                 + (t < 0 ? "non-array" : KINDS.get(kind[t])));
       }
+    }
+  }
+
+  /**
+   * Every node a skipped value ({@code asJson} false) or a json field's value ({@code asJson}) passes through is one
+   * that reading knows: a skipped value holds no logical type's node (fastavro converts such values, and may refuse
+   * them); a json field's value no float or double, nor a timestamp's unit, and its records name their fields.
+   */
+  private void reachable(int t, boolean[] seen, boolean asJson) {
+    if (seen[t]) {
+      return;
+    }
+    seen[t] = true;
+    byte k = kind[t];
+    boolean unit = (k == INT || k == LONG) && size[t] != 0;
+    boolean refused =
+        asJson
+            ? k == FLOAT || k == DOUBLE || unit || (k == RECORD && symbols[t] == null)
+            : k == DATE || k == DECIMAL || k == FIXED_DECIMAL || k == UUID || unit;
+    if (refused) {
+      String where = asJson ? "a json field's value" : "a skipped value";
+      throw new IllegalArgumentException(
+          "an Avro writer plan's node " + t + " (" + KINDS.get(k) + ") is in " + where + ", which cannot hold it");
+    }
+    switch (k) {
+      case UNION, RECORD -> {
+        for (int child : children[t]) {
+          reachable(child, seen, asJson);
+        }
+      }
+      case ARRAY, MAP -> reachable(size[t], seen, asJson);
+      default -> {}
     }
   }
 
