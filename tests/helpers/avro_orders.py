@@ -48,7 +48,10 @@ LOGICAL = _record(
     ("flags", ["null", {"type": "array", "items": "boolean"}]),
     ("days", {"type": "array", "items": {"type": "int", "logicalType": "date"}}),
     ("blob", "bytes"),
-    ("attributes", {"type": "map", "values": ["null", "string", "long", "boolean", {"type": "array", "items": _TIER}]}),
+    (
+        "attributes",
+        {"type": "map", "values": ["null", "string", "long", "boolean", "double", {"type": "array", "items": _TIER}]},
+    ),
 )
 # A producer that writes text: ISO-8601 times, decimal text, dates as text, an enum tier, a fixed blob.
 TEXT = _record(
@@ -117,7 +120,7 @@ def _field(rng: random.Random, name: str, avro_type):
     if rng.random() < 0.02:
         return random_datum(rng, avro_type)
     if isinstance(avro_type, list):
-        avro_type = next(t for t in avro_type if t != "null") if rng.random() < 0.9 else "null"
+        avro_type = rng.choice([t for t in avro_type if t != "null"]) if rng.random() < 0.9 else "null"
         if avro_type == "null":
             return None
     kind = avro_type if isinstance(avro_type, str) else avro_type["type"]

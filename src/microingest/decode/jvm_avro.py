@@ -37,8 +37,6 @@ _TAKEN = {
     "uuid": ("string",),
     "bytes": ("bytes", "fixed"),
 }
-# A json field's numbers with a fraction: Python's repr of a float, which the JVM does not write alike
-_NOT_AS_JSON = ("float", "double")
 # fastavro's precision is its decimal context's: past this the JVM leaves the schema to it (Python's Emax and the like)
 MAX_DECIMAL_PRECISION = 1000
 _FASTAVRO_MARKS = ('"__fastavro_parsed"', '"__named_schemas"')
@@ -183,8 +181,6 @@ class _Planner:
         its named types' nodes of its own: a skipped value is never a logical type's, which fastavro may refuse."""
         indexes = self.json_indexes if as_json else self.indexes
         if isinstance(t, str):
-            if as_json and t in _NOT_AS_JSON:
-                raise LeftToReference(f"'{path}' (json) holds a {t}, whose text the JVM does not write as Python does")
             if t in PRIMITIVES:
                 return self.add([t])
             if t in indexes:

@@ -100,11 +100,12 @@ def test_a_copy_of_the_root_with_a_logical_type_or_a_one_branch_union_on_a_path_
         jvm_avro.plan(one_branch, pipeline(s="string", x={"type": "integer", "path": "n.x"}))
 
 
-def test_a_plan_that_would_skip_a_logical_value_or_write_a_double_as_json_is_refused_by_the_jvm():
+def test_a_plan_that_would_skip_a_logical_value_or_write_a_time_as_json_is_refused_by_the_jvm():
     p = pipeline(s="string", j="json")
     skipped_date = {"types": [["record", [1, 2]], ["string"], ["date"]], "declared": [0, -1]}
-    double_json = {"types": [["record", [1, 2]], ["string"], ["double"]], "declared": [0, 1]}
-    for plan in (skipped_date, double_json):
+    time_json = {"types": [["record", [1, 2]], ["string"], ["long", 1000]], "declared": [0, 1]}
+    unnamed_json = {"types": [["record", [1, 2]], ["string"], ["record", [1]]], "declared": [0, 1]}
+    for plan in (skipped_date, time_json, unnamed_json):
         with pytest.raises(subprocess.CalledProcessError):
             jvm_decoded(p, [(b"k", b"\x00\x00\x00\x00\x00\x02a\x00")], {0: plan})
 

@@ -14,8 +14,8 @@ import java.util.Map;
  * decimal its exact number as Python's str() writes it, a date its ISO text, a UUID its hyphenated lower-case text.
  * Declined where the reference refuses the value or fastavro reads it its own way: NUL in text, containers nested 200
  * deep, a decimal of more digits than its writer's precision (fastavro rounds it), a day outside the years 1 to 9999,
- * a UUID's text in any form but the two {@link UuidText} reads. The plan holds no float or double here
- * (`decode.jvm_avro`): Python's repr of one is not Java's.
+ * a UUID's text in any form but the two {@link UuidText} reads, a float or double that is not finite. A float or double
+ * is written as Python's repr() writes it ({@link PythonFloat}).
  */
 final class AvroJsonText {
   private static final int MAX_DEPTH = 200; // json_values.MAX_DEPTH
@@ -35,6 +35,13 @@ final class AvroJsonText {
       case AvroWriterPlan.BOOLEAN -> out.append(in.readBoolean());
       case AvroWriterPlan.INT -> out.append(in.readInt());
       case AvroWriterPlan.LONG -> out.append(in.readLong());
+      case AvroWriterPlan.FLOAT, AvroWriterPlan.DOUBLE -> {
+        double d = plan.kind[t] == AvroWriterPlan.FLOAT ? (double) in.readFloat() : in.readDouble();
+        if (!Double.isFinite(d)) {
+          throw DECLINED; // JSON has no such number: the reference's unstorable
+        }
+        out.append(d == 0 && 1 / d < 0 ? "-0" : PythonFloat.repr(d)); // JSON's -0, as json_text writes it
+      }
       case AvroWriterPlan.STRING -> text(in.readString(), out);
       case AvroWriterPlan.ENUM -> text(plan.symbols[t][in.readIndex(plan.symbols[t].length)], out);
       case AvroWriterPlan.BYTES -> base64(in.readBytes(in.readLength()), out);

@@ -254,7 +254,7 @@ final class AvroWriterPlan {
   /**
    * Every node a skipped value ({@code asJson} false) or a json field's value ({@code asJson}) passes through is one
    * that reading knows: a skipped value holds no logical type's node (fastavro converts such values, and may refuse
-   * them); a json field's value no float or double, nor a timestamp's unit, and its records name their fields.
+   * them); a json field's value no timestamp's unit, and its records name their fields.
    */
   private void reachable(int t, boolean[] seen, boolean asJson) {
     if (seen[t]) {
@@ -265,7 +265,7 @@ final class AvroWriterPlan {
     boolean unit = (k == INT || k == LONG) && size[t] != 0;
     boolean refused =
         asJson
-            ? k == FLOAT || k == DOUBLE || unit || (k == RECORD && symbols[t] == null)
+            ? unit || (k == RECORD && symbols[t] == null)
             : k == DATE || k == DECIMAL || k == FIXED_DECIMAL || k == UUID || unit;
     if (refused) {
       String where = asJson ? "a json field's value" : "a skipped value";
