@@ -4,6 +4,7 @@ number and of an escaped character."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 
@@ -319,3 +320,22 @@ def json_any(rng: random.Random, depth: int = 0) -> str:
             rng.choice(["true", "false", "null", '""', '"x"', "1.50", "-0.000", "1E-7", "12E3", "0.000001"]),
         ]
     )
+
+
+def base64_token(rng: random.Random) -> str:
+    """Bytes as a producer writes them in JSON: standard base64, now and then unpadded, URL-safe, with stray bits in
+    its last character, spaces, a character past ASCII, or not text at all."""
+    text = base64.b64encode(rng.randbytes(rng.randrange(12))).decode()
+    roll = rng.random()
+    if roll < 0.05:
+        text = text.rstrip("=")
+    elif roll < 0.1:
+        text = base64.urlsafe_b64encode(rng.randbytes(rng.randrange(1, 12))).decode()
+    elif roll < 0.15 and text.endswith("="):
+        i = text.index("=") - 1
+        text = text[:i] + rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") + text[i + 1 :]
+    elif roll < 0.18:
+        text = text[:2] + rng.choice([" ", "\n", "=", "\u00e9", "\u0661"]) + text[2:]
+    elif roll < 0.2:
+        return rng.choice(["1", "null", "true", "[]", '{"a": 1}'])
+    return json.dumps(text)

@@ -34,14 +34,12 @@ SPARK_TYPES = {
     "bytes": "BINARY",
     "json": "STRING",
 }
-# What each format's decoder reads. JSON: these types at any path in the value (json as its staged text); arrays of
-# these items but json (arrays of timestamps and UUIDs are staged in Postgres' binary array form,
-# `batch_columns.pg_array`, which the driver alone writes); text and bytes from the key and headers. Avro: these types
-# and bytes, in records nested however deep, arrays of the same items as JSON's; `jvm_avro` plans each writer schema's
-# way to them, or leaves it to the reference and says why.
-JSON_SCALARS = frozenset({"string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "json"})
-JSON_ITEMS = JSON_SCALARS - {"timestamp", "uuid", "json"}
-AVRO_SCALARS = JSON_SCALARS | {"bytes"}
+# What each format's decoder reads: these types in the value (JSON at any path, bytes as base64 text, json as its
+# staged text; Avro in records nested however deep, `jvm_avro` planning each writer schema's way to them or leaving it
+# to the reference); arrays of these items but timestamps and UUIDs (staged in Postgres' binary array form,
+# `batch_columns.pg_array`, which the driver alone writes); text and bytes from the key and headers.
+SCALARS = frozenset({"string", "integer", "double", "boolean", "timestamp", "decimal", "date", "uuid", "bytes", "json"})
+ITEMS = SCALARS - {"timestamp", "uuid", "bytes", "json"}  # declarations have no arrays of bytes or json
 FROM_RECORD = frozenset({"string", "bytes"})
 MICROS_PER_MS = 1000
 _FAULT_KEYS = {"fault": "MICROINGEST_FAULT", "fault_once": "MICROINGEST_FAULT_ONCE"}
@@ -55,7 +53,7 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
         return f"its keys are {pipeline.key_format}"
     if pipeline.transform is not None:
         return "it has a transform (Python code)"
-    odd = [f.name for f in pipeline.schema if not _reads(f, pipeline.value_format)]
+    odd = [f.name for f in pipeline.schema if not _reads(f)]
     if odd:
         return f"fields of types or paths the JVM decoder does not read: {', '.join(odd)}"
     crossing = _crossing(pipeline.schema)
@@ -64,12 +62,12 @@ def declines_pipeline(pipeline: Pipeline) -> str | None:
     return None
 
 
-def _reads(field: Field, value_format: str) -> bool:
+def _reads(field: Field) -> bool:
     if field.source != "value":
         return field.type in FROM_RECORD
     if field.type == "array":
-        return field.kind in JSON_ITEMS
-    return field.type in (AVRO_SCALARS if value_format == "avro" else JSON_SCALARS)
+        return field.kind in ITEMS
+    return field.type in SCALARS
 
 
 def _crossing(schema: tuple[Field, ...]) -> list[str]:

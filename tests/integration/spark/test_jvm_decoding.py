@@ -4,6 +4,7 @@ and a batch whose sampled records the JVM got wrong is decoded again by the refe
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -20,7 +21,7 @@ from psycopg2 import sql
 from helpers.avro_corpus import framed, mutate, serialize
 from helpers.avro_orders import AVRO_ORDER_SCHEMA, WRITERS, avro_order
 from helpers.hostile_records import HOSTILE_KEYS, HOSTILE_VALUES
-from helpers.json_corpus import date_text, decimal_token, uuid_text
+from helpers.json_corpus import base64_token, date_text, decimal_token, uuid_text
 from helpers.json_corpus import mutate as mutate_json
 from helpers.order_corpus import ORDER_SCHEMA, order_headers, order_value
 from helpers.pipeline_env import REGISTRY_TIMEOUT, new_env
@@ -57,8 +58,8 @@ def records(n: int) -> list[tuple]:
 
 
 def text_typed_records(n: int) -> list[tuple]:
-    """Orders' scalar types as producers write them (decimals as numbers or text, dates, UUIDs), each now and then
-    drawn from the differential tests' generators instead, odd or malformed; some records mutated."""
+    """Orders' scalar types as producers write them (decimals as numbers or text, dates, UUIDs, base64 bytes), each
+    now and then drawn from the differential tests' generators instead, odd or malformed; some records mutated."""
     rng = random.Random(28)
     out = []
     for i in range(n):
@@ -68,12 +69,14 @@ def text_typed_records(n: int) -> list[tuple]:
             "rate": repr(round(rng.uniform(-99, 99), rng.randint(0, 8))),
             "day": json.dumps(f"20{rng.randint(0, 99):02d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"),
             "ref": json.dumps(str(uuid.UUID(int=rng.getrandbits(128)))),
+            "blob": json.dumps(base64.b64encode(rng.randbytes(rng.randrange(16))).decode()),
         }
         odd = {
             "price": lambda: decimal_token(rng),
             "rate": lambda: decimal_token(rng),
             "day": lambda: json.dumps(date_text(rng)),
             "ref": lambda: json.dumps(uuid_text(rng)),
+            "blob": lambda: base64_token(rng),
         }
         fields = [f'"event_id": "e{i}"']
         for name, token in usual.items():
@@ -90,8 +93,11 @@ TEXT_TYPED = {
     "rate": {"type": "decimal", "precision": 6, "scale": 4, "rounding": "half_even"},
     "day": "date",
     "ref": "uuid",
+    "blob": "bytes",
 }
-TEXT_TYPED_COLUMNS = "source_topic, source_partition, source_offset, kafka_timestamp, event_id, price, rate, day, ref"
+TEXT_TYPED_COLUMNS = (
+    "source_topic, source_partition, source_offset, kafka_timestamp, event_id, price, rate, day, ref, blob"
+)
 
 
 def stored(env, columns: str = COLUMNS) -> tuple[list, list]:
@@ -158,7 +164,7 @@ def test_avro_through_the_jvm_path_is_stored_exactly_as_the_reference_stores_it(
     compare_with_reference(env, pg, kafka, monkeypatch, avro_records(registry, env.topic, 3000), value_format="avro")
 
 
-def test_decimals_dates_and_uuids_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_them(
+def test_decimals_dates_uuids_and_bytes_through_the_jvm_path_are_stored_exactly_as_the_reference_stores_them(
     env, pg, kafka, monkeypatch
 ):
     env.query_commit(sql.SQL("DROP TABLE {}").format(env.table))  # the declaration's own, made as migrate makes it

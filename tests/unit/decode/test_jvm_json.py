@@ -14,6 +14,7 @@ from helpers.json_corpus import (
     DECIMAL_EDGES,
     NUMBER_SPELLINGS,
     STRING_SPELLINGS,
+    base64_token,
     date_text,
     decimal_token,
     iso_timestamp,
@@ -222,6 +223,23 @@ def test_decimals_dates_and_uuids_decode_as_the_reference_or_are_declined():
     assert all(compared(p, [(b"k", v) for v in ordinary]))
 
 
+def test_bytes_as_base64_text_decode_as_the_reference_or_are_declined():
+    rng = random.Random(20261201)
+    p = pipeline(
+        schema={"id": {"type": "string", "required": True}, "blob": "bytes", "raw": {"type": "bytes", "path": "m.raw"}}
+    )
+    assert jvm_spec.declines_pipeline(p) is None
+    values = [
+        f'{{"id": "a", "blob": {base64_token(rng)}, "m": {{"raw": {base64_token(rng)}}}}}'.encode() for _ in range(8000)
+    ]
+    edges = [
+        f'{{"id": "a", "blob": "{t}"}}'.encode() for t in ("", "AA==", "AQ==", "AR==", "AA=", "A===", "====", "AAAA")
+    ]
+    taken = compared(p, [(b"k", v) for v in values + edges])
+    assert 4_000 < sum(taken) < len(taken) - 1_000  # both sides of the decision were exercised
+    assert taken[-8:] == [True, True, True, False, False, False, False, True]
+
+
 def test_every_key_is_staged_as_the_reference_stages_it():
     keys = HOSTILE_KEYS + [b"\\x", b"\\X41", b"\xc0\x80", b"\xf4\x90\x80\x80", "\U0010ffff".encode()]
     for mode in ("append", "upsert_latest"):
@@ -250,8 +268,15 @@ def test_pipelines_the_jvm_cannot_decode_say_why():
     assert "protobuf" in jvm_spec.declines_pipeline(pipeline(value_format="protobuf"))
     assert jvm_spec.declines_pipeline(pipeline(value_format="avro")) is None
     assert jvm_spec.declines_pipeline(pipeline(value_format="avro", schema=TEXT_TYPES_SCHEMA)) is None
-    assert "stamps" in jvm_spec.declines_pipeline(
-        pipeline(value_format="avro", schema={**SCHEMA, "stamps": {"type": "array", "items": "timestamp"}})
+    assert "stamps, refs" in jvm_spec.declines_pipeline(
+        pipeline(
+            value_format="avro",
+            schema={
+                **SCHEMA,
+                "stamps": {"type": "array", "items": "timestamp"},
+                "refs": {"type": "array", "items": "uuid"},
+            },
+        )
     )
 
 

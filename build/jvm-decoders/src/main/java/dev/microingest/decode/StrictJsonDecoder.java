@@ -177,6 +177,8 @@ public final class StrictJsonDecoder extends RecordDecoder {
         return kind == JsonToken.VALUE_STRING ? IsoDate.parse(p.getText()) : null;
       case UUID:
         return kind == JsonToken.VALUE_STRING ? UuidText.bytes(p.getText()) : null;
+      case BYTES:
+        return kind == JsonToken.VALUE_STRING ? Base64Text.bytes(p.getText()) : null;
       case JSON:
         return JsonText.read(p, kind);
       default:
