@@ -10,6 +10,7 @@ from pathlib import Path
 from microingest.bench.limits import COPY_KEY, COUNT_KEY
 from microingest.bench.memory import INTERVAL
 from microingest.bench.phases import NAMES, PHASES, bottleneck
+from microingest.bench.program_cpu import OTHER
 
 OURS = "airflow"  # end to end, as operators run it by default: on the long-lived Spark Connect driver
 ON_SUBMIT = "airflow_submit"  # the same with a Spark application per run
@@ -166,6 +167,30 @@ def phase_table(report: dict) -> list[str]:
     return lines
 
 
+def program_table(report: dict) -> list[str]:
+    """Where each contender's CPU went, by program, in µs per record it read."""
+    measured = [x for x in report["measurements"] if x.get("cpu_by_program") and x["records"]]
+    if not measured:
+        return []
+    names = sorted({name for x in measured for name in x["cpu_by_program"]} - {OTHER}) + [OTHER]
+    lines = [
+        "",
+        "## Where the CPU goes",
+        "",
+        "CPU µs per record by program: each of the platform's services (its process tree, ended processes "
+        "included), Postgres, the bench with what it started (the loops, spark-submit), and *other*: the "
+        "machine's busy time beyond them. Each program's idle rate is taken off.",
+        "",
+        "| contender | " + " | ".join(names) + " |",
+        "|" + "---|" * (1 + len(names)),
+    ]
+    for x in measured:
+        spent = x["cpu_by_program"]
+        cells = " | ".join(_micros(spent[n] * 1e6 / x["records"]) if n in spent else "–" for n in names)
+        lines.append(f"| {x['label']} | {cells} |")
+    return lines
+
+
 def _peak(x: dict, role: str) -> str:
     """A contender's own measure of a role's peak when it has one (marked), else the sampler's, else a dash."""
     own = x.get("own_peak_rss_mib", {}).get(role)
@@ -226,6 +251,7 @@ def markdown(report: dict) -> str:
     ours_on = {"orders": m.get(ORDERS)}
     lines += [_row(x, copy, count, ours_on.get(x.get("dataset", "json"), ours)) for x in report["measurements"]]
     lines += phase_table(report)
+    lines += program_table(report)
     lines += ["", "## Targets (issues 9, 22, 23 and 59)", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {goal} | {measured} | {verdict} |" for goal, measured, verdict in targets(report)]
     return "\n".join(lines) + "\n"

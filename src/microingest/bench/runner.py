@@ -14,7 +14,7 @@ from pathlib import Path
 import pyspark
 
 from microingest import settings
-from microingest.bench import limits
+from microingest.bench import limits, program_cpu
 from microingest.bench.avro_dataset import avro_values, register
 from microingest.bench.contenders import CONTENDERS, BenchError, Contender, Context, Run, ThroughAirflow, WarmUp
 from microingest.bench.dataset import (
@@ -32,6 +32,7 @@ from microingest.bench.memory import PeakMemory
 from microingest.bench.orders_dataset import order_headers, order_value_bytes
 from microingest.bench.phases import median_split
 from microingest.bench.postgres_cpu import PostgresCpu, postmaster
+from microingest.bench.program_cpu import ProgramCpu
 from microingest.bench.targets import ORDERS_EXPECTED, create_targets, landed, load_expected_orders, wrong_values
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
@@ -73,6 +74,7 @@ class Measurement:
     decoded_in_jvm: int | None = None  # the platform's: records of the backlog run its JVM decoder read
     peak_mib: dict[str, float] = field(default_factory=dict)  # role -> peak PSS the sampler saw (bench.memory)
     postgres_cpu_seconds: float | None = None  # the local cluster's CPU during the run (bench.postgres_cpu)
+    cpu_by_program: dict[str, float] = field(default_factory=dict)  # program -> CPU seconds (bench.program_cpu)
     own_peak_rss_mib: dict[str, float] = field(default_factory=dict)  # role -> what the contender measured itself
     small_seconds: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # the platform's contenders: the backlog run by phase ...
@@ -155,7 +157,10 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             )
         say(f"  {run.seconds:.1f}s, not timed")
     say(f"the idle platform's CPU, watched for {IDLE_SECONDS:g}s ...")
-    idle = idle_rate()
+    roots = program_cpu.programs(pg["port"])
+    with ProgramCpu(roots) as quiet:
+        idle = idle_rate()
+    program_idle = quiet.rates()
     say(f"  {idle:.2f} CPU seconds per second, taken off each contender's")
 
     results: list[Measurement] = []
@@ -164,6 +169,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         with (
             PeakMemory((f"bench-{run_id}-{key}",)) as memory,
             PostgresCpu(postmaster(pg["port"])) as cpu,
+            ProgramCpu(roots, program_idle) as by_program,
             MachineCpu(idle) as machine_cpu,
         ):
             run = measure(ctx, dataset)
@@ -176,6 +182,7 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             peak_mib=memory.peaks.to_dict(),
             postgres_cpu_seconds=cpu.seconds,
             cpu_seconds=machine_cpu.seconds,
+            cpu_by_program=program_cpu.with_other(by_program.seconds, machine_cpu.seconds),
         )
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
@@ -189,11 +196,13 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         with (
             PeakMemory(c.markers) as memory,
             PostgresCpu(postmaster(pg["port"])) as cpu,
+            ProgramCpu(roots, program_idle) as by_program,
             MachineCpu(idle) as machine_cpu,
         ):
             run = c.run()
         m = _measured(c, run, datasets[c.dataset], dataset.records, pg)
         m.postgres_cpu_seconds, m.cpu_seconds, m.decoded_in_jvm = cpu.seconds, machine_cpu.seconds, run.decoded_in_jvm
+        m.cpu_by_program = program_cpu.with_other(by_program.seconds, machine_cpu.seconds)
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
         say(

@@ -44,8 +44,7 @@ public final class StrictJsonDecoder extends RecordDecoder {
     if (out == null) {
       return null;
     }
-    // A NUL byte is never valid JSON text, and without one Jackson cannot mistake the bytes for UTF-16 or UTF-32.
-    if (hasNulOrBom(value) || hasHugeExponent(value) || !Utf8.isValid(value)) {
+    if (!screened(value)) {
       return null;
     }
     try (JsonParser p = FACTORY.createParser(value)) {
@@ -187,43 +186,51 @@ public final class StrictJsonDecoder extends RecordDecoder {
   }
 
   /**
-   * Whether an exponent of 16 digits or more (after leading zeros) follows an 'e' or 'E' anywhere in the value
-   * (batch_columns.HUGE_EXPONENT). Python's Decimal refuses exponents from about 10^18, which Jackson reads as 0, -0
-   * or infinity, even in fields nobody declared; text holding such a pattern is declined too, harmlessly.
+   * Whether the value passes what the reference checks of its bytes before parsing, in one pass: valid UTF-8 with no
+   * BOM and no NUL byte (never valid JSON text; without one Jackson cannot mistake the bytes for UTF-16 or UTF-32), and
+   * no exponent of 16 digits or more after leading zeros following an 'e' or 'E' anywhere (batch_columns.HUGE_EXPONENT:
+   * Python's Decimal refuses exponents from about 10^18, which Jackson reads as 0, -0 or infinity, even in fields
+   * nobody declared; text holding such a pattern is declined too, harmlessly).
    */
-  static boolean hasHugeExponent(byte[] value) {
-    for (int i = 0; i < value.length; i++) {
-      if (value[i] != 'e' && value[i] != 'E') {
-        continue;
-      }
-      int j = i + 1;
-      if (j < value.length && (value[j] == '+' || value[j] == '-')) {
-        j++;
-      }
-      while (j < value.length && value[j] == '0') {
-        j++;
-      }
-      int digits = 0;
-      while (j < value.length && value[j] >= '0' && value[j] <= '9') {
-        digits++;
-        j++;
-      }
-      if (digits >= HUGE_EXPONENT_DIGITS) {
-        return true;
+  static boolean screened(byte[] value) {
+    int n = value.length;
+    if (n >= 3 && value[0] == (byte) 0xEF && value[1] == (byte) 0xBB && value[2] == (byte) 0xBF) {
+      return false;
+    }
+    for (int i = 0; i < n; ) {
+      int b = value[i];
+      if (b > 0) {
+        i++;
+        if ((b | 0x20) == 'e' && hugeExponentAt(value, i)) {
+          return false;
+        }
+      } else if (b == 0) {
+        return false;
+      } else {
+        int size = Utf8.sequence(value, i, n);
+        if (size == 0) {
+          return false;
+        }
+        i += size;
       }
     }
-    return false;
+    return true;
   }
 
-  private static boolean hasNulOrBom(byte[] value) {
-    if (value.length >= 3 && value[0] == (byte) 0xEF && value[1] == (byte) 0xBB && value[2] == (byte) 0xBF) {
-      return true;
+  /** Whether the exponent after an 'e' or 'E' ending before value[j] has 16 digits or more after leading zeros. */
+  private static boolean hugeExponentAt(byte[] value, int j) {
+    int n = value.length;
+    if (j < n && (value[j] == '+' || value[j] == '-')) {
+      j++;
     }
-    for (byte b : value) {
-      if (b == 0) {
-        return true;
-      }
+    while (j < n && value[j] == '0') {
+      j++;
     }
-    return false;
+    int digits = 0;
+    while (j < n && value[j] >= '0' && value[j] <= '9') {
+      digits++;
+      j++;
+    }
+    return digits >= HUGE_EXPONENT_DIGITS;
   }
 }

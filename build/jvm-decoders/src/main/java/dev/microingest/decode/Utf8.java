@@ -15,53 +15,63 @@ final class Utf8 {
 
   /** Whether data[from .. from + length) is valid UTF-8. */
   static boolean isValid(byte[] data, int from, int length) {
-    int i = from;
     int n = from + length;
-    while (i < n) {
-      int b = data[i];
-      if (b >= 0) {
+    for (int i = from; i < n; ) {
+      if (data[i] >= 0) {
         i++;
         continue;
       }
-      b &= 0xFF;
-      int need;
-      int low = 0x80;
-      int high = 0xBF;
-      if (b >= 0xC2 && b <= 0xDF) {
-        need = 1;
-      } else if (b >= 0xE0 && b <= 0xEF) {
-        need = 2;
-        if (b == 0xE0) {
-          low = 0xA0; // below is an overlong form
-        } else if (b == 0xED) {
-          high = 0x9F; // above are the surrogates
-        }
-      } else if (b >= 0xF0 && b <= 0xF4) {
-        need = 3;
-        if (b == 0xF0) {
-          low = 0x90;
-        } else if (b == 0xF4) {
-          high = 0x8F; // above is past U+10FFFF
-        }
-      } else {
+      int size = sequence(data, i, n);
+      if (size == 0) {
         return false;
       }
-      if (i + need >= n) { // truncated
-        return false;
-      }
-      int second = data[i + 1] & 0xFF;
-      if (second < low || second > high) {
-        return false;
-      }
-      for (int k = 2; k <= need; k++) {
-        int next = data[i + k] & 0xFF;
-        if (next < 0x80 || next > 0xBF) {
-          return false;
-        }
-      }
-      i += need + 1;
+      i += size;
     }
     return true;
+  }
+
+  /**
+   * The length of the multi-byte sequence whose lead byte (0x80 or above) is data[i], when it is valid and complete
+   * before data[n]; else 0.
+   */
+  static int sequence(byte[] data, int i, int n) {
+    int b = data[i] & 0xFF;
+    int need;
+    int low = 0x80;
+    int high = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      need = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      need = 2;
+      if (b == 0xE0) {
+        low = 0xA0; // below is an overlong form
+      } else if (b == 0xED) {
+        high = 0x9F; // above are the surrogates
+      }
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      need = 3;
+      if (b == 0xF0) {
+        low = 0x90;
+      } else if (b == 0xF4) {
+        high = 0x8F; // above is past U+10FFFF
+      }
+    } else {
+      return 0;
+    }
+    if (i + need >= n) { // truncated
+      return 0;
+    }
+    int second = data[i + 1] & 0xFF;
+    if (second < low || second > high) {
+      return 0;
+    }
+    for (int k = 2; k <= need; k++) {
+      int next = data[i + k] & 0xFF;
+      if (next < 0x80 || next > 0xBF) {
+        return 0;
+      }
+    }
+    return need + 1;
   }
 
   /** Postgres' bytea hex notation of the bytes, after `prefix`. */

@@ -7,7 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import java.util.Random;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /** The decoder's own cases; tests/unit/decode/test_jvm_json.py holds it to the Python reference on thousands more. */
@@ -88,6 +93,63 @@ class StrictJsonDecoderTest {
     assertFalse(Utf8.isValid(new byte[] {(byte) 0xC0, (byte) 0x80}), "overlong");
     assertFalse(Utf8.isValid(new byte[] {(byte) 0xF4, (byte) 0x90, (byte) 0x80, (byte) 0x80}), "past U+10FFFF");
     assertFalse(Utf8.isValid(new byte[] {(byte) 0xE2, (byte) 0x82}), "truncated");
+  }
+
+  private static final Pattern HUGE_EXPONENT = Pattern.compile("[eE][+-]?0*[1-9][0-9]{15}");
+
+  /** The screen's three rules, each said the plain way: the JDK's strict UTF-8 decoder and a regular expression. */
+  private static boolean screenedPlainly(byte[] value) {
+    String text;
+    try {
+      text =
+          StandardCharsets.UTF_8
+              .newDecoder()
+              .onMalformedInput(CodingErrorAction.REPORT)
+              .onUnmappableCharacter(CodingErrorAction.REPORT)
+              .decode(ByteBuffer.wrap(value))
+              .toString();
+    } catch (CharacterCodingException e) {
+      return false;
+    }
+    return !text.startsWith("\uFEFF") && text.indexOf('\0') < 0 && !HUGE_EXPONENT.matcher(text).find();
+  }
+
+  @Test
+  void theOnePassScreenAgreesWithItsRulesSaidPlainly() {
+    // Bytes drawn to hit each rule's edges: 'e' and exponent digits, NUL, lead and continuation bytes, the BOM's.
+    byte[] alphabet = {
+      'e', 'E', '+', '-', '0', '1', '9', 'a', '"', 0, (byte) 0x80, (byte) 0xBF, (byte) 0xC2, (byte) 0xDF, (byte) 0xE0,
+      (byte) 0xA0, (byte) 0xED, (byte) 0x9F, (byte) 0xF0, (byte) 0x90, (byte) 0xF4, (byte) 0x8F, (byte) 0xC0,
+      (byte) 0xF5, (byte) 0xEF, (byte) 0xBB
+    };
+    Random random = new Random(59);
+    int refused = 0;
+    for (int round = 0; round < 200_000; round++) {
+      byte[] value = new byte[random.nextInt(40)];
+      for (int i = 0; i < value.length; i++) {
+        int pick = random.nextInt(16);
+        value[i] =
+            pick == 0
+                ? (byte) random.nextInt(256)
+                : pick < 4 ? alphabet[random.nextInt(alphabet.length)] : alphabet[random.nextInt(9)]; // 'e' to '"'
+
+      }
+      if (value.length > 20 && random.nextBoolean()) { // an exponent of about 16 digits, some of them leading zeros
+        int at = random.nextInt(value.length - 20);
+        value[at] = random.nextBoolean() ? (byte) 'e' : (byte) 'E';
+        for (int i = at + 1, end = at + 1 + 14 + random.nextInt(5); i < end; i++) {
+          value[i] = (byte) (random.nextInt(3) == 0 ? '0' : '0' + random.nextInt(10));
+        }
+      }
+      boolean expected = screenedPlainly(value);
+      assertEquals(expected, StrictJsonDecoder.screened(value), () -> java.util.Arrays.toString(value));
+      refused += expected ? 0 : 1;
+    }
+    assertTrue(refused > 20_000 && refused < 180_000, "each answer drawn often: " + refused + " refused");
+    byte[] bom = {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF, '{', '}'};
+    assertFalse(StrictJsonDecoder.screened(bom));
+    assertTrue(StrictJsonDecoder.screened("{\"x\":1e000000000000000000000001}".getBytes(StandardCharsets.UTF_8)));
+    assertFalse(StrictJsonDecoder.screened("{\"x\":1E-1234567890123456}".getBytes(StandardCharsets.UTF_8)));
   }
 
   @Test
