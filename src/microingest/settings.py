@@ -5,6 +5,7 @@ mirror this repo.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -76,6 +77,11 @@ def decoder_jar() -> Path | None:
         os.environ.get("MICROINGEST_DECODER_JAR", install_dir() / "spark" / "decoders" / "microingest-decoders.jar")
     )
     return jar if jar.is_file() else None
+
+
+def decoder_digest(jar: Path) -> str:
+    """The SHA-256 of a decoder jar's bytes (`decoder_jar`): what tells one build from another."""
+    return hashlib.sha256(jar.read_bytes()).hexdigest()
 
 
 def jvm_decoding() -> bool:

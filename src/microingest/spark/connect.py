@@ -5,10 +5,10 @@ A pipeline selects it through its Spark connection (`spark_conn_id`): a connecti
 job then runs as a plain Python process, a Spark Connect client of that server; the server's executors and Python
 workers decode, with the job's Spark conf given to the server when it starts (`server_argv`).
 
-Every job joins one shared session (`job_session`). In Spark 4.0 the server starts a Python worker daemon for each
-session and keeps it until the server stops (SPARK-54055): with a session per run, every run would pay the daemon's
-start (about 1.5 s here) and leave a process behind. Jobs on the shared session keep it open when they end, tag their
-operations, and interrupt only their own.
+Every job joins one shared session (`job_session`), one per build of the decoder jar. In Spark 4.0 the server starts
+a Python worker daemon for each session and keeps it until the server stops (SPARK-54055): with a session per run,
+every run would pay the daemon's start (about 1.5 s here) and leave a process behind. Jobs on the shared session keep
+it open when they end, tag their operations, and interrupt only their own.
 
 Connections still travel only in the job's process environment. The Python worker code the job ships to the server
 (the pickled `Decoder`) carries no Postgres parameters: only the job's process writes to Postgres. It carries the
@@ -45,8 +45,7 @@ _CLIENT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 SESSION_CONF = {key: value for key, value in JOB_CONF.items() if key.startswith("spark.sql.")}
 # Per session, the executors' Python for Python workers (the server's spark.pyspark.python otherwise).
 PYTHON_CONF = "spark.sql.execution.pyspark.python"
-# The same on every machine, so that every job's client finds it (pyspark wants the form of a version 4 UUID).
-SHARED_SESSION_ID = str(uuid.UUID(bytes=hashlib.sha256(b"microingest jobs").digest()[:16], version=4))
+_SHARED_SESSION_SEED = b"microingest jobs"
 # Our server keeps the shared session however long it idles; a closed session's id cannot be used again.
 SERVER_CONF = {"spark.connect.session.manager.defaultSessionTimeout": "3650d"}
 
@@ -124,7 +123,7 @@ def job_session(conn: ConnectionInfo, tag: str):
     started by this platform closes idle sessions after an hour by default). Its operations carry `tag`."""
     from pyspark.errors import PySparkException
 
-    for session_id in (SHARED_SESSION_ID, None):
+    for session_id in (shared_session_id(), None):
         spark = _remote_session(remote_url(conn, session_id), create=True)
         spark.release_session_on_close = session_id is None  # the shared session outlives every job
         try:
@@ -144,6 +143,16 @@ def job_session(conn: ConnectionInfo, tag: str):
         spark.addTag(tag)
         return spark
     raise AssertionError("unreachable")
+
+
+def shared_session_id() -> str:
+    """The session the jobs of this build of the decoder share: the same on every machine, so that each job's client
+    finds it (pyspark wants the form of a version 4 UUID). A session keeps the classes of the first decoder jar it was
+    sent, so each build has a session of its own: after an upgrade, jobs decode with the jar they were built with
+    (jobs of the old build, still running, keep theirs), without a restart of the server."""
+    jar = settings.decoder_jar()
+    seed = _SHARED_SESSION_SEED + (b"" if jar is None else b" " + settings.decoder_digest(jar).encode())
+    return str(uuid.UUID(bytes=hashlib.sha256(seed).digest()[:16], version=4))
 
 
 def ship_bundle(spark) -> None:

@@ -12,9 +12,9 @@ rows by Arrow casts and decodes only those same records (`jvm_typed`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,22 +141,22 @@ def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[i
 def _send(spark, jar: Path) -> str:
     """The jar sent to the Spark Connect session under a name of its content: a session refuses another jar of a
     name it has, and takes the same one again."""
-    data = jar.read_bytes()
-    name = f"{jar.stem}-{hashlib.sha256(data).hexdigest()[:16]}.jar"
+    name = f"{jar.stem}-{settings.decoder_digest(jar)[:16]}.jar"
     with tempfile.TemporaryDirectory(prefix="microingest-decoders-") as folder:
         named = Path(folder) / name
-        named.write_bytes(data)
+        shutil.copyfile(jar, named)
         spark.addArtifacts(str(named))
     return name
 
 
 def refusal(exc: Exception) -> str | None:
     """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
-    another reason. A session keeps the classes of the first decoder jar it was sent, and the shared session outlives
-    upgrades of microingest: the decoder refuses a job of another build (`RecordDecoder.checkBuild`), and a build
-    older than that check refuses the spec it does not know, or Spark refuses the arguments its function does not
-    take. The decoder also refuses an Avro writer plan it cannot read (`AvroWriterPlan.java`), which `decode.jvm_avro`
-    should never write: the batch goes to the reference rather than failing for good."""
+    another reason. A session keeps the classes of the first decoder jar it was sent; each build's jobs share a
+    session of their own (`connect.shared_session_id`), and should a session ever hold another build, the decoder
+    refuses the job (`RecordDecoder.checkBuild`), a build older than that check refuses the spec it does not know, or
+    Spark refuses the arguments its function does not take. The decoder also refuses an Avro writer plan it cannot
+    read (`AvroWriterPlan.java`), which `decode.jvm_avro` should never write: the batch goes to the reference rather
+    than failing for good."""
     lines = [line.strip() for line in str(exc).splitlines()]
     return next(
         (

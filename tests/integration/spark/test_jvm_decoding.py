@@ -312,10 +312,11 @@ def test_a_wrong_jvm_value_in_the_sample_sends_the_batch_to_the_reference(env, d
     assert decoded_in_jvm(env) == 0
 
 
-def test_a_session_holding_another_build_of_the_decoder_leaves_the_job_to_the_reference(env, tmp_path):
-    """A Spark Connect session keeps the classes of the first decoder jar it was sent. A job of another build (here:
-    the same jar with one more entry, so other bytes) finds that out before its first batch and decodes by the
-    reference, saying why; nothing is decoded by code the job was not built with."""
+def test_a_job_of_another_build_of_the_decoder_decodes_with_its_own_build_in_a_session_of_its_own(env, tmp_path):
+    """A Spark Connect session keeps the classes of the first decoder jar it was sent, so each build of the jar shares
+    a session of its own (`connect.shared_session_id`). A job of another build (here: the same jar with one more
+    entry, so other bytes), as after an upgrade beside a long-lived server, still decodes in the JVM, with the jar it
+    was built with, and no restart of the server; the first build's jobs go on in theirs."""
     first = env.produce(200)
     [ours] = env.ingest_all()
     assert "records decoded in Spark's JVM" in ours.stdout
@@ -325,9 +326,13 @@ def test_a_session_holding_another_build_of_the_decoder_leaves_the_job_to_the_re
         jar.writestr("another-build.txt", uuid.uuid4().hex)
     more = env.produce(200, start=200)
     [theirs] = env.ingest_all(env_extra={"MICROINGEST_DECODER_JAR": str(other)})
-    assert "decoded by the reference decoder in Python, not Spark's JVM" in theirs.stdout, theirs.stdout[-3000:]
-    assert "another build of microingest" in theirs.stdout
-    env.assert_exactly_once(first + more)
+    assert "records decoded in Spark's JVM" in theirs.stdout, theirs.stdout[-3000:]
+    assert "another build of microingest" not in theirs.stdout
+    last = env.produce(200, start=400)
+    [again] = env.ingest_all()
+    assert "records decoded in Spark's JVM" in again.stdout and "another build" not in again.stdout
+    env.assert_exactly_once(first + more + last)
+    assert decoded_in_jvm(env) == 600
 
 
 def test_a_spark_submit_without_the_decoder_on_its_jars_decodes_by_the_reference(submit_env, tmp_path, monkeypatch):

@@ -153,6 +153,16 @@ class StrictJsonDecoderTest {
   }
 
   @Test
+  void aSpecWrittenForAnotherBuildOfTheJarIsRefusedBeforeItIsRead() {
+    RecordDecoder.checkBuild(SPEC); // a spec naming no jar: as tests and spark-submit's --jars write it
+    IllegalStateException refused =
+        assertThrows(
+            IllegalStateException.class,
+            () -> RecordDecoder.checkBuild(SPEC.replace("}]}", "}],\"jar\":\"microingest-decoders-0123.jar\"}")));
+    assertTrue(refused.getMessage().contains("another build of microingest"), refused.getMessage());
+  }
+
+  @Test
   void aSpecWithAnUnknownKeyIsRefused() {
     assertThrows(IllegalArgumentException.class, () -> RecordDecoder.of("{\"fields\":[],\"colour\":1}"));
   }
