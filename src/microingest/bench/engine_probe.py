@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from microingest import settings
 from microingest.batches import Batch, OffsetRange
 from microingest.bench.dataset import SCHEMA, create_dataset
+from microingest.bench.program_cpu import BENCH, ProgramCpu, programs
 from microingest.declare.files import load_pipeline_file
 from microingest.decode.records import RecordProcessor
 from microingest.spark.arrow_chunks import arrow_chunks
@@ -72,14 +73,27 @@ def _count_only(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _timed(stage: Callable[[], int], repeat: int, expected: int) -> dict:
+    """The stage's fastest and median seconds, and the median CPU µs per record of the server and of this process
+    (the job's client, where a stage collects)."""
     if stage() != expected:  # the warm-up, which also checks the stage saw every record
         raise RuntimeError(f"a stage counted other than {expected} records")
-    seconds = []
+    roots = {name: root for name, root in programs(0).items() if name in ("spark-connect", BENCH)}
+    seconds, cpu = [], []
     for _ in range(repeat):
-        started = time.perf_counter()
-        stage()
-        seconds.append(time.perf_counter() - started)
-    return {"fastest": min(seconds), "median": statistics.median(seconds), "records": expected}
+        with ProgramCpu(roots) as spent:
+            started = time.perf_counter()
+            stage()
+            seconds.append(time.perf_counter() - started)
+        cpu.append(spent.seconds)
+    return {
+        "fastest": min(seconds),
+        "median": statistics.median(seconds),
+        "records": expected,
+        **{
+            f"{name}_cpu_us": statistics.median(c.get(name, 0.0) for c in cpu) * 1e6 / expected
+            for name in ("spark-connect", BENCH)
+        },
+    }
 
 
 def stages(
@@ -190,11 +204,16 @@ def probe(records: list[int], partitions: int, repeat: int, say: Callable[[str],
 
 
 def table(result: dict) -> str:
-    lines = ["| records | stage | fastest s | median s | records/s (fastest) |", "|---:|---|---:|---:|---:|"]
+    lines = [
+        "| records | stage | fastest s | median s | records/s (fastest) | server CPU µs/record "
+        "| client CPU µs/record |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for n, found in [*result["sizes"].items(), (str(SMALL), result["small"])]:
         for name, m in found.items():
             lines.append(
-                f"| {n} | {name} | {m['fastest']:.3f} | {m['median']:.3f} | {m['records'] / m['fastest']:,.0f} |"
+                f"| {n} | {name} | {m['fastest']:.3f} | {m['median']:.3f} | {m['records'] / m['fastest']:,.0f} | "
+                f"{m['spark-connect_cpu_us']:.1f} | {m[f'{BENCH}_cpu_us']:.1f} |"
             )
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ contender whose process can be that short measures that process's peak itself (c
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -42,6 +43,9 @@ class PeakMemory:
     def __init__(self, markers: tuple[str, ...], interval: float = INTERVAL):
         self.markers, self.interval = markers, interval
         self.peaks = Peaks()
+        # The sampler thread's own CPU (each look reads every process's smaps_rollup: about 40 ms beside a Spark JVM):
+        # the bench's, not the contender's, so taken off the contender's CPU.
+        self.cpu_seconds = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"peak-memory-{markers[0]}", daemon=True)
 
@@ -58,8 +62,10 @@ class PeakMemory:
         self.sample()  # a long-lived server's memory after the contender's last request, not an interval before
 
     def _run(self) -> None:
+        started = time.thread_time()
         while not self._stop.wait(self.interval):
             self.sample()
+        self.cpu_seconds = time.thread_time() - started
 
     def sample(self) -> None:
         procs = list(psutil.process_iter(["pid", "ppid", "name", "cmdline"]))

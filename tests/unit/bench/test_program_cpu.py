@@ -10,6 +10,7 @@ import time
 import psutil
 
 from microingest.bench import report
+from microingest.bench.memory import PeakMemory
 from microingest.bench.program_cpu import OTHER, ProgramCpu, with_other
 
 BURN = "import time\nwhile time.process_time() < 0.4: pass"  # 0.4 CPU seconds of its own, however slow the machine
@@ -59,3 +60,9 @@ def test_the_report_gives_each_programs_cpu_per_record():
     assert "| the loop | 15.0 | 5.0 | – | 0.0 |" in lines
     assert not any("a limit" in line for line in lines)
     assert report.program_table({"measurements": [{"label": "x", "records": 5}]}) == []
+
+
+def test_the_memory_samplers_own_cpu_is_measured_for_the_bench_to_take_off():
+    with PeakMemory(("no-such-marker",), interval=0.01) as memory:
+        time.sleep(0.3)  # about 30 looks at every process's memory, each some milliseconds of CPU
+    assert 0.0 < memory.cpu_seconds < 0.3 + 0.05
