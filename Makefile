@@ -77,7 +77,8 @@ $(STAMP_BENCH): build/maven/bench-jdbc/pom.xml
 # The platform's decoding functions for Spark's JVM, built and unit-tested by Maven (src/microingest/spark/jvm_decode.py).
 $(DECODER_JAR): build/jvm-decoders/pom.xml $(shell find build/jvm-decoders/src -type f)
 	$(MVN) -q -B -f build/jvm-decoders/pom.xml package
-	mkdir -p $(dir $@) && cp build/jvm-decoders/target/microingest-decoders.jar $@
+	# Replaced whole (a rename), never rewritten in place: a job reading it meanwhile sees one build or the other.
+	mkdir -p $(dir $@) && cp build/jvm-decoders/target/microingest-decoders.jar $@.tmp && mv $@.tmp $@
 
 # The classes a job's JVM loads, parsed and verified once (src/microingest/spark/class_archive.py): about 30 s here.
 $(CLASS_ARCHIVE): $(STAMP_PY) $(STAMP_SPARK) $(DECODER_JAR) src/microingest/spark/entry/class_archive_job.py

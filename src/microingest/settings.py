@@ -79,9 +79,9 @@ def decoder_jar() -> Path | None:
     return jar if jar.is_file() else None
 
 
-def decoder_digest(jar: Path) -> str:
+def decoder_digest(jar_bytes: bytes) -> str:
     """The SHA-256 of a decoder jar's bytes (`decoder_jar`): what tells one build from another."""
-    return hashlib.sha256(jar.read_bytes()).hexdigest()
+    return hashlib.sha256(jar_bytes).hexdigest()
 
 
 def jvm_decoding() -> bool:

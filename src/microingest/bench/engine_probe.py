@@ -58,6 +58,7 @@ from microingest.systems.kafka_access import delete_topic
 from microingest.systems.pipeline_systems import PipelineSystems
 
 SMALL = 100
+PROBED = ("spark-connect", BENCH)  # the programs whose CPU each stage reports: the server, and the probe (the client)
 # The declared types in Spark's DDL; event_time is epoch milliseconds, made a timestamp after parsing.
 _SPARK_TYPES = {"string": "STRING", "double": "DOUBLE", "timestamp": "BIGINT"}
 
@@ -77,7 +78,7 @@ def _timed(stage: Callable[[], int], repeat: int, expected: int) -> dict:
     (the job's client, where a stage collects)."""
     if stage() != expected:  # the warm-up, which also checks the stage saw every record
         raise RuntimeError(f"a stage counted other than {expected} records")
-    roots = {name: root for name, root in programs(0).items() if name in ("spark-connect", BENCH)}
+    roots = {name: root for name, root in programs(None).items() if name in PROBED}
     seconds, cpu = [], []
     for _ in range(repeat):
         with ProgramCpu(roots) as spent:
@@ -90,8 +91,8 @@ def _timed(stage: Callable[[], int], repeat: int, expected: int) -> dict:
         "median": statistics.median(seconds),
         "records": expected,
         **{
-            f"{name}_cpu_us": statistics.median(c.get(name, 0.0) for c in cpu) * 1e6 / expected
-            for name in ("spark-connect", BENCH)
+            f"{name}_cpu_us": statistics.median(c[name] for c in cpu) * 1e6 / expected if name in roots else None
+            for name in PROBED
         },
     }
 
@@ -213,7 +214,8 @@ def table(result: dict) -> str:
         for name, m in found.items():
             lines.append(
                 f"| {n} | {name} | {m['fastest']:.3f} | {m['median']:.3f} | {m['records'] / m['fastest']:,.0f} | "
-                f"{m['spark-connect_cpu_us']:.1f} | {m[f'{BENCH}_cpu_us']:.1f} |"
+                + " | ".join("–" if m[f"{p}_cpu_us"] is None else f"{m[f'{p}_cpu_us']:.1f}" for p in PROBED)
+                + " |"
             )
     return "\n".join(lines)
 

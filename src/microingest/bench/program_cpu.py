@@ -22,15 +22,16 @@ POSTGRES = "postgres"
 OTHER = "other"
 
 
-def programs(postgres_port: int) -> dict[str, psutil.Process]:
-    """The platform's running programs by name, Postgres' postmaster, and this process (BENCH)."""
+def programs(postgres_port: int | None) -> dict[str, psutil.Process]:
+    """The platform's running programs by name, Postgres' postmaster (when a port is given), and this process
+    (BENCH)."""
     found: dict[str, psutil.Process] = {}
     for pid_file in sorted((settings.state_dir() / "run").glob("*.pid")):
         try:
             found[pid_file.stem] = psutil.Process(int(pid_file.read_text().strip()))
         except (ValueError, OSError, psutil.Error):  # a service stopped, or its file half written
             continue
-    server = postmaster(postgres_port)
+    server = None if postgres_port is None else postmaster(postgres_port)
     if server is not None:
         found[POSTGRES] = server
     found[BENCH] = psutil.Process()
@@ -50,22 +51,24 @@ def _seconds(roots: dict[str, psutil.Process]) -> dict[str, float]:
 
 def _tree(root: psutil.Process, roots: set[int]) -> float:
     """`root`'s CPU seconds with its descendants', ended ones included, but not those of another program's tree (the
-    supervisor is every service's parent; what it reaps, orphans of the services, is its own)."""
-    t = root.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
+    supervisor is every service's parent; what it reaps, orphans of the services, is its own). The children first:
+    one that ends meanwhile is in its parent's children times when the parent is read after it."""
+    total = 0.0
     for child in root.children():
         if child.pid in roots:
             continue
         try:
             total += _tree(child, roots)
-        except psutil.NoSuchProcess:  # ended since listed: its time is now in its parent's children times
+        except psutil.NoSuchProcess:  # ended since listed: its time is in its parent's children times, read below
             continue
-    return total
+    t = root.cpu_times()
+    return total + t.user + t.system + t.children_user + t.children_system
 
 
 class ProgramCpu:
     """`with ProgramCpu(roots, idle): ...` → `.seconds`: each program's CPU seconds inside the block, less its `idle`
-    rate (CPU seconds per second; never below 0); `.rates()`: each program's seconds per second of the block."""
+    rate (CPU seconds per second: below 0 for a program quieter than it idles, so that the programs and OTHER add up
+    to the machine's figure); `.rates()`: each program's seconds per second of the block."""
 
     def __init__(self, roots: dict[str, psutil.Process], idle: dict[str, float] | None = None):
         self.roots, self.idle = roots, idle or {}
@@ -80,7 +83,7 @@ class ProgramCpu:
         self.elapsed = time.monotonic() - self._start
         end = _seconds(self.roots)
         self.seconds = {
-            name: max(end[name] - start - self.idle.get(name, 0.0) * self.elapsed, 0.0)
+            name: end[name] - start - self.idle.get(name, 0.0) * self.elapsed
             for name, start in self._spent.items()
             if name in end
         }
@@ -90,7 +93,18 @@ class ProgramCpu:
 
 
 def with_other(by_program: dict[str, float], machine_seconds: float | None) -> dict[str, float]:
-    """The programs' seconds and OTHER: what the machine spent beyond them (never below 0)."""
+    """The programs' seconds and OTHER: what the machine spent beyond them. Below 0 when the processes' own
+    accounting (the kernel's per-task times) came to more than its machine-wide busy time: they are counted apart."""
     if machine_seconds is None:
         return dict(by_program)
-    return {**by_program, OTHER: max(machine_seconds - sum(by_program.values()), 0.0)}
+    return {**by_program, OTHER: machine_seconds - sum(by_program.values())}
+
+
+def without_sampler(machine_seconds: float, by_program: dict[str, float], sampler_seconds: float) -> tuple[float, dict]:
+    """The machine's and the programs' seconds (OTHER included) without the bench's memory sampler's (`PeakMemory`):
+    the bench's own work, not the contender's."""
+    spent = dict(by_program)
+    if BENCH in spent:
+        spent[BENCH] -= sampler_seconds
+    machine = max(machine_seconds - sampler_seconds, 0.0)
+    return machine, with_other(spent, machine)

@@ -32,7 +32,7 @@ from microingest.bench.memory import PeakMemory
 from microingest.bench.orders_dataset import order_headers, order_value_bytes
 from microingest.bench.phases import median_split
 from microingest.bench.postgres_cpu import PostgresCpu, postmaster
-from microingest.bench.program_cpu import ProgramCpu
+from microingest.bench.program_cpu import ProgramCpu, without_sampler
 from microingest.bench.targets import ORDERS_EXPECTED, create_targets, landed, load_expected_orders, wrong_values
 from microingest.systems.connections import get_connection, kafka_python_config, postgres_params, schema_registry_config
 from microingest.systems.postgres import connection
@@ -181,9 +181,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             run.seconds,
             peak_mib=memory.peaks.to_dict(),
             postgres_cpu_seconds=cpu.seconds,
-            cpu_seconds=machine_cpu.seconds,
-            cpu_by_program=program_cpu.with_other(by_program.seconds, machine_cpu.seconds),
         )
+        m.cpu_seconds, m.cpu_by_program = without_sampler(machine_cpu.seconds, by_program.seconds, memory.cpu_seconds)
         m.rows = m.distinct = m.expected = run.records  # checked below where there is a target
         if key == limits.COPY_KEY:
             m.rows, m.distinct, m.wrong_times = landed(pg, key, opts.partitions)
@@ -201,12 +200,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         ):
             run = c.run()
         m = _measured(c, run, datasets[c.dataset], dataset.records, pg)
-        m.cpu_seconds = max(machine_cpu.seconds - memory.cpu_seconds, 0.0)  # the sampler's looks are the bench's
+        m.cpu_seconds, m.cpu_by_program = without_sampler(machine_cpu.seconds, by_program.seconds, memory.cpu_seconds)
         m.postgres_cpu_seconds, m.decoded_in_jvm = cpu.seconds, run.decoded_in_jvm
-        spent = by_program.seconds
-        if program_cpu.BENCH in spent:
-            spent[program_cpu.BENCH] = max(spent[program_cpu.BENCH] - memory.cpu_seconds, 0.0)
-        m.cpu_by_program = program_cpu.with_other(spent, m.cpu_seconds)
         m.peak_mib, m.own_peak_rss_mib, m.phases = memory.peaks.to_dict(), run.own_peak_rss_mib, run.phases
         results.append(m)
         say(

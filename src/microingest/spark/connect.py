@@ -145,14 +145,24 @@ def job_session(conn: ConnectionInfo, tag: str):
     raise AssertionError("unreachable")
 
 
-def shared_session_id() -> str:
-    """The session the jobs of this build of the decoder share: the same on every machine, so that each job's client
-    finds it (pyspark wants the form of a version 4 UUID). A session keeps the classes of the first decoder jar it was
-    sent, so each build has a session of its own: after an upgrade, jobs decode with the jar they were built with
-    (jobs of the old build, still running, keep theirs), without a restart of the server."""
-    jar = settings.decoder_jar()
-    seed = _SHARED_SESSION_SEED + (b"" if jar is None else b" " + settings.decoder_digest(jar).encode())
+def shared_session_id(digest: str | None = None) -> str:
+    """The session the jobs of one build of the decoder share (`digest`: its jar's, by default the installed one's):
+    the same on every machine, so that each job's client finds it (pyspark wants the form of a version 4 UUID). A
+    session keeps the classes of the first decoder jar it was sent, so each build has a session of its own: after an
+    upgrade, jobs decode with the jar they were built with (jobs of the old build, still running, keep theirs),
+    without a restart of the server."""
+    if digest is None:
+        jar = settings.decoder_jar()
+        digest = None if jar is None else settings.decoder_digest(jar.read_bytes())
+    seed = _SHARED_SESSION_SEED + (b"" if digest is None else b" " + digest.encode())
     return str(uuid.UUID(bytes=hashlib.sha256(seed).digest()[:16], version=4))
+
+
+def joined_for(session_id: str, own: bool, digest: str) -> bool:
+    """Whether a job's session (`own`: one of its own, not a shared one) may be sent the decoder jar of this digest:
+    a session of its own, or the shared one of that build. Not when the jar was replaced after the job chose its
+    session (an install under way): that build's classes would stay in the other build's session."""
+    return own or session_id == shared_session_id(digest)
 
 
 def ship_bundle(spark) -> None:

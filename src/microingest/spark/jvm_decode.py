@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from microingest import faults, settings
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import jvm_avro, jvm_spec
+from microingest.spark import connect
 from microingest.spark.jvm_self_check import JvmMismatchError
 from microingest.systems.schema_registry import subject_schemas, subjects
 
@@ -73,7 +73,18 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
         log.info("pipeline %s: records decoded by the reference decoder in Python: %s", pipeline.name, reason)
         return None
     function = jvm_spec.function_name(pipeline)
-    sent = _send(spark, jar) if type(spark).__module__.startswith("pyspark.sql.connect") else None
+    sent = None
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        data = jar.read_bytes()  # read once: the bytes sent are those whose digest is checked
+        if not connect.joined_for(spark.session_id, spark.release_session_on_close, settings.decoder_digest(data)):
+            log.warning(
+                "pipeline %s: records decoded by the reference decoder in Python: the decoder jar %s was replaced "
+                "after the job chose its Spark Connect session (an install under way?); the next job uses the new one",
+                pipeline.name,
+                jar,
+            )
+            return None
+        sent = _send(spark, jar.stem, data)
     try:
         spark.udf.registerJavaFunction(function, jvm_spec.CLASS, jvm_spec.return_type(pipeline))
     except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
@@ -138,13 +149,13 @@ def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[i
     return plans
 
 
-def _send(spark, jar: Path) -> str:
-    """The jar sent to the Spark Connect session under a name of its content: a session refuses another jar of a
-    name it has, and takes the same one again."""
-    name = f"{jar.stem}-{settings.decoder_digest(jar)[:16]}.jar"
+def _send(spark, stem: str, data: bytes) -> str:
+    """The jar's bytes sent to the Spark Connect session under a name of their content: a session refuses another
+    jar of a name it has, and takes the same one again."""
+    name = f"{stem}-{settings.decoder_digest(data)[:16]}.jar"
     with tempfile.TemporaryDirectory(prefix="microingest-decoders-") as folder:
         named = Path(folder) / name
-        shutil.copyfile(jar, named)
+        named.write_bytes(data)
         spark.addArtifacts(str(named))
     return name
 
