@@ -5,10 +5,10 @@ A pipeline selects it through its Spark connection (`spark_conn_id`): a connecti
 job then runs as a plain Python process, a Spark Connect client of that server; the server's executors and Python
 workers decode, with the job's Spark conf given to the server when it starts (`server_argv`).
 
-Every job joins one shared session (`job_session`), one per build of the decoder jar. In Spark 4.0 the server starts
-a Python worker daemon for each session and keeps it until the server stops (SPARK-54055): with a session per run,
-every run would pay the daemon's start (about 1.5 s here) and leave a process behind. Jobs on the shared session keep
-it open when they end, tag their operations, and interrupt only their own.
+The jobs of one build of the decoder jar share a session (`job_session`, `shared_session_id`). In Spark 4.0 the
+server starts a Python worker daemon for each session and keeps it until the server stops (SPARK-54055): with a
+session per run, every run would pay the daemon's start (about 1.5 s here) and leave a process behind. Jobs on a
+shared session keep it open when they end, tag their operations, and interrupt only their own.
 
 Connections still travel only in the job's process environment. The Python worker code the job ships to the server
 (the pickled `Decoder`) carries no Postgres parameters: only the job's process writes to Postgres. It carries the

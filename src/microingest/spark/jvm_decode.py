@@ -162,12 +162,11 @@ def _send(spark, stem: str, data: bytes) -> str:
 
 def refusal(exc: Exception) -> str | None:
     """The decoder's refusal to run in this session, from a batch's failed query, or None when the query failed for
-    another reason. A session keeps the classes of the first decoder jar it was sent; each build's jobs share a
-    session of their own (`connect.shared_session_id`), and should a session ever hold another build, the decoder
-    refuses the job (`RecordDecoder.checkBuild`), a build older than that check refuses the spec it does not know, or
-    Spark refuses the arguments its function does not take. The decoder also refuses an Avro writer plan it cannot
-    read (`AvroWriterPlan.java`), which `decode.jvm_avro` should never write: the batch goes to the reference rather
-    than failing for good."""
+    another reason. Should a job's session hold another build of the decoder (`connect.shared_session_id` says
+    why it should not), the decoder refuses the job (`RecordDecoder.checkBuild`), a build older than that check
+    refuses the spec it does not know, or Spark refuses the arguments its function does not take. The decoder also
+    refuses an Avro writer plan it cannot read (`AvroWriterPlan.java`), which `decode.jvm_avro` should never write:
+    the batch goes to the reference rather than failing for good."""
     lines = [line.strip() for line in str(exc).splitlines()]
     return next(
         (
