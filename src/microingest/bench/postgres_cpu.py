@@ -15,16 +15,17 @@ import psutil
 
 def tree_cpu_seconds(root: psutil.Process) -> float:
     """CPU seconds of `root` and every process it started, alive or ended (once reaped)."""
-    total = _times(root)
+    total = cpu_seconds(root)
     for child in root.children(recursive=True):
         try:
-            total += _times(child)
+            total += cpu_seconds(child)
         except psutil.NoSuchProcess:  # ended since listed: its time is now in its parent's children times
             continue
     return total
 
 
-def _times(proc: psutil.Process) -> float:
+def cpu_seconds(proc: psutil.Process) -> float:
+    """A process's own CPU seconds and those of its children it has reaped."""
     t = proc.cpu_times()
     return t.user + t.system + t.children_user + t.children_system
 

@@ -15,7 +15,7 @@ import time
 import psutil
 
 from microingest import settings
-from microingest.bench.postgres_cpu import postmaster
+from microingest.bench.postgres_cpu import cpu_seconds, postmaster
 
 BENCH = "bench"
 POSTGRES = "postgres"
@@ -61,8 +61,7 @@ def _tree(root: psutil.Process, roots: set[int]) -> float:
             total += _tree(child, roots)
         except psutil.NoSuchProcess:  # ended since listed: its time is in its parent's children times, read below
             continue
-    t = root.cpu_times()
-    return total + t.user + t.system + t.children_user + t.children_system
+    return total + cpu_seconds(root)
 
 
 class ProgramCpu:

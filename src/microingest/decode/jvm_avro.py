@@ -207,10 +207,7 @@ class _Planner:
         if kind in PRIMITIVES:
             return self.node(kind, path, as_json)
         if kind == "fixed":
-            size = t.get("size")
-            if type(size) is not int or not 0 <= size < 2**31:
-                raise LeftToReference(f"'{path}' is a fixed of size {size!r}")
-            return self.named_node(t, ["fixed", size], as_json)
+            return self.named_node(t, ["fixed", _fixed_size(t, path)], as_json)
         if kind == "enum":
             symbols = t.get("symbols")
             if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
@@ -255,7 +252,11 @@ def _decimal(t: dict, path: str) -> list:
         raise LeftToReference(f"'{path}' is a decimal of precision 0")
     if t["type"] == "bytes":
         return ["decimal", [precision, scale]]
+    return ["fixed-decimal", [_fixed_size(t, path), precision, scale]]
+
+
+def _fixed_size(t: dict, path: str) -> int:
     size = t.get("size")
     if type(size) is not int or not 0 <= size < 2**31:
         raise LeftToReference(f"'{path}' is a fixed of size {size!r}")
-    return ["fixed-decimal", [size, precision, scale]]
+    return size

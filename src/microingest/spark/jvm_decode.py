@@ -76,7 +76,8 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
     sent = None
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         data = jar.read_bytes()  # read once: the bytes sent are those whose digest is checked
-        if not connect.joined_for(spark.session_id, spark.release_session_on_close, settings.decoder_digest(data)):
+        digest = settings.decoder_digest(data)
+        if not connect.joined_for(spark.session_id, spark.release_session_on_close, digest):
             log.warning(
                 "pipeline %s: records decoded by the reference decoder in Python: the decoder jar %s was replaced "
                 "after the job chose its Spark Connect session (an install under way?); the next job uses the new one",
@@ -84,7 +85,7 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
                 jar,
             )
             return None
-        sent = _send(spark, jar.stem, data)
+        sent = _send(spark, f"{jar.stem}-{digest[:16]}.jar", data)
     try:
         spark.udf.registerJavaFunction(function, jvm_spec.CLASS, jvm_spec.return_type(pipeline))
     except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
@@ -149,10 +150,9 @@ def _writer_plans(pipeline: Pipeline, registry: dict[str, str] | None) -> dict[i
     return plans
 
 
-def _send(spark, stem: str, data: bytes) -> str:
-    """The jar's bytes sent to the Spark Connect session under a name of their content: a session refuses another
+def _send(spark, name: str, data: bytes) -> str:
+    """The jar's bytes sent to the Spark Connect session under `name`, one of their content: a session refuses another
     jar of a name it has, and takes the same one again."""
-    name = f"{stem}-{settings.decoder_digest(data)[:16]}.jar"
     with tempfile.TemporaryDirectory(prefix="microingest-decoders-") as folder:
         named = Path(folder) / name
         named.write_bytes(data)

@@ -106,8 +106,9 @@ def test_a_plan_that_would_skip_a_logical_value_or_write_a_time_as_json_is_refus
     time_json = {"types": [["record", [1, 2]], ["string"], ["long", 1000]], "declared": [0, 1]}
     unnamed_json = {"types": [["record", [1, 2]], ["string"], ["record", [1]]], "declared": [0, 1]}
     for plan in (skipped_date, time_json, unnamed_json):
-        with pytest.raises(subprocess.CalledProcessError):
+        with pytest.raises(subprocess.CalledProcessError) as refused:
             jvm_decoded(p, [(b"k", b"\x00\x00\x00\x00\x00\x02a\x00")], {0: plan})
+        assert "which cannot hold it" in refused.value.stderr
 
 
 def test_a_plan_the_jvm_refuses_sends_the_batch_to_the_reference_rather_than_failing_it():
