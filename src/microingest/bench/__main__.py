@@ -32,7 +32,8 @@ def main(argv: list[str]) -> int:
         "--warm-up-records",
         type=int,
         default=None,
-        help="records the long-lived driver reads untimed first (default: --records, at most 200,000; 0: none)",
+        help="records of each untimed run warming the long-lived driver until steady (default: --records, at most "
+        "500,000; 0: none)",
     )
     parser.add_argument(
         "--timestamps",

@@ -256,12 +256,13 @@ class ThroughAirflow(_Platform):
 
 class WarmUp(ThroughAirflow):
     """Untimed, before the contenders: a long-lived driver and an Airflow in service have run before, so the first
-    timed contender should not pay for the server's JIT and Python workers, or the scheduler's first run."""
+    timed contender should not pay for the server's JIT and Python workers, or the scheduler's first run. Round `n`
+    of them (`runner.warm_up`) is a pipeline of its own, reading the dataset's first `records` again."""
 
-    key, label = "warmup", "warm-up: one untimed run through Airflow on the long-lived driver"
-
-    def __init__(self, ctx: Context, records: int):
+    def __init__(self, ctx: Context, records: int, n: int = 1):
         super().__init__(ctx)
+        self.key = f"warmup{n}"
+        self.label = f"warm-up round {n}: an untimed run through Airflow on the long-lived driver"
         self.max_records_per_run = records
 
 

@@ -214,10 +214,12 @@ def markdown(report: dict) -> str:
         if "avro" in sizes
         else ""
     )
-    warm = report.get("warm_up_records")
+    warm, rounds = report.get("warm_up_records"), report.get("warm_up_cpu_us_per_record") or []
     warmed = (
-        f" Before the contenders, one untimed run of the first {warm:,} records through Airflow on the "
-        "long-lived driver warms it (its JIT, its Python workers) and Airflow, as they are in service."
+        f" Before the contenders, untimed runs of the first {warm:,} records through Airflow on the long-lived "
+        "driver warm it (its JIT, its Python workers) and Airflow, as they are in service, until a run costs no "
+        f"less CPU per record than nine tenths of the one before: {len(rounds)} run(s), "
+        f"{' → '.join(f'{c:.1f}' for c in rounds)} µs per record."
         if warm
         else ""
     )
