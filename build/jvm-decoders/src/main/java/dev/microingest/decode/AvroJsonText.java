@@ -18,8 +18,6 @@ import java.util.Map;
  * is written as Python's repr() writes it ({@link PythonFloat}).
  */
 final class AvroJsonText {
-  private static final int MAX_DEPTH = 200; // json_values.MAX_DEPTH
-
   private AvroJsonText() {}
 
   /** The value of node {@code t} that follows, as JSON text. */
@@ -36,10 +34,8 @@ final class AvroJsonText {
       case AvroWriterPlan.INT -> out.append(in.readInt());
       case AvroWriterPlan.LONG -> out.append(in.readLong());
       case AvroWriterPlan.FLOAT, AvroWriterPlan.DOUBLE -> {
-        double d = plan.kind[t] == AvroWriterPlan.FLOAT ? (double) in.readFloat() : in.readDouble();
-        if (!Double.isFinite(d)) {
-          throw DECLINED; // JSON has no such number: the reference's unstorable
-        }
+        double d = StrictAvroDecoder.finite( // JSON has no other number: the reference's unstorable
+            plan.kind[t] == AvroWriterPlan.FLOAT ? (double) in.readFloat() : in.readDouble());
         out.append(d == 0 && 1 / d < 0 ? "-0" : PythonFloat.repr(d)); // JSON's -0, as json_text writes it
       }
       case AvroWriterPlan.STRING -> text(in.readString(), out);
@@ -48,18 +44,10 @@ final class AvroJsonText {
       case AvroWriterPlan.FIXED -> base64(in.readBytes(plan.size[t]), out);
       case AvroWriterPlan.DECIMAL, AvroWriterPlan.FIXED_DECIMAL ->
           out.append(StrictAvroDecoder.exactDecimal(plan, in, t)); // BigDecimal's text is Python Decimal's str()
-      case AvroWriterPlan.DATE -> {
-        java.time.LocalDate day = StrictAvroDecoder.epochDay(in.readInt());
-        if (day == null) {
-          throw DECLINED;
-        }
-        out.append('"').append(day).append('"');
-      }
+      case AvroWriterPlan.DATE ->
+          out.append('"').append(StrictAvroDecoder.taken(StrictAvroDecoder.epochDay(in.readInt()))).append('"');
       case AvroWriterPlan.UUID -> {
-        byte[] uuid = UuidText.bytes(in.readString());
-        if (uuid == null) {
-          throw DECLINED;
-        }
+        byte[] uuid = StrictAvroDecoder.taken(UuidText.bytes(in.readString()));
         out.append('"').append(UuidText.text(uuid)).append('"');
       }
       case AvroWriterPlan.UNION -> write(plan, in, plan.children[t][in.readIndex(plan.children[t].length)], depth, out);
@@ -83,13 +71,13 @@ final class AvroJsonText {
         long count;
         while ((count = StrictAvroDecoder.blockCount(in)) != 0) {
           for (long i = 0; i < count; i++) {
-            String key = in.readString();
+            String key = StrictAvroDecoder.storable(in.readString());
             StringBuilder value = new StringBuilder();
             write(plan, in, plan.size[t], depth + 1, value);
             members.put(key, value.toString());
           }
         }
-        object(members, out);
+        JsonText.object(members, out);
       }
       case AvroWriterPlan.RECORD -> {
         nested(depth);
@@ -101,37 +89,22 @@ final class AvroJsonText {
         for (int i = 0; i < fields.length; i++) {
           StringBuilder value = new StringBuilder();
           write(plan, in, fields[i], depth + 1, value);
-          members.put(plan.symbols[t][i], value.toString());
+          members.put(plan.symbols[t][i], value.toString()); // an Avro name: letters, digits and _
         }
-        object(members, out);
+        JsonText.object(members, out);
       }
       default -> throw new IllegalStateException("no JSON text for Avro kind " + plan.kind[t]);
     }
   }
 
   private static void nested(int depth) {
-    if (depth >= MAX_DEPTH) {
+    if (depth >= JsonText.MAX_DEPTH) {
       throw DECLINED; // json_values.jsonable refuses it: unstorable
     }
   }
 
-  private static void object(Map<String, String> members, StringBuilder out) {
-    out.append('{');
-    boolean first = true;
-    for (Map.Entry<String, String> member : members.entrySet()) {
-      out.append(first ? "" : ",");
-      first = false;
-      text(member.getKey(), out);
-      out.append(':').append(member.getValue());
-    }
-    out.append('}');
-  }
-
   private static void text(String text, StringBuilder out) {
-    if (text.indexOf('\0') >= 0) {
-      throw DECLINED; // valid UTF-8 holds no lone surrogate; NUL is the one thing Postgres text refuses
-    }
-    JsonText.quote(text, out);
+    JsonText.quote(StrictAvroDecoder.storable(text), out);
   }
 
   private static void base64(byte[] bytes, StringBuilder out) {

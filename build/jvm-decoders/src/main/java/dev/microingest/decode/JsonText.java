@@ -15,7 +15,7 @@ import java.util.Map;
  * surrogate, containers nested 200 deep, numbers past what Postgres numeric holds.
  */
 final class JsonText {
-  private static final int MAX_DEPTH = 200; // json_values.MAX_DEPTH
+  static final int MAX_DEPTH = 200; // json_values.MAX_DEPTH
   private static final long MAX_WHOLE_DIGITS = 131_072; // json_values.MAX_WHOLE_DIGITS
   private static final int MAX_PLACES = 16_383; // json_values.MAX_PLACES
 
@@ -77,17 +77,7 @@ final class JsonText {
           }
           members.put(name, value.toString());
         }
-        out.append('{');
-        boolean first = true;
-        for (Map.Entry<String, String> member : members.entrySet()) {
-          if (!first) {
-            out.append(',');
-          }
-          first = false;
-          quote(member.getKey(), out);
-          out.append(':').append(member.getValue());
-        }
-        out.append('}');
+        object(members, out);
       }
       default -> {
         return false;
@@ -105,6 +95,21 @@ final class JsonText {
     }
     String shown = exact.toString(); // the same scientific-notation rule as Python's Decimal
     return exact.signum() == 0 && text.charAt(0) == '-' ? "-" + shown : shown; // Decimal keeps the sign of zero
+  }
+
+  /** An object of the members' names (storable text) and values (JSON text), in the map's order. */
+  static void object(Map<String, String> members, StringBuilder out) {
+    out.append('{');
+    boolean first = true;
+    for (Map.Entry<String, String> member : members.entrySet()) {
+      if (!first) {
+        out.append(',');
+      }
+      first = false;
+      quote(member.getKey(), out);
+      out.append(':').append(member.getValue());
+    }
+    out.append('}');
   }
 
   static void quote(String text, StringBuilder out) {

@@ -110,7 +110,7 @@ public final class StrictAvroDecoder extends RecordDecoder {
       case STRING -> {
         String text =
             kind == AvroWriterPlan.ENUM ? plan.symbols[t][in.readIndex(plan.symbols[t].length)] : in.readString();
-        return taken(text.indexOf('\0') < 0 ? text : null); // valid UTF-8 holds no lone surrogate
+        return storable(text);
       }
       case INTEGER -> {
         return kind == AvroWriterPlan.INT ? in.readInt() : in.readLong();
@@ -186,7 +186,12 @@ public final class StrictAvroDecoder extends RecordDecoder {
     return day.getYear() >= 1 && day.getYear() <= 9999 ? day : null;
   }
 
-  private static double finite(double d) {
+  /** The text, unless Postgres refuses it: valid UTF-8 holds no lone surrogate, so NUL is the one thing. */
+  static String storable(String text) {
+    return taken(text.indexOf('\0') < 0 ? text : null);
+  }
+
+  static double finite(double d) {
     if (!Double.isFinite(d)) {
       throw DECLINED;
     }
@@ -194,7 +199,7 @@ public final class StrictAvroDecoder extends RecordDecoder {
   }
 
   /** The value, unless the reference refuses it (null). */
-  private static <T> T taken(T value) {
+  static <T> T taken(T value) {
     if (value == null) {
       throw DECLINED;
     }
