@@ -142,9 +142,9 @@ class _Platform(Contender):
     def prepare(self) -> None:
         folder = settings.pipelines_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.pipeline_name}.yaml"
-        path.write_text(json.dumps(self.declaration()))
-        self.pipeline: Pipeline = load_pipeline_file(path)
+        self.path = folder / f"{self.pipeline_name}.yaml"
+        self.path.write_text(json.dumps(self.declaration()))
+        self.pipeline: Pipeline = load_pipeline_file(self.path)
         if self.long_lived:
             try:
                 spark_connect.answers(get_connection(self.spark_conn_id))
@@ -153,6 +153,10 @@ class _Platform(Contender):
                     f"{self.label}: the Spark Connect server of connection '{self.spark_conn_id}' does "
                     f"not answer ({type(exc).__name__}); `make bench` starts it"
                 ) from None
+
+    def withdraw(self) -> None:
+        """Its declaration removed: Airflow stops parsing its DAG, which would cost the later contenders CPU."""
+        self.path.unlink(missing_ok=True)
 
     @property
     def pipeline_name(self) -> str:

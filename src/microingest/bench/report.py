@@ -205,6 +205,24 @@ _TIMESTAMPS = {
 }
 
 
+def warm_up_sentence(report: dict) -> str:
+    """What the warm-up did, for the report's first paragraph."""
+    warm, rounds = report.get("warm_up_records"), report.get("warm_up_cpu_us_per_record") or []
+    if not warm:
+        return ""
+    share = report.get("warm_up_steady_share", 0.9)
+    ended = (
+        f"the last costing no less than {share:.0%} of the one before"
+        if report.get("warm_up_steady")
+        else "and still getting cheaper when the rounds ran out"
+    )
+    return (
+        f" Before the contenders, untimed runs of the first {warm:,} records through Airflow on the long-lived "
+        "driver warm it (its JIT, its Python workers) and Airflow, as they are in service: "
+        f"{len(rounds)} run(s), {' → '.join(f'{c:.1f}' for c in rounds)} CPU µs per record (the machine's), {ended}."
+    )
+
+
 def markdown(report: dict) -> str:
     opts, mach, m = report["options"], report["machine"], _by_key(report)
     copy, count, ours = m.get(COPY_KEY), m.get(COUNT_KEY), m.get(OURS)
@@ -214,15 +232,7 @@ def markdown(report: dict) -> str:
         if "avro" in sizes
         else ""
     )
-    warm, rounds = report.get("warm_up_records"), report.get("warm_up_cpu_us_per_record") or []
-    warmed = (
-        f" Before the contenders, untimed runs of the first {warm:,} records through Airflow on the long-lived "
-        "driver warm it (its JIT, its Python workers) and Airflow, as they are in service, until a run costs no "
-        f"less CPU per record than nine tenths of the one before: {len(rounds)} run(s), "
-        f"{' → '.join(f'{c:.1f}' for c in rounds)} µs per record."
-        if warm
-        else ""
-    )
+    warmed = warm_up_sentence(report)
     lines = [
         f"# microingest bench {report['run_id']}",
         "",

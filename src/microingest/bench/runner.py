@@ -38,9 +38,8 @@ from microingest.systems.connections import get_connection, kafka_python_config,
 from microingest.systems.postgres import connection
 
 # The long-lived driver in service has read millions of records: its JIT has compiled the whole read and decode.
-# A server started for the bench gets there in untimed rounds of up to this many records, each a run through Airflow;
-# its CPU per record fell by a third over the first few rounds (docs/performance.md, "The server's JVM"). The rounds
-# stop when one costs no less than STEADY of the round before, or after WARM_UP_ROUNDS.
+# A server started for the bench gets closer in untimed rounds of up to this many records, each a run through Airflow;
+# the machine's CPU per record fell by more than half over the first three (docs/performance.md, "The server's JVM").
 WARM_UP_RECORDS = 500_000
 WARM_UP_ROUNDS = 8
 STEADY = 0.9
@@ -153,6 +152,8 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
             say(f"waiting for Airflow to serve the DAG of {c.pipeline_name}")
             c.wait_until_served()
     warm_up_cpu = warm_up(warm_ups, pg, opts.partitions, say)
+    for w in warm_ups:
+        w.withdraw()
     say(f"the idle platform's CPU, watched for {IDLE_SECONDS:g}s ...")
     roots = program_cpu.programs(pg["port"])
     with ProgramCpu(roots) as quiet:
@@ -239,14 +240,16 @@ def run_bench(opts: Options, say: Callable[[str], None] = print) -> dict:
         "record_bytes": {fmt: round(d.record_bytes, 1) for fmt, d in datasets.items()},
         "warm_up_records": warm_records if warm_ups else 0,
         "warm_up_cpu_us_per_record": warm_up_cpu,
+        "warm_up_steady": steady(warm_up_cpu),
+        "warm_up_steady_share": STEADY,
         "machine": {**machine(), "postgres": _pg_version(pg)},
         "measurements": [m.to_dict() for m in results],
     }
 
 
 def warm_up(rounds: list[WarmUp], pg: dict, partitions: int, say: Callable[[str], None]) -> list[float]:
-    """The rounds run until the long-lived driver is steady (WARM_UP_RECORDS), each checked for what it landed; the
-    machine's CPU µs per record of each round run."""
+    """The rounds run until the long-lived driver is `steady`, at most all of them, each checked for what it landed;
+    the machine's CPU µs per record of each round run."""
     costs: list[float] = []
     for w in rounds:
         say(f"{w.label}: {w.max_records_per_run:,} records ...")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sys
 import uuid
 from typing import Any
@@ -49,13 +50,15 @@ _SHARED_SESSION_SEED = b"microingest jobs"
 SERVER_CONF = {
     # Our server keeps the shared session however long it idles; a closed session's id cannot be used again.
     "spark.connect.session.manager.defaultSessionTimeout": "3650d",
-    # Every job's driver, and in the single topology its executors: Spark's default of 1 GiB made G1 collect about
-    # 150 times per 1.4 million records read in the engine probe (docs/performance.md, "The server's JVM").
+    # Every job's driver, and in the single topology its executors: on Spark's default of 1 GiB the old generation
+    # stayed about 70% full (docs/performance.md, "The server's JVM").
     "spark.driver.memory": "2g",
 }
 # The throughput collector: a batch job waits on its whole batch, never on one pause, and G1's write barriers and
-# concurrent work cost the warm server about a sixth of its CPU per record in the probe.
+# concurrent work cost the warm server about a sixth of its CPU in the engine probe's decoding stages. Not added to
+# options that choose a collector already.
 SERVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+_CHOOSES_GC = re.compile(r"-XX:\+Use\w+GC\b")
 
 
 def is_spark_connect(conn: ConnectionInfo) -> bool:
@@ -217,7 +220,8 @@ def server_argv(host: str, port: int, master: str = "local[*]", extra_conf: dict
         **(extra_conf or {}),
     }
     java = "spark.driver.extraJavaOptions"
-    conf[java] = " ".join(filter(None, (conf.get(java), SERVER_JAVA_OPTIONS)))
+    if not _CHOOSES_GC.search(conf.get(java, "")):
+        conf[java] = " ".join(filter(None, (conf.get(java), SERVER_JAVA_OPTIONS)))
     argv = [
         "spark-submit",
         "--class",

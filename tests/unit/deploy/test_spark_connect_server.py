@@ -43,3 +43,9 @@ def test_every_server_gets_the_servers_settings(argv):
 def test_the_servers_java_options_keep_the_jobs_own():
     java = confs(server_argv("127.0.0.1", 15002))["spark.driver.extraJavaOptions"].split()
     assert any(option.startswith("-Dlog4j2.configurationFile=") for option in java)
+
+
+def test_a_collector_chosen_in_the_servers_conf_is_the_only_one():
+    given = "-XX:+UseG1GC -Dx=1"
+    argv = server_argv("127.0.0.1", 15002, extra_conf={"spark.driver.extraJavaOptions": given})
+    assert confs(argv)["spark.driver.extraJavaOptions"] == given

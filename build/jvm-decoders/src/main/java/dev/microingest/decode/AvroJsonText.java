@@ -34,7 +34,7 @@ final class AvroJsonText {
       case AvroWriterPlan.INT -> out.append(in.readInt());
       case AvroWriterPlan.LONG -> out.append(in.readLong());
       case AvroWriterPlan.FLOAT, AvroWriterPlan.DOUBLE -> {
-        double d = StrictAvroDecoder.finite( // JSON has no other number: the reference's unstorable
+        double d = StrictAvroDecoder.finite( // JSON has no such number: the reference's unstorable
             plan.kind[t] == AvroWriterPlan.FLOAT ? (double) in.readFloat() : in.readDouble());
         out.append(d == 0 && 1 / d < 0 ? "-0" : PythonFloat.repr(d)); // JSON's -0, as json_text writes it
       }
@@ -71,7 +71,7 @@ final class AvroJsonText {
         long count;
         while ((count = StrictAvroDecoder.blockCount(in)) != 0) {
           for (long i = 0; i < count; i++) {
-            String key = StrictAvroDecoder.storable(in.readString());
+            String key = StrictAvroDecoder.storable(in.readString()); // the record is declined either way
             StringBuilder value = new StringBuilder();
             write(plan, in, plan.size[t], depth + 1, value);
             members.put(key, value.toString());

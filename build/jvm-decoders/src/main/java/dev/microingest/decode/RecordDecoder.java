@@ -90,8 +90,8 @@ public abstract class RecordDecoder {
         if (!Utf8.isValid(header)) {
           return false; // the reference's wrong_type
         }
-        String text = new String(header, StandardCharsets.UTF_8);
-        if (text.indexOf('\0') >= 0) {
+        String text = storableText(new String(header, StandardCharsets.UTF_8));
+        if (text == null) {
           return false; // the reference's unstorable
         }
         out[headerSlots[h] + 1] = text;

@@ -186,9 +186,9 @@ public final class StrictAvroDecoder extends RecordDecoder {
     return day.getYear() >= 1 && day.getYear() <= 9999 ? day : null;
   }
 
-  /** The text, unless Postgres refuses it: valid UTF-8 holds no lone surrogate, so NUL is the one thing. */
+  /** The text, unless the reference refuses it ({@link RecordDecoder#storableText}). */
   static String storable(String text) {
-    return taken(text.indexOf('\0') < 0 ? text : null);
+    return taken(RecordDecoder.storableText(text));
   }
 
   static double finite(double d) {
