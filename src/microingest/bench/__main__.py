@@ -32,8 +32,8 @@ def main(argv: list[str]) -> int:
         "--warm-up-records",
         type=int,
         default=None,
-        help="records of each untimed run warming the long-lived driver until steady (default: --records, at most "
-        "500,000; 0: none)",
+        help="records of each of the untimed runs warming the long-lived driver (default: --records, at most "
+        "500,000; 0: no warm-up)",
     )
     parser.add_argument(
         "--timestamps",
