@@ -13,15 +13,19 @@ from __future__ import annotations
 import psutil
 
 
-def tree_cpu_seconds(root: psutil.Process) -> float:
-    """CPU seconds of `root` and every process it started, alive or ended (once reaped)."""
-    total = cpu_seconds(root)
-    for child in root.children(recursive=True):
-        try:
-            total += cpu_seconds(child)
-        except psutil.NoSuchProcess:  # ended since listed: its time is now in its parent's children times
+def tree_cpu_seconds(root: psutil.Process, apart: frozenset[int] = frozenset()) -> float:
+    """CPU seconds of `root` and every process it started, alive or ended (once reaped), but not of the trees of the
+    processes `apart` (`program_cpu`: another program's, whose parent is the supervisor). The children first: one
+    that ends meanwhile is in its parent's children times when the parent is read after it."""
+    total = 0.0
+    for child in root.children():
+        if child.pid in apart:
             continue
-    return total
+        try:
+            total += tree_cpu_seconds(child, apart)
+        except psutil.NoSuchProcess:  # ended since listed: its time is in its parent's children times, read below
+            continue
+    return total + cpu_seconds(root)
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

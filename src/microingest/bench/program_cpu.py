@@ -15,7 +15,7 @@ import time
 import psutil
 
 from microingest import settings
-from microingest.bench.postgres_cpu import cpu_seconds, postmaster
+from microingest.bench.postgres_cpu import postmaster, tree_cpu_seconds
 
 BENCH = "bench"
 POSTGRES = "postgres"
@@ -39,29 +39,14 @@ def programs(postgres_port: int | None) -> dict[str, psutil.Process]:
 
 
 def _seconds(roots: dict[str, psutil.Process]) -> dict[str, float]:
-    pids = {root.pid for root in roots.values()}
+    pids = frozenset(root.pid for root in roots.values())
     spent = {}
     for name, root in roots.items():
         try:
-            spent[name] = _tree(root, pids)
+            spent[name] = tree_cpu_seconds(root, pids)
         except psutil.Error:  # the program ended: what it spent is lost with it
             continue
     return spent
-
-
-def _tree(root: psutil.Process, roots: set[int]) -> float:
-    """`root`'s CPU seconds with its descendants', ended ones included, but not those of another program's tree (the
-    supervisor is every service's parent; what it reaps, orphans of the services, is its own). The children first:
-    one that ends meanwhile is in its parent's children times when the parent is read after it."""
-    total = 0.0
-    for child in root.children():
-        if child.pid in roots:
-            continue
-        try:
-            total += _tree(child, roots)
-        except psutil.NoSuchProcess:  # ended since listed: its time is in its parent's children times, read below
-            continue
-    return total + cpu_seconds(root)
 
 
 class ProgramCpu:
