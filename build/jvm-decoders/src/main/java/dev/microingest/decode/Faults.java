@@ -9,8 +9,9 @@ import java.nio.file.Path;
 /**
  * The executor fault point of microingest's fault-injection tests (`microingest.faults`), on the JVM path: a job's
  * MICROINGEST_FAULT naming `executor_after_decode` travels in the decoding spec (or is the executor's own
- * environment's), and fires in each task once its first record is decoded. `pause:FILE` creates FILE and waits (up to 120 s) until it is removed; any other action halts the
- * executor's JVM, as a lost machine would. MICROINGEST_FAULT_ONCE's file arms it for the first task only. Unset, as in
+ * environment's), and fires in each task once its first record is decoded. `pause:FILE` creates FILE (or finds it made
+ * by another of the job's tasks) and waits (up to 120 s) until it is removed; any other action halts the executor's
+ * JVM, as a lost machine would. MICROINGEST_FAULT_ONCE's file arms it for the first task only. Unset, as in
  * production, nothing happens.
  */
 final class Faults {
@@ -36,8 +37,11 @@ final class Faults {
       }
       if (parts.length == 3 && parts[1].equals("pause")) {
         Path marker = Path.of(parts[2]);
-        Files.deleteIfExists(marker);
-        Files.createFile(marker);
+        try {
+          Files.createFile(marker);
+        } catch (FileAlreadyExistsException e) {
+          // Another of the job's tasks paused first; each waits on the one marker, as the Python fault point does.
+        }
         long deadline = System.nanoTime() + 120_000_000_000L;
         while (Files.exists(marker) && System.nanoTime() < deadline) {
           Thread.sleep(200);
