@@ -4,12 +4,14 @@ array's) from its exact
 value (a decimal's digits, a double's binary value, decimal text) at the declared scale, refused or rounded half to
 even as the declaration says, never by Spark's half-up cast; json text read as the decoder reads a record's JSON
 (numbers exact) and held to what jsonb stores. Pure: `spark.sql_transform` calls it from a Python UDF on the
-executors, one value at a time.
+executors, one value at a time, where the batch is not decoded in the JVM or the JVM's own held function (HeldValueUdf,
+tests/integration/spark/test_held_in_jvm.py) left one of its values, which then names the refusals.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import InvalidOperation
 from typing import Any
 
 from microingest.declare.pipeline import Field
@@ -52,3 +54,5 @@ def _document(text: str) -> Any:
         raise ValueError(f"text that is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply to decode") from None
+    except InvalidOperation:  # as the decoder reads a record holding it (`codec`): never a failed query
+        raise ValueError("JSON holding a number whose exponent is out of range") from None

@@ -19,6 +19,10 @@ from microingest.declare.pipeline import Field, Pipeline
 from microingest.decode import storable
 
 CLASS = "dev.microingest.decode.DecodeRecordUdf"
+# The function that holds a statement's decimal and json values to the reference's rules (HeldValueUdf, `held_spec`):
+# one per session, of one return type, told the field by its spec.
+HELD_CLASS = "dev.microingest.decode.HeldValueUdf"
+HELD_FUNCTION = "microingest_held_in_jvm"
 FORMATS = ("json", "avro")
 # Each declared type as the function gives it: a timestamp is a number of microseconds, typed by the driver; a
 # decimal has the declared precision and scale; a UUID is its 16 bytes; an array is one of its items' type.
@@ -125,6 +129,16 @@ def spec(
         },
         separators=(",", ":"),
     )
+
+
+def held_spec(field: Field, jar: str | None = None) -> str:
+    """A decimal, decimal array or json field as the held function reads it (HeldValue.java): the value a statement
+    gives it is held as `held_values.held` holds it, or left to that function; `jar` as `spec`'s."""
+    held = {"name": "held", **{k: v for k, v in _field(field).items() if k in _HELD_KEYS}}  # no user's text
+    return json.dumps({"field": held, **({"jar": jar} if jar else {})}, separators=(",", ":"))
+
+
+_HELD_KEYS = ("type", "required", "items", "precision", "scale", "rounding")
 
 
 def _field(field: Field) -> dict:

@@ -17,12 +17,14 @@ schema registry's settings for pipelines that read a registry format, as it does
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
 import sys
 import uuid
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -194,13 +196,20 @@ def answers(conn: ConnectionInfo) -> bool:
     pyspark marks its whole process as a Spark Connect client in the environment when it opens a remote session, and
     leaves the mark after stop(); a spark-submit started later by this process would inherit it and refuse to start a
     Spark application of its own. The mark is taken back here."""
-    before = {key: os.environ.get(key) for key in _CLIENT_MARKS}
-    try:
+    with client_marks_kept():
         spark = _remote_session(remote_url(conn), create=False)
         try:
             return spark.range(3).count() == 3
         finally:
             spark.stop()
+
+
+@contextlib.contextmanager
+def client_marks_kept() -> Iterator[None]:
+    """The process's Spark Connect client marks as they were before: a remote session opened inside leaves none."""
+    before = {key: os.environ.get(key) for key in _CLIENT_MARKS}
+    try:
+        yield
     finally:
         for key, value in before.items():
             if value is None:

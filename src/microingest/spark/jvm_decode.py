@@ -21,6 +21,7 @@ from pathlib import Path
 from microingest import faults, settings
 from microingest.declare.pipeline import Pipeline
 from microingest.decode import jvm_avro, jvm_spec
+from microingest.decode.held_values import holds
 from microingest.spark import connect
 from microingest.spark.jvm_self_check import JvmMismatchError
 from microingest.systems.schema_registry import subject_schemas, subjects
@@ -46,6 +47,7 @@ class JvmDecoding:
     function: str
     spec: str
     reads_headers: bool = False  # fields from the record's headers: the function is given them
+    jar: str | None = None  # the decoder jar's name in a Spark Connect session (`spec`'s "jar")
     # Set when a batch's self-check found the JVM's values differ from the reference's: the job decodes the rest of
     # its batches by the reference alone.
     distrusted: str | None = None
@@ -88,8 +90,10 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
         sent = _send(spark, f"{jar.stem}-{digest[:16]}.jar", data)
     try:
         spark.udf.registerJavaFunction(function, jvm_spec.CLASS, jvm_spec.return_type(pipeline))
+        if any(holds(f) for f in pipeline.schema):  # for a statement's values (`sql_transform.statement_sql`)
+            spark.udf.registerJavaFunction(jvm_spec.HELD_FUNCTION, jvm_spec.HELD_CLASS, "string")
     except Exception as exc:  # classic and Spark Connect raise different classes; the message is Spark's own
-        if jvm_spec.CLASS not in str(exc):
+        if jvm_spec.CLASS not in str(exc) and jvm_spec.HELD_CLASS not in str(exc):
             raise
         log.warning(
             "pipeline %s: records decoded by the reference decoder in Python: Spark cannot load the JVM decoder "
@@ -106,6 +110,7 @@ def prepare(spark, pipeline: Pipeline, registry: dict[str, str] | None = None) -
         function,
         jvm_spec.spec(pipeline, writers, faults.executor_faults(), jar=sent),
         reads_headers=any(f.source == "header" for f in pipeline.schema),
+        jar=sent,
     )
 
 

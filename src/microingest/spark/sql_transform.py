@@ -1,7 +1,9 @@
 """A batch of a pipeline with `transform_sql`, checks or masks, in Spark: decoded into typed rows (by the JVM decoder
 where it takes the record, `jvm_typed`; else on the executors by the reference, `typed_rows`), the statement run over
 them as the view `batch`, its rows checked against the records read and encoded for COPY on the executors. Only the
-dead letters, the positions read and the COPY chunks reach the driver, spooled as they come (`commit.spool`).
+dead letters, the positions read and the COPY chunks reach the driver, spooled as they come (`commit.spool`). The
+statement's decimal and json values are held to the decoder's rules (`held_call`): in the JVM where the batch is
+decoded there; by the reference wherever the JVM leaves a value, which then runs the batch's statement again.
 
 Every record read ends as one of: a row, a dead letter (by the decoder, or `sql_failed` where the statement fails on
 its value, an ANSI cast say: found by halving, `record_faults`), or a record the statement filtered out (counted,
@@ -31,6 +33,7 @@ from microingest.commit.spool import Spool
 from microingest.declare.pipeline import Field, Pipeline
 from microingest.declare.sql_statement import BATCH_COLUMNS, POSITION_COLUMNS, READ_COLUMN
 from microingest.decode.held_values import REFUSED, held, holds
+from microingest.decode.jvm_spec import HELD_FUNCTION, held_spec
 from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.decode.storable import MAX_EPOCH_MICROS, MIN_EPOCH_MICROS
 from microingest.errors import Refused
@@ -165,7 +168,7 @@ def _transformed(
             rows = typed.where(f"NOT {SUMMARY}")
             records = rows.where("NOT is_tombstone")
             records.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
-            output, found = _output(spark, pipeline, view, records, rows, batch_id, spans)
+            output, found = _output(spark, pipeline, view, records, rows, batch_id, spans, jvm)
             try:
                 total = output.count()
                 # The guard before the failing records are gathered, each read again from Kafka: a check that fails
@@ -253,30 +256,38 @@ def _spooled(encoded, memory: int) -> tuple[Spool, int, int]:
     return spool, rows, chunks
 
 
-def _output(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, spans: Sequence[Span]):
-    """The statement's rows over the view, persisted and verified, and the records it failed on (left out)."""
+def _output(
+    spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, spans: Sequence[Span], jvm: JvmDecoding | None
+):
+    """The statement's rows over the view, persisted and verified, and the records it failed on (left out). `jvm`:
+    the decoding function whose jar holds the statement's decimal and json values (`statement_sql`)."""
     found: list[RecordFault] = []
     try:
-        return _verified(spark, pipeline, view, records, rows, batch_id), found
+        return _verified(spark, pipeline, view, records, rows, batch_id, jvm), found
     except Exception as exc:  # classic and Spark Connect raise different classes: the SQLSTATE says what failed
         message = value_fault(exc)
         if message is None:
             _refuse_statement(pipeline, exc)
             raise
+        if jvm is not None and any(holds(f) for f in pipeline.schema):
+            # A value the JVM left, or a record the statement fails on: the reference holds the batch's values from
+            # here, and names each record's fault in its own words.
+            log.info("batch %s: transform_sql failed on a value; its values are held by the reference", batch_id)
+            return _output(spark, pipeline, view, records, rows, batch_id, spans, None)
         found = _faults(spark, pipeline, records, slices_of(spans), message, batch_id)
     kept = records.where(~_at(found))
     kept.select(*BATCH_COLUMNS, *pipeline.value_columns).createOrReplaceTempView(view)
     return _verified(spark, pipeline, view, kept, rows, batch_id), found
 
 
-def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str):
+def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str, jvm: JvmDecoding | None = None):
     """The final rows (ROW_COLUMNS and the declared fields, cast to their staged types, and which record-level
     check each fails), persisted, each from one record read: the statement's rows joined by position to the
     records, and the tombstones."""
     from pyspark.sql import functions as F
 
     read = records.select(*POSITION_COLUMNS, "kafka_timestamp", "record_key", F.lit(True).alias(_READ))
-    joined = spark.sql(statement_sql(pipeline, view)).join(F.broadcast(read), list(POSITION_COLUMNS), "left")
+    joined = spark.sql(statement_sql(pipeline, view, jvm)).join(F.broadcast(read), list(POSITION_COLUMNS), "left")
     fields = pipeline.value_columns
     output = joined.select(
         *POSITION_COLUMNS,
@@ -325,7 +336,7 @@ def _filtered_at(records, output, found: Sequence[RecordFault]) -> list[tuple[st
     return [tuple(r) for r in gone if tuple(r) not in failed]
 
 
-def statement_sql(pipeline: Pipeline, view: str) -> str:
+def statement_sql(pipeline: Pipeline, view: str, jvm: JvmDecoding | None = None) -> str:
     """The pipeline's statement (or all of `batch` when it has none) over `view` as `batch`, its fields cast to their
     staged types (ANSI: a value that does not fit fails, on its record) and held to what Postgres stores as the
     decoder holds them (`storable`): no NaN or infinity, no NUL in text; with the record-level check each row fails
@@ -337,8 +348,8 @@ def statement_sql(pipeline: Pipeline, view: str) -> str:
     for i, field in enumerate(pipeline.schema):
         staged = from_arrow_type(schema.field(field.name).type).simpleString()
         value = f"CAST(`{field.name}` AS {staged})"
-        if holds(field):  # the decoder's own rules, on the executors (`register_held`)
-            held_columns.append(f"{_held_function(field)}(`{field.name}`) AS `{HELD_COLUMN}{i}`")
+        if holds(field):  # the decoder's own rules: in the JVM (HeldValueUdf), else in Python (`register_held`)
+            held_columns.append(f"{held_call(field, f'`{field.name}`', jvm)} AS `{HELD_COLUMN}{i}`")
             h = f"`{HELD_COLUMN}{i}`"
             refused = f"concat('{UNSTORED_MARK} {field.name} a value the decoder refuses: ', substr({h}, 4))"
             value = (
@@ -380,6 +391,22 @@ _UNSTORABLE = {
         "a time outside the years 1 to 9999 in UTC",
     ),
 }
+
+
+def held_call(field: Field, column: str, jvm: JvmDecoding | None) -> str:
+    """SQL: `column`'s value held to the decoder's rules for `field` (a decimal, decimal array or json field), as
+    `held_values.held` answers: in the JVM where the job decodes there (HeldValueUdf, which leaves to `held` whatever
+    it is not sure of), else by `held` itself (`register_held`)."""
+    if jvm is None:
+        return f"{_held_function(field)}({column})"
+    return f"{HELD_FUNCTION}({column}, {_sql_text(held_spec(field, jvm.jar))})"
+
+
+def _sql_text(text: str) -> str:
+    """A Spark SQL string literal of `text`."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 HELD_COLUMN = "__microingest_held_"  # the statement's output columns of the held values (no field's name)
 
 

@@ -41,5 +41,5 @@ def test_a_decimal_lands_exactly_as_the_decoder_lands_it(field, value, expected)
 def test_json_text_is_read_and_held_as_a_records_json_is():
     assert held(DOC, '{"n": 1.50, "z": -0}') == LANDS + '{"n":1.50,"z":-0}'
     assert held(DOC, "null") is None and held(DOC, None) is None
-    for text in ('{"a": "\\ud800"}', '{"n": 1e400000}', '{"a": "x\\u0000"}', "{broken"):
+    for text in ('{"a": "\\ud800"}', '{"n": 1e400000}', '{"a": "x\\u0000"}', "{broken", "[0e1000000000000000000]"):
         assert held(DOC, text).startswith(REFUSED), text

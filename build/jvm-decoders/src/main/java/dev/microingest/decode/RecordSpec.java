@@ -135,59 +135,55 @@ final class RecordSpec {
     expect(p.currentToken(), JsonToken.START_ARRAY, text);
     List<Field> out = new ArrayList<>();
     while (p.nextToken() == JsonToken.START_OBJECT) {
-      String name = null;
-      Type type = null;
-      boolean required = false;
-      int precision = -1;
-      int scale = -1;
-      boolean halfEven = false;
-      Type items = null;
-      List<String> path = null;
-      Source source = Source.VALUE;
-      String header = null;
-      while (p.nextToken() == JsonToken.FIELD_NAME) {
-        String key = p.currentName();
-        p.nextToken();
-        switch (key) {
-          case "name" -> name = p.getText();
-          case "type" -> type = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
-          case "required" -> required = p.getBooleanValue();
-          case "precision" -> precision = p.getIntValue();
-          case "scale" -> scale = p.getIntValue();
-          case "rounding" -> halfEven = "half_even".equals(p.getText());
-          case "items" -> items = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
-          case "path" -> path = strings(p, text);
-          case "source" -> source = Source.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
-          case "header" -> header = p.getText();
-          default -> throw new IllegalArgumentException("unknown field key '" + key + "' in decoding spec " + text);
-        }
-      }
-      if (name == null || type == null) {
-        throw new IllegalArgumentException("a field without name or type in decoding spec " + text);
-      }
-      if ((type == Type.ARRAY) != (items != null) || items == Type.ARRAY) {
-        throw new IllegalArgumentException("an array without its items' type in decoding spec " + text);
-      }
-      if ((type == Type.DECIMAL || items == Type.DECIMAL) && (precision < 1 || scale < 0 || scale > precision)) {
-        throw new IllegalArgumentException("a decimal without precision and scale in decoding spec " + text);
-      }
-      if ((source == Source.HEADER) != (header != null)) {
-        throw new IllegalArgumentException("a header field without its header in decoding spec " + text);
-      }
-      out.add(
-          new Field(
-              name,
-              type,
-              required,
-              precision,
-              scale,
-              halfEven,
-              items,
-              path == null ? List.of(name) : path,
-              source,
-              header));
+      out.add(field(p, text));
     }
     return List.copyOf(out);
+  }
+
+  /** The declared field whose object the parser is at (its START_OBJECT), leaving it at the object's end. */
+  static Field field(JsonParser p, String text) throws IOException {
+    expect(p.currentToken(), JsonToken.START_OBJECT, text);
+    String name = null;
+    Type type = null;
+    boolean required = false;
+    int precision = -1;
+    int scale = -1;
+    boolean halfEven = false;
+    Type items = null;
+    List<String> path = null;
+    Source source = Source.VALUE;
+    String header = null;
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String key = p.currentName();
+      p.nextToken();
+      switch (key) {
+        case "name" -> name = p.getText();
+        case "type" -> type = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+        case "required" -> required = p.getBooleanValue();
+        case "precision" -> precision = p.getIntValue();
+        case "scale" -> scale = p.getIntValue();
+        case "rounding" -> halfEven = "half_even".equals(p.getText());
+        case "items" -> items = Type.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+        case "path" -> path = strings(p, text);
+        case "source" -> source = Source.valueOf(p.getText().toUpperCase(java.util.Locale.ROOT));
+        case "header" -> header = p.getText();
+        default -> throw new IllegalArgumentException("unknown field key '" + key + "' in decoding spec " + text);
+      }
+    }
+    if (name == null || type == null) {
+      throw new IllegalArgumentException("a field without name or type in decoding spec " + text);
+    }
+    if ((type == Type.ARRAY) != (items != null) || items == Type.ARRAY) {
+      throw new IllegalArgumentException("an array without its items' type in decoding spec " + text);
+    }
+    if ((type == Type.DECIMAL || items == Type.DECIMAL) && (precision < 1 || scale < 0 || scale > precision)) {
+      throw new IllegalArgumentException("a decimal without precision and scale in decoding spec " + text);
+    }
+    if ((source == Source.HEADER) != (header != null)) {
+      throw new IllegalArgumentException("a header field without its header in decoding spec " + text);
+    }
+    return new Field(
+        name, type, required, precision, scale, halfEven, items, path == null ? List.of(name) : path, source, header);
   }
 
   private static List<String> strings(JsonParser p, String text) throws IOException {

@@ -24,7 +24,7 @@ public final class StrictJsonDecoder extends RecordDecoder {
   // Below Python's recursion limit with room for the frames already on its stack (arrow_json.MAX_BRACKETS).
   private static final int MAX_DEPTH = 500;
   private static final int HUGE_EXPONENT_DIGITS = 16;
-  private static final JsonFactory FACTORY =
+  static final JsonFactory FACTORY =
       JsonFactory.builder()
           .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).build())
           .build();
