@@ -196,6 +196,7 @@ def _transformed(
                 output.unpersist()
         finally:
             spark.catalog.dropTempView(view)
+            spark.catalog.dropTempView(_rows_view(view))
             typed.unpersist()
         decoded = _sum(summary, "good")
         filtered = decoded - len(found) - total
@@ -303,7 +304,11 @@ def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str
             *ROW_COLUMNS, *fields, F.lit(None).cast("int").alias(FAILED), F.lit(True).alias(_READ)
         )
     )
-    output = output.persist()
+    # Persisted as a view's rows: the statement's CTE (`statement_sql`) takes new ids each time its SQL is analysed,
+    # so a cache of the frame itself would never be found again and each later query would run the statement anew; a
+    # view keeps the plan analysed once, and every query made from `spark.table` finds its cache.
+    output.createOrReplaceTempView(_rows_view(view))
+    output = spark.table(_rows_view(view)).persist()
     try:
         # The hash of every field is summed so the check computes them all: a value the statement fails on fails
         # here, before anything is collected, whatever Spark would prune from a count.
@@ -326,6 +331,11 @@ def _verified(spark, pipeline: Pipeline, view: str, records, rows, batch_id: str
             + "; each row must keep its record's source_topic, source_partition and source_offset. Nothing was written"
         )
     return output
+
+
+def _rows_view(view: str) -> str:
+    """The view of the statement's rows over `view` (`_verified`)."""
+    return f"{view}_rows"
 
 
 def _filtered_at(records, output, found: Sequence[RecordFault]) -> list[tuple[str, int, int]]:
