@@ -214,7 +214,7 @@ class Pipeline:
     # A SELECT over the decoded batch, run in Spark before the rows leave the executors (`declare.sql_statement`).
     transform_sql: str | None = None
     checks: tuple[Check, ...] = ()
-    # Declared text fields masked on the executors before they are written (`decode.masks`); a keyed hash's key is
+    # Declared text fields masked on the driver before they are written (`decode.masks`); a keyed hash's key is
     # the password of the Airflow connection `mask_conn_id`.
     mask: tuple[tuple[str, str], ...] = ()
     mask_conn_id: str | None = None

@@ -1,5 +1,5 @@
-"""Masks of declared text fields (`mask:`), applied to a column of rows on the executors before they are encoded for
-COPY (`spark.typed_rows.RowEncoder`): what lands in the target is the masked value, and nothing upstream of the
+"""Masks of declared text fields (`mask:`), applied to a column of rows on the driver before they are encoded for
+COPY (`spark.row_encoder.RowEncoder`): what lands in the target is the masked value, and nothing upstream of the
 encoder keeps the row.
 
 - `sha256`: the SHA-256 of the text's UTF-8, in hex (equal texts stay equal, so joins and counts still work; a

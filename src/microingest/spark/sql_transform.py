@@ -38,9 +38,8 @@ from microingest.decode.staged_rows import WITHHELD, dead_letters
 from microingest.decode.storable import MAX_EPOCH_MICROS, MIN_EPOCH_MICROS
 from microingest.errors import Refused
 from microingest.faults import corrupts
-from microingest.spark.arrow_chunks import arrow_chunks
 from microingest.spark.dead_letter_limit import check_dead_letters
-from microingest.spark.decoder import DECODED_SCHEMA, text_chunks
+from microingest.spark.decoder import text_chunks
 from microingest.spark.jvm_decode import JvmDecoding, decoded_frame, distrust
 from microingest.spark.jvm_self_check import JvmMismatchError, log_share
 from microingest.spark.jvm_typed import JvmTypedDecoder
@@ -56,7 +55,8 @@ from microingest.spark.record_faults import (
     value_fault,
 )
 from microingest.spark.row_checks import CHECK_FAILED, FAILED, check_batch, failed_check, failing_checks
-from microingest.spark.typed_rows import SUMMARY, SUMMARY_SELECT, RowEncoder, TypedDecoder, staged_schema
+from microingest.spark.row_encoder import RowEncoder
+from microingest.spark.typed_rows import SUMMARY, SUMMARY_SELECT, TypedDecoder, staged_schema
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +184,7 @@ def _transformed(
                 refused = failing_checks(output, pipeline)
                 check_batch(output.where(f"{FAILED} IS NULL AND NOT is_tombstone"), pipeline, batch_id)
                 kept = output.where(f"{FAILED} IS NULL").drop(_READ, FAILED)
-                encoder = RowEncoder(pipeline, into_target, mask_key)
-                rows_spool, written, chunks = _spooled(kept.mapInArrow(encoder, DECODED_SCHEMA), memory)
+                rows_spool, written, chunks = RowEncoder(pipeline, into_target, mask_key).spooled(kept, memory)
                 owned.callback(rows_spool.close)
                 filtered_at = (
                     _filtered_at(records, output, found)
@@ -239,22 +238,6 @@ def _transformed(
         )
         owned.pop_all()  # the batch's own from here: closed once it is committed
         return made
-
-
-def _spooled(encoded, memory: int) -> tuple[Spool, int, int]:
-    """The encoded rows' COPY data (RowEncoder's) spooled as the driver collects it (`arrow_chunks`): the spool, its
-    rows and the chunks they came in."""
-    spool, rows, chunks = Spool(memory), 0, 0
-    try:
-        for table in arrow_chunks(encoded):
-            for data in table.column("rows").to_pylist():
-                spool.write(data)
-            rows += _sum(table, "good")
-            chunks += 1
-    except BaseException:
-        spool.close()
-        raise
-    return spool, rows, chunks
 
 
 def _output(

@@ -1,5 +1,5 @@
 """What the executors run for a batch whose rows pass through a SQL statement (`sql_transform`): decode each Arrow
-batch of records into typed Spark rows, and, once the statement has run, encode its rows for COPY.
+batch of records into typed Spark rows (the statement's rows are encoded for COPY on the driver, `row_encoder`).
 
 `TypedDecoder` yields the decoded rows (ROW_COLUMNS and the declared fields, in the staged Arrow types, a uuid as
 binary) and, per Arrow batch, one summary row (`_summary` true, its row columns NULL; its own columns `_summary_*`)
@@ -17,15 +17,13 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from microingest import faults
-from microingest.batches import ROW_COLUMNS, SOURCE_COLUMNS
+from microingest.batches import ROW_COLUMNS
 from microingest.declare.pipeline import Pipeline
 from microingest.declare.sql_statement import SUMMARY_COLUMN
 from microingest.decode.batch_columns import arrow_field
-from microingest.decode.copy_binary import row_chunks
-from microingest.decode.masks import masked
 from microingest.decode.records import RecordProcessor
 from microingest.decode.staged_rows import StagedBatch, stage_batch
-from microingest.spark.decoder import CHUNK_BYTES, DECODED_ARROW_SCHEMA, read_spans
+from microingest.spark.decoder import DECODED_ARROW_SCHEMA, read_spans
 
 SUMMARY = SUMMARY_COLUMN
 # With, where the JVM decoded (`jvm_typed`), the records it took, how many of them the reference checked, and the
@@ -113,46 +111,3 @@ class TypedDecoder:
     ) -> tuple[StagedBatch, dict]:
         """The batch's records staged by the reference, and what the summary says of the JVM's share (none)."""
         return stage_batch(batch, processor, self.batch_id, lead), {}
-
-
-class RowEncoder:
-    """A mapInArrow function over the statement's rows (the staged columns, in Spark's types): each Arrow batch with
-    the pipeline's masks applied (`decode.masks`; `mask_key` for a keyed hash, which travels pickled with the
-    function, never in a plan or a log), as binary COPY chunks and its row count (DECODED_ARROW_SCHEMA's `rows` and
-    `good`)."""
-
-    def __init__(self, pipeline: Pipeline, into_target: bool, mask_key: bytes | None = None):
-        self.pipeline, self.into_target, self.mask_key = pipeline, into_target, mask_key
-
-    def __repr__(self) -> str:  # whatever prints the function shows no key
-        return f"RowEncoder({self.pipeline.name})"
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = staged_schema(self.pipeline)
-        target_columns = [*SOURCE_COLUMNS, *self.pipeline.value_columns]
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            # Spark's types back to the staged ones: its timestamps carry the session's zone, its binary no width,
-            # and a json field's mark for the encoder is the schema's own.
-            rows = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-            for name, method in self.pipeline.mask:
-                at = rows.schema.get_field_index(name)
-                rows = rows.set_column(at, schema.field(name), masked(rows.column(name), method, self.mask_key))
-            if self.into_target:
-                rows = rows.select(target_columns)
-            chunks = list(row_chunks(rows, CHUNK_BYTES))
-            yield pa.RecordBatch.from_pylist(
-                [
-                    {
-                        "rows": chunk,
-                        "dead": b"",
-                        "good": rows.num_rows if i == 0 else 0,
-                        "bad": 0,
-                        "spans": [],
-                        "notes": [],
-                    }
-                    for i, chunk in enumerate(chunks)
-                ],
-                schema=DECODED_ARROW_SCHEMA,
-            )
